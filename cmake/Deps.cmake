@@ -1,0 +1,42 @@
+# Finds every external library with pkg-config. A missing one stops configure
+# with the Debian package that provides it (scripts/install-deps.sh installs them all).
+find_package(PkgConfig)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config not found: apt-get install pkg-config (or run scripts/install-deps.sh)")
+endif()
+
+function(dpu_require_pkg target module debian_pkg)
+  pkg_check_modules(${target} QUIET IMPORTED_TARGET GLOBAL ${module})
+  if(NOT ${target}_FOUND)
+    message(FATAL_ERROR
+      "Missing dependency: pkg-config module '${module}' not found.\n"
+      "Install it with: apt-get install ${debian_pkg}   (or run scripts/install-deps.sh)")
+  endif()
+  message(STATUS "Found ${module} ${${target}_VERSION}")
+endfunction()
+
+dpu_require_pkg(DPDK libdpdk libdpdk-dev)
+dpu_require_pkg(HS libhs libhyperscan-dev)
+dpu_require_pkg(YARA yara libyara-dev)
+dpu_require_pkg(MMDB libmaxminddb libmaxminddb-dev)
+dpu_require_pkg(GRPCPP grpc++ libgrpc++-dev)
+dpu_require_pkg(PROTOBUF protobuf libprotobuf-dev)
+dpu_require_pkg(PCAP libpcap libpcap-dev)
+
+find_program(PROTOC protoc)
+if(NOT PROTOC)
+  message(FATAL_ERROR "Missing tool: protoc. Install it with: apt-get install protobuf-compiler")
+endif()
+find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin)
+if(NOT GRPC_CPP_PLUGIN)
+  message(FATAL_ERROR "Missing tool: grpc_cpp_plugin. Install it with: apt-get install protobuf-compiler-grpc")
+endif()
+
+find_package(GTest)
+if(NOT GTest_FOUND)
+  message(FATAL_ERROR "Missing dependency: GoogleTest. Install it with: apt-get install libgtest-dev libgmock-dev")
+endif()
+find_package(benchmark QUIET)
+if(NOT benchmark_FOUND)
+  message(FATAL_ERROR "Missing dependency: Google Benchmark. Install it with: apt-get install libbenchmark-dev")
+endif()

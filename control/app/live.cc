@@ -1,0 +1,149 @@
+#include "control/app/live.h"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "control/app/summary.h"
+#include "control/config/config_loader.h"
+#include "dataplane/api/dataplane.h"
+#include "dataplane/port/eal.h"
+
+namespace dpu::ctl {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void onSignal(int) { g_stop.store(true); }
+
+PortReport livePort(uint16_t port, const char* side) {
+  PortReport r;
+  char name[RTE_ETH_NAME_MAX_LEN] = {0};
+  rte_eth_dev_get_name_by_port(port, name);
+  r.name = absl::StrCat(side, " (", name, ")");
+  rte_eth_stats st{};
+  if (rte_eth_stats_get(port, &st) == 0) {
+    r.rx_packets = st.ipackets;
+    r.rx_bytes = st.ibytes;
+    r.tx_packets = st.opackets;
+    r.tx_bytes = st.obytes;
+    r.rx_missed = st.imissed;
+    r.rx_nombuf = st.rx_nombuf;
+    r.tx_errors = st.oerrors;
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::Status runLive(const LiveOptions& o) {
+  v1::ApplianceConfig cfg;
+  if (!o.config.empty()) {
+    auto c = loadConfigFile(o.config);
+    if (!c.ok()) return c.status();
+    cfg = *c;
+  }
+  auto model = toModel(cfg);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.config.empty() ? "default config" : o.config, ": ",
+                     model.status().message()));
+  }
+  auto snap = rules::compileSnapshot(*model, 1);
+  if (!snap.ok()) return snap.status();
+
+  std::vector<std::string> eal = {"dpu-appliance"};
+  eal.insert(eal.end(), o.eal_args.begin(), o.eal_args.end());
+  absl::Status st = dp::initEal(eal);
+  if (!st.ok()) return st;
+
+  dp::DataplaneOptions dopts;
+  unsigned lc;
+  RTE_LCORE_FOREACH_WORKER(lc) { dopts.worker_lcores.push_back(lc); }
+  if (dopts.worker_lcores.empty()) {
+    return absl::InvalidArgumentError(
+        "no worker lcore: the main lcore runs control, so give at least two lcores (e.g. -l 0,1)");
+  }
+  dopts.workers = static_cast<uint16_t>(dopts.worker_lcores.size());
+  dopts.clock = dp::ClockMode::kTsc;
+  auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
+  if (!dpr.ok()) return dpr.status();
+  std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
+
+  // Events carry TSC-based nanoseconds; this offset turns them into wall-clock time.
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  uint64_t tsc_ns = static_cast<uint64_t>(static_cast<unsigned __int128>(rte_rdtsc()) *
+                                          1000000000ull / rte_get_tsc_hz());
+  int64_t wall_offset = static_cast<int64_t>(now.tv_sec) * 1000000000ll + now.tv_nsec -
+                        static_cast<int64_t>(tsc_ns);
+  std::ofstream eout;
+  if (!o.events.empty()) {
+    eout.open(o.events, std::ios::app);
+    if (!eout) return absl::InvalidArgumentError(absl::StrCat(o.events, ": cannot write"));
+  }
+  auto drain = [&]() {
+    plane->drainEvents([&](const dp::Event& e) {
+      if (eout.is_open()) eout << eventJson(e, wall_offset) << '\n';
+    });
+    if (eout.is_open()) eout.flush();
+  };
+
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  st = plane->launch();
+  if (!st.ok()) return st;
+  std::fprintf(stderr, "dpu-appliance: forwarding between %s (A) and %s (B) with %u worker(s); "
+                       "Ctrl-C to stop\n",
+               livePort(plane->portA(), "A").name.c_str(),
+               livePort(plane->portB(), "B").name.c_str(), plane->workerCount());
+  auto start = std::chrono::steady_clock::now();
+  auto last_stats = start;
+  uint64_t last_rx = 0;
+  while (!g_stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    drain();
+    auto t = std::chrono::steady_clock::now();
+    double elapsed = std::chrono::duration<double>(t - start).count();
+    if (o.duration_s > 0 && elapsed >= o.duration_s) break;
+    if (o.stats_interval_s > 0 &&
+        std::chrono::duration<double>(t - last_stats).count() >= o.stats_interval_s) {
+      auto c = plane->counters().total;
+      uint64_t rx = c.rx_packets[0] + c.rx_packets[1];
+      double dt = std::chrono::duration<double>(t - last_stats).count();
+      std::fprintf(stderr, "[%8.1fs] rx %lu (%.3f Mpps)  fwd %lu  drop %lu  flows %lu\n",
+                   elapsed, static_cast<unsigned long>(rx), (rx - last_rx) / dt / 1e6,
+                   static_cast<unsigned long>(c.verdicts[1]),
+                   static_cast<unsigned long>(c.totalDrops()),
+                   static_cast<unsigned long>(c.flows_active));
+      last_rx = rx;
+      last_stats = t;
+    }
+  }
+  plane->stop();
+  drain();
+  SummaryInput sum;
+  sum.counters = plane->counters();
+  for (uint16_t i = 0; i < plane->workerCount(); ++i) {
+    sum.flows_active_at_end += plane->worker(i).flows().size();
+  }
+  sum.title = "dpu-appliance run: final counters";
+  sum.ports[0] = livePort(plane->portA(), "A");
+  sum.ports[1] = livePort(plane->portB(), "B");
+  sum.generation = plane->current().generation;
+  sum.config_version = plane->current().config_version;
+  std::fputs(formatSummary(sum).c_str(), stdout);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace dpu::ctl

@@ -1,0 +1,190 @@
+#include "control/app/replay.h"
+
+#include <rte_ethdev.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "control/app/pcap_capture.h"
+#include "control/app/summary.h"
+#include "control/config/config_loader.h"
+#include "dataplane/api/dataplane.h"
+#include "dataplane/port/eal.h"
+#include "dataplane/port/ports.h"
+
+namespace dpu::ctl {
+namespace {
+
+// Verdicts arrive mostly in order; fragments held for their first fragment arrive late.
+// Records are buffered until every lower index has been written.
+class VerdictWriter : public dp::VerdictSink {
+ public:
+  explicit VerdictWriter(std::ofstream* out) : out_(out) {}
+  void onVerdict(const dp::PacketVerdict& v) override {
+    pending_.emplace(v.seq, verdictJson(v));
+    while (!pending_.empty() && pending_.begin()->first == next_) {
+      if (out_) *out_ << pending_.begin()->second << '\n';
+      pending_.erase(pending_.begin());
+      ++next_;
+    }
+  }
+  // Anything left means a packet got no verdict: a bug worth failing loudly on.
+  size_t unresolved() const { return pending_.size(); }
+  uint64_t written() const { return next_; }
+
+ private:
+  std::ofstream* out_;
+  std::map<uint64_t, std::string> pending_;
+  uint64_t next_ = 0;
+};
+
+PortReport portReport(uint16_t port, const char* side) {
+  PortReport r;
+  char name[RTE_ETH_NAME_MAX_LEN] = {0};
+  rte_eth_dev_get_name_by_port(port, name);
+  r.name = absl::StrCat(side, " (", name, ")");
+  rte_eth_stats st{};
+  if (rte_eth_stats_get(port, &st) == 0) {
+    r.rx_packets = st.ipackets;
+    r.rx_bytes = st.ibytes;
+    r.tx_packets = st.opackets;
+    r.tx_bytes = st.obytes;
+    r.rx_missed = st.imissed;
+    r.rx_nombuf = st.rx_nombuf;
+    r.tx_errors = st.oerrors;
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::Status runReplay(const ReplayOptions& o) {
+  if (o.config.empty()) return absl::InvalidArgumentError("replay needs --config FILE");
+  if (o.in_a.empty()) return absl::InvalidArgumentError("replay needs --in FILE.pcap");
+  auto cfg = loadConfigFile(o.config);
+  if (!cfg.ok()) return cfg.status();
+  auto model = toModel(*cfg);
+  if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(o.config, ": ",
+                                                                  model.status().message()));
+  auto snap = rules::compileSnapshot(*model, 1);
+  if (!snap.ok()) return snap.status();
+
+  absl::Status st = checkEthernetPcap(o.in_a);
+  if (!st.ok()) return st;
+  std::string in_b = o.in_b;
+  std::string empty_b;
+  if (in_b.empty()) {
+    empty_b = absl::StrCat("/tmp/dpu-replay-empty-", getpid(), ".pcap");
+    st = writeEmptyPcap(empty_b);
+    if (!st.ok()) return st;
+    in_b = empty_b;
+  } else {
+    st = checkEthernetPcap(in_b);
+    if (!st.ok()) return st;
+  }
+  for (const std::string* p : std::initializer_list<const std::string*>{&o.in_a, &in_b}) {
+    if (p->find_first_of(",") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(*p, ": pcap paths cannot contain ','"));
+    }
+  }
+
+  // Memory: the mbuf pool (jumbo-sized buffers) plus the flow and fragment tables.
+  const auto& d = (*snap)->dataplane;
+  uint64_t table_mb = (static_cast<uint64_t>(d.flow_capacity) * 200 +
+                       static_cast<uint64_t>(d.frag_max_datagrams) * (256 + 4 * d.frag_max_fragments)) >> 20;
+  int mem_mb = static_cast<int>(512 + table_mb);
+  st = dp::initEal(dp::offlineEalArgs({absl::StrCat("net_pcap0,rx_pcap=", o.in_a),
+                                       absl::StrCat("net_pcap1,rx_pcap=", in_b)},
+                                      mem_mb));
+  if (!st.ok()) return st;
+
+  dp::DataplaneOptions dopts;
+  dopts.port_a = 0;
+  dopts.port_b = 1;
+  dopts.workers = 1;
+  dopts.clock = dp::ClockMode::kPacketTimestamp;
+  dopts.merge_by_timestamp = true;
+  dopts.mbufs = 2047;
+  dopts.mbuf_data_room = 65535;
+  dopts.rx_desc = 64;
+  dopts.tx_desc = 64;
+  auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
+  if (!dpr.ok()) return dpr.status();
+  std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
+
+  std::unique_ptr<PcapCapture> cap_b, cap_a;
+  if (!o.out_b.empty()) {
+    auto c = PcapCapture::create(o.out_b);
+    if (!c.ok()) return c.status();
+    cap_b = std::move(*c);
+    st = cap_b->attachTx(plane->portB(), 0);
+    if (!st.ok()) return st;
+  }
+  if (!o.out_a.empty()) {
+    auto c = PcapCapture::create(o.out_a);
+    if (!c.ok()) return c.status();
+    cap_a = std::move(*c);
+    st = cap_a->attachTx(plane->portA(), 0);
+    if (!st.ok()) return st;
+  }
+  std::ofstream vout, eout;
+  if (!o.verdicts.empty()) {
+    vout.open(o.verdicts, std::ios::trunc);
+    if (!vout) return absl::InvalidArgumentError(absl::StrCat(o.verdicts, ": cannot write"));
+  }
+  if (!o.events.empty()) {
+    eout.open(o.events, std::ios::trunc);
+    if (!eout) return absl::InvalidArgumentError(absl::StrCat(o.events, ": cannot write"));
+  }
+  VerdictWriter verdicts(o.verdicts.empty() ? nullptr : &vout);
+  auto drain = [&]() {
+    plane->drainEvents([&](const dp::Event& e) {
+      if (eout.is_open()) eout << eventJson(e, 0) << '\n';
+    });
+  };
+
+  dp::Worker& w = plane->worker(0);
+  w.setVerdictSink(&verdicts);
+  plane->attachCaller(0);
+  while (w.pollOnce() > 0) drain();
+  while (!w.drainFragments(1024)) drain();
+  drain();
+
+  SummaryInput sum;
+  sum.counters = plane->counters();
+  sum.flows_active_at_end = w.flows().size();
+  sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
+                           o.in_b, " with ", o.config);
+  sum.ports[0] = portReport(plane->portA(), "A");
+  sum.ports[1] = portReport(plane->portB(), "B");
+  sum.generation = plane->current().generation;
+  sum.config_version = plane->current().config_version;
+
+  while (!w.endFlows(4096)) drain();
+  drain();
+  w.setVerdictSink(nullptr);
+  plane->detachCaller(0);
+
+  uint64_t in_pkts = sum.counters.total.rx_packets[0] + sum.counters.total.rx_packets[1];
+  if (verdicts.unresolved() != 0 || verdicts.written() != in_pkts) {
+    return absl::InternalError(absl::StrCat("internal error: ", in_pkts, " packets in but ",
+                                            verdicts.written(), " verdicts written and ",
+                                            verdicts.unresolved(), " unresolved"));
+  }
+  cap_a.reset();
+  cap_b.reset();
+  if (!o.summary_json.empty()) {
+    std::ofstream js(o.summary_json, std::ios::trunc);
+    js << summaryJson(sum) << '\n';
+    if (!js) return absl::InvalidArgumentError(absl::StrCat(o.summary_json, ": cannot write"));
+  }
+  if (!o.quiet) std::fputs(formatSummary(sum).c_str(), stdout);
+  plane.reset();
+  if (!empty_b.empty()) unlink(empty_b.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace dpu::ctl

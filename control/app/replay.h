@@ -1,0 +1,25 @@
+// `dpu-appliance replay`: offline run over DPDK net_pcap vdevs, same worker code path as
+// `run`, deterministic (time comes from the capture).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace dpu::ctl {
+
+struct ReplayOptions {
+  std::string config;        // required
+  std::string in_a;          // required: traffic arriving on side A
+  std::string in_b;          // optional: traffic arriving on side B (merged by timestamp)
+  std::string out_b;         // --out: what the appliance sends out of side B
+  std::string out_a;         // --out-a: what it sends out of side A
+  std::string verdicts;      // JSON lines, one per input packet, in input order
+  std::string events;        // JSON lines (eve-like)
+  std::string summary_json;  // the summary as one JSON object
+  bool quiet = false;        // no summary on stdout
+};
+
+absl::Status runReplay(const ReplayOptions& opts);
+
+}  // namespace dpu::ctl

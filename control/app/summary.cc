@@ -1,0 +1,197 @@
+#include "control/app/summary.h"
+
+#include <arpa/inet.h>
+
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "dataplane/flow/tcp_state.h"
+
+namespace dpu::ctl {
+namespace {
+
+std::string isoTime(uint64_t ns) {
+  time_t sec = static_cast<time_t>(ns / 1000000000ull);
+  uint64_t us = (ns % 1000000000ull) / 1000;
+  std::tm tm{};
+  gmtime_r(&sec, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  return absl::StrFormat("%s.%06uZ", buf, us);
+}
+
+std::string jsonStrOrNull(const char* s) { return s ? absl::StrCat("\"", s, "\"") : "null"; }
+
+}  // namespace
+
+std::string ipToString(const dp::IpAddr& a, uint8_t ip_ver) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (ip_ver == 4) {
+    inet_ntop(AF_INET, a.b, buf, sizeof(buf));
+  } else {
+    inet_ntop(AF_INET6, a.b, buf, sizeof(buf));
+  }
+  return buf;
+}
+
+std::string protoName(uint8_t proto) {
+  switch (proto) {
+    case 1: return "ICMP";
+    case 6: return "TCP";
+    case 17: return "UDP";
+    case 58: return "IPv6-ICMP";
+    case 132: return "SCTP";
+    case 47: return "GRE";
+    default: return std::to_string(proto);
+  }
+}
+
+std::string formatSummary(const SummaryInput& in) {
+  const auto& t = in.counters.total;
+  std::string s;
+  absl::StrAppend(&s, in.title, "\n");
+  absl::StrAppend(&s, absl::StrFormat("config version %u, snapshot generation %u, %u worker(s)\n",
+                                      in.config_version, in.generation,
+                                      in.counters.per_worker.size()));
+  absl::StrAppend(&s, "\nports\n");
+  absl::StrAppend(&s, absl::StrFormat("  %-22s %12s %14s %12s %14s\n", "side", "rx packets",
+                                      "rx bytes", "tx packets", "tx bytes"));
+  for (int p = 0; p < 2; ++p) {
+    const PortReport& r = in.ports[p];
+    absl::StrAppend(&s, absl::StrFormat("  %-22s %12u %14u %12u %14u\n", r.name, r.rx_packets,
+                                        r.rx_bytes, r.tx_packets, r.tx_bytes));
+    if (r.rx_missed || r.rx_nombuf || r.tx_errors) {
+      absl::StrAppend(&s, absl::StrFormat("  %-22s rx missed %u, rx no mbuf %u, tx errors %u\n",
+                                          "", r.rx_missed, r.rx_nombuf, r.tx_errors));
+    }
+  }
+  uint64_t in_pkts = t.rx_packets[0] + t.rx_packets[1];
+  absl::StrAppend(&s, absl::StrFormat(
+                          "\nverdicts (%u packets in)\n  forwarded %u   dropped %u   rejected %u\n",
+                          in_pkts, t.verdicts[static_cast<int>(dp::Verdict::kForward)],
+                          t.verdicts[static_cast<int>(dp::Verdict::kDrop)],
+                          t.verdicts[static_cast<int>(dp::Verdict::kReject)]));
+  if (t.non_ip_forwarded || t.malformed_forwarded || t.untracked_forwarded) {
+    absl::StrAppend(&s, absl::StrFormat(
+                            "  forwarded without a flow: non-IP %u, malformed %u, untracked %u\n",
+                            t.non_ip_forwarded, t.malformed_forwarded, t.untracked_forwarded));
+  }
+  absl::StrAppend(&s, "\ndrops by reason\n");
+  bool any = false;
+  for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
+    if (!t.drops[r]) continue;
+    any = true;
+    absl::StrAppend(&s, absl::StrFormat("  %-28s %12u\n",
+                                        dp::dropReasonName(static_cast<dp::DropReason>(r)),
+                                        t.drops[r]));
+  }
+  if (!any) absl::StrAppend(&s, "  (none)\n");
+  absl::StrAppend(&s, absl::StrFormat(
+                          "\nflows\n  created %u   expired %u   active at end %u   picked up "
+                          "mid-stream %u\n  table full %u   packets judged by cached flow "
+                          "verdict %u\n",
+                          t.flows_created, t.flows_expired, in.flows_active_at_end,
+                          t.flows_midstream, t.flow_table_full, t.flow_cache_hits));
+  absl::StrAppend(&s, absl::StrFormat(
+                          "\nfragments\n  packets %u   held for first fragment %u   overlaps %u"
+                          "   first fragment missing %u\n",
+                          t.frag_packets, t.frag_held, t.frag_overlaps, t.frag_timeouts));
+  absl::StrAppend(&s, "\nstages\n");
+  absl::StrAppend(&s, absl::StrFormat("  %-12s %12s %12s\n", "stage", "packets in", "dropped"));
+  for (int st = 1; st < static_cast<int>(dp::Stage::kCount); ++st) {
+    if (!t.stage_packets[st] && !t.stage_drops[st]) continue;
+    absl::StrAppend(&s, absl::StrFormat("  %-12s %12u %12u\n",
+                                        dp::stageName(static_cast<dp::Stage>(st)),
+                                        t.stage_packets[st], t.stage_drops[st]));
+  }
+  if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
+  return s;
+}
+
+std::string summaryJson(const SummaryInput& in) {
+  const auto& t = in.counters.total;
+  std::string s = "{";
+  absl::StrAppend(&s, "\"config_version\":", in.config_version, ",\"generation\":", in.generation,
+                  ",\"workers\":", in.counters.per_worker.size(), ",\"ports\":{");
+  for (int p = 0; p < 2; ++p) {
+    const PortReport& r = in.ports[p];
+    absl::StrAppend(&s, p ? "," : "", "\"", dp::sideName(p), "\":{\"rx_packets\":", r.rx_packets,
+                    ",\"rx_bytes\":", r.rx_bytes, ",\"tx_packets\":", r.tx_packets,
+                    ",\"tx_bytes\":", r.tx_bytes, "}");
+  }
+  absl::StrAppend(&s, "},\"verdicts\":{\"forward\":", t.verdicts[1], ",\"drop\":", t.verdicts[2],
+                  ",\"reject\":", t.verdicts[3], "},\"drops\":{");
+  bool first = true;
+  for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
+    if (!t.drops[r]) continue;
+    absl::StrAppend(&s, first ? "" : ",", "\"", dp::dropReasonName(static_cast<dp::DropReason>(r)),
+                    "\":", t.drops[r]);
+    first = false;
+  }
+  absl::StrAppend(&s, "},\"flows\":{\"created\":", t.flows_created, ",\"expired\":",
+                  t.flows_expired, ",\"active_at_end\":", in.flows_active_at_end,
+                  ",\"midstream\":", t.flows_midstream, ",\"table_full\":", t.flow_table_full,
+                  "},\"fragments\":{\"packets\":", t.frag_packets, ",\"held\":", t.frag_held,
+                  ",\"overlaps\":", t.frag_overlaps, ",\"first_missing\":", t.frag_timeouts,
+                  "},\"stages\":{");
+  first = true;
+  for (int st = 1; st < static_cast<int>(dp::Stage::kCount); ++st) {
+    absl::StrAppend(&s, first ? "" : ",", "\"", dp::stageName(static_cast<dp::Stage>(st)),
+                    "\":{\"packets\":", t.stage_packets[st], ",\"dropped\":", t.stage_drops[st],
+                    "}");
+    first = false;
+  }
+  absl::StrAppend(&s, "},\"forwarded_without_flow\":{\"non_ip\":", t.non_ip_forwarded,
+                  ",\"malformed\":", t.malformed_forwarded, ",\"untracked\":",
+                  t.untracked_forwarded, "},\"events_lost\":", t.events_lost, "}");
+  return s;
+}
+
+std::string verdictJson(const dp::PacketVerdict& v) {
+  const char* stage = v.stage == dp::Stage::kNone ? nullptr : dp::stageName(v.stage);
+  const char* reason = v.reason == dp::DropReason::kNone ? nullptr : dp::dropReasonName(v.reason);
+  std::string rule = v.rule == dp::kNoRule ? "null" : absl::StrCat("\"", v.rule, "\"");
+  std::string backend = v.backend == dp::kNoBackend ? "null" : absl::StrCat("\"", v.backend, "\"");
+  std::string flow = v.flow_id ? absl::StrCat(v.flow_id) : "null";
+  return absl::StrCat("{\"index\":", v.seq, ",\"side\":\"", dp::sideName(v.in_side),
+                      "\",\"verdict\":\"", dp::verdictName(v.verdict), "\",\"stage\":",
+                      jsonStrOrNull(stage), ",\"rule\":", rule, ",\"reason\":",
+                      jsonStrOrNull(reason), ",\"backend\":", backend, ",\"flow_id\":", flow,
+                      ",\"new_flow\":", v.flow_new ? "true" : "false", ",\"generation\":",
+                      v.generation, "}");
+}
+
+std::string eventJson(const dp::Event& e, int64_t wall_offset_ns) {
+  uint64_t ts = static_cast<uint64_t>(static_cast<int64_t>(e.ts_ns) + wall_offset_ns);
+  std::string s = absl::StrCat("{\"timestamp\":\"", isoTime(ts), "\",\"event_type\":\"",
+                               dp::eventTypeName(e.type), "\"");
+  if (e.flow_id) absl::StrAppend(&s, ",\"flow_id\":", e.flow_id);
+  absl::StrAppend(&s, ",\"in_iface\":\"", dp::sideName(e.in_side), "\"");
+  if (e.ip_ver) {
+    absl::StrAppend(&s, ",\"src_ip\":\"", ipToString(e.src, e.ip_ver), "\",\"src_port\":",
+                    e.sport, ",\"dest_ip\":\"", ipToString(e.dst, e.ip_ver),
+                    "\",\"dest_port\":", e.dport, ",\"proto\":\"", protoName(e.proto), "\"");
+  }
+  if (e.vlan) absl::StrAppend(&s, ",\"vlan\":[", e.vlan, "]");
+  if (e.type == dp::EventType::kDrop) {
+    absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"drop\":{\"reason\":\"",
+                    dp::dropReasonName(e.reason), "\",\"stage\":\"", dp::stageName(e.stage),
+                    "\"}");
+  } else if (e.type == dp::EventType::kFlowEnd) {
+    uint64_t start = static_cast<uint64_t>(static_cast<int64_t>(e.first_seen_ns) + wall_offset_ns);
+    absl::StrAppend(&s, ",\"flow\":{\"pkts_toserver\":", e.packets[0], ",\"pkts_toclient\":",
+                    e.packets[1], ",\"bytes_toserver\":", e.bytes[0], ",\"bytes_toclient\":",
+                    e.bytes[1], ",\"start\":\"", isoTime(start), "\"");
+    if (e.proto == 6) {
+      absl::StrAppend(&s, ",\"state\":\"",
+                      dp::tcpStateName(static_cast<dp::TcpState>(e.tcp_state)), "\"");
+    }
+    absl::StrAppend(&s, ",\"reason\":\"", dp::flowEndReasonName(e.end_reason), "\",\"verdict\":\"",
+                    dp::verdictName(e.verdict), "\"}");
+  }
+  absl::StrAppend(&s, "}");
+  return s;
+}
+
+}  // namespace dpu::ctl

@@ -1,0 +1,42 @@
+// Human and machine output of the appliance: the end-of-run summary, verdict records
+// (JSON lines) and events (JSON lines shaped like Suricata's eve.json).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dataplane/api/events.h"
+#include "dataplane/pipeline/counters.h"
+#include "dataplane/pipeline/verdict.h"
+
+namespace dpu::ctl {
+
+struct PortReport {
+  std::string name;       // "A (net_pcap0)"
+  uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
+  uint64_t rx_missed = 0, rx_nombuf = 0, tx_errors = 0;  // from the PMD (rte_eth_stats)
+};
+
+struct SummaryInput {
+  std::string title;
+  PortReport ports[2];
+  dp::CountersSnapshot counters;
+  uint64_t flows_active_at_end = 0;
+  uint32_t generation = 0;
+  uint64_t config_version = 0;
+};
+
+// A readable multi-line summary: packets in/out per port, verdicts, drops by reason,
+// flows, fragments, per-stage counters.
+std::string formatSummary(const SummaryInput& in);
+// The same content as one JSON object.
+std::string summaryJson(const SummaryInput& in);
+
+std::string verdictJson(const dp::PacketVerdict& v);
+// wall_offset_ns is added to event times (0 when they already are epoch nanoseconds).
+std::string eventJson(const dp::Event& e, int64_t wall_offset_ns);
+
+std::string ipToString(const dp::IpAddr& a, uint8_t ip_ver);
+std::string protoName(uint8_t proto);
+
+}  // namespace dpu::ctl

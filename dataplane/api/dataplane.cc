@@ -1,0 +1,243 @@
+#include "dataplane/api/dataplane.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <rte_mempool.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include "absl/strings/str_cat.h"
+#include "dataplane/port/ports.h"
+
+namespace dpu::dp {
+
+const char* eventTypeName(EventType t) {
+  switch (t) {
+    case EventType::kDrop: return "drop";
+    case EventType::kFlowEnd: return "flow";
+  }
+  return "unknown";
+}
+
+const char* flowEndReasonName(FlowEndReason r) {
+  switch (r) {
+    case FlowEndReason::kTimeout: return "timeout";
+    case FlowEndReason::kShutdown: return "shutdown";
+  }
+  return "unknown";
+}
+
+namespace {
+
+int registerSeqField() {
+  static const rte_mbuf_dynfield kSeq = {"dpu_packet_seq", sizeof(uint64_t), alignof(uint64_t),
+                                         0};
+  return rte_mbuf_dynfield_register(&kSeq);
+}
+
+int workerMain(void* arg) { return static_cast<Worker*>(arg)->run(); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
+    const DataplaneOptions& opts, std::unique_ptr<rules::Snapshot> initial) {
+  if (opts.workers == 0) return absl::InvalidArgumentError("at least one worker is needed");
+  if (opts.port_a == opts.port_b) {
+    return absl::InvalidArgumentError("side A and side B must be different ports");
+  }
+  uint16_t nports = rte_eth_dev_count_avail();
+  if (nports < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the appliance needs two ports (side A = port 0, side B = port 1) but EAL found ",
+        nports, "; give two devices, e.g. --vdev net_pcap0,iface=eth0 --vdev "
+                "net_pcap1,iface=eth1, or two NICs"));
+  }
+  std::unique_ptr<Dataplane> dp(new Dataplane());
+  dp->opts_ = opts;
+  int socket = static_cast<int>(rte_socket_id());
+
+  uint16_t room = opts.mbuf_data_room ? opts.mbuf_data_room : RTE_MBUF_DEFAULT_BUF_SIZE;
+  uint32_t nmbufs = opts.mbufs;
+  if (nmbufs == 0) {
+    nmbufs = opts.workers * 2u * (opts.rx_desc + opts.tx_desc + 4 * kBurst) + 4096;
+  }
+  std::string pool_name = absl::StrCat("dpu_mbufs_", getpid());
+  dp->pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), nmbufs, 256, 0, room, socket);
+  if (!dp->pool_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate ", nmbufs, " mbufs of ", room, " bytes: ", rte_strerror(rte_errno),
+        " (raise EAL memory with -m)"));
+  }
+  std::string ev_name = absl::StrCat("dpu_events_", getpid());
+  dp->event_pool_ = rte_mempool_create(ev_name.c_str(), 65535, sizeof(Event), 256, 0, nullptr,
+                                       nullptr, nullptr, nullptr, socket, 0);
+  if (!dp->event_pool_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate the event pool: ", rte_strerror(rte_errno)));
+  }
+
+  size_t qsz = rte_rcu_qsbr_get_memsize(opts.workers);
+  dp->qsbr_ = static_cast<rte_rcu_qsbr*>(rte_zmalloc("dpu_qsbr", qsz, RTE_CACHE_LINE_SIZE));
+  if (!dp->qsbr_ || rte_rcu_qsbr_init(dp->qsbr_, opts.workers) != 0) {
+    return absl::ResourceExhaustedError("cannot set up RCU (rte_rcu_qsbr)");
+  }
+
+  PortOptions po;
+  po.queues = opts.workers;
+  po.rx_desc = opts.rx_desc;
+  po.tx_desc = opts.tx_desc;
+  for (uint16_t port : {opts.port_a, opts.port_b}) {
+    absl::Status st = setupPort(port, po, dp->pool_);
+    if (!st.ok()) return st;
+  }
+  dp->ports_started_ = true;
+
+  initial->generation = 1;
+  rules::DataplaneSettings settings = initial->dataplane;
+  dp->current_.store(initial.release(), std::memory_order_release);
+
+  WorkerShared shared;
+  shared.snapshot = &dp->current_;
+  shared.qsbr = dp->qsbr_;
+  shared.event_pool = dp->event_pool_;
+  shared.seq_dynfield = registerSeqField();
+  if (shared.seq_dynfield < 0) {
+    return absl::InternalError(absl::StrCat("cannot register the packet sequence mbuf field: ",
+                                            rte_strerror(rte_errno)));
+  }
+  shared.ts_dynfield = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, nullptr);
+  int flag = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
+  shared.ts_dynflag = flag >= 0 ? (1ull << flag) : 0;
+  if (opts.clock == ClockMode::kPacketTimestamp && (shared.ts_dynfield < 0 || flag < 0)) {
+    return absl::FailedPreconditionError(
+        "packet-timestamp clock needs ports that stamp packets (net_pcap rx_pcap)");
+  }
+  shared.stop = &dp->stop_;
+
+  dp->counters_.reset(new WorkerCounters[opts.workers]);
+  for (uint16_t w = 0; w < opts.workers; ++w) {
+    std::string rname = absl::StrCat("dpu_ev_", getpid(), "_", w);
+    rte_ring* r = rte_ring_create(rname.c_str(), opts.event_ring_size, socket,
+                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (!r) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot create event ring: ", rte_strerror(rte_errno)));
+    }
+    dp->rings_.push_back(r);
+    WorkerOptions wo;
+    wo.id = w;
+    wo.port[kSideA] = opts.port_a;
+    wo.port[kSideB] = opts.port_b;
+    wo.queue = w;
+    wo.clock = opts.clock;
+    wo.merge_by_timestamp = opts.merge_by_timestamp;
+    auto worker = Worker::create(wo, shared, settings, &dp->counters_[w], r);
+    if (!worker.ok()) return worker.status();
+    dp->workers_.push_back(std::move(*worker));
+  }
+  return dp;
+}
+
+Dataplane::~Dataplane() {
+  stop();
+  workers_.clear();
+  if (ports_started_) {
+    for (uint16_t port : {opts_.port_a, opts_.port_b}) {
+      rte_eth_dev_stop(port);
+      rte_eth_dev_close(port);
+    }
+  }
+  for (rte_ring* r : rings_) {
+    void* obj;
+    while (rte_ring_sc_dequeue(r, &obj) == 0) rte_mempool_put(event_pool_, obj);
+    rte_ring_free(r);
+  }
+  delete current_.load();
+  rte_free(qsbr_);
+  if (event_pool_) rte_mempool_free(event_pool_);
+  if (pool_) rte_mempool_free(pool_);
+}
+
+uint32_t Dataplane::publish(std::unique_ptr<rules::Snapshot> next) {
+  const rules::Snapshot* old = current_.load(std::memory_order_acquire);
+  next->generation = old->generation + 1;
+  uint32_t gen = next->generation;
+  current_.store(next.release(), std::memory_order_release);
+  // Wait until every worker has passed a quiescent state after the store: none can still
+  // hold `old`. In offline mode the caller is itself the worker, between two bursts.
+  rte_rcu_qsbr_synchronize(qsbr_, attached_caller_ >= 0
+                                      ? static_cast<unsigned>(attached_caller_)
+                                      : RTE_QSBR_THRID_INVALID);
+  delete old;
+  return gen;
+}
+
+absl::Status Dataplane::launch() {
+  if (opts_.worker_lcores.size() != workers_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(workers_.size(), " workers need as many "
+                                                   "worker lcores; EAL gave ",
+                                                   opts_.worker_lcores.size()));
+  }
+  stop_.store(false);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    int rc = rte_eal_remote_launch(workerMain, workers_[i].get(), opts_.worker_lcores[i]);
+    if (rc != 0) {
+      stop();
+      return absl::InternalError(absl::StrCat("cannot launch worker ", i, " on lcore ",
+                                              opts_.worker_lcores[i]));
+    }
+  }
+  launched_ = true;
+  return absl::OkStatus();
+}
+
+void Dataplane::stop() {
+  stop_.store(true);
+  if (!launched_) return;
+  for (unsigned lc : opts_.worker_lcores) rte_eal_wait_lcore(lc);
+  launched_ = false;
+}
+
+void Dataplane::attachCaller(uint16_t i) {
+  rte_rcu_qsbr_thread_register(qsbr_, i);
+  rte_rcu_qsbr_thread_online(qsbr_, i);
+  attached_caller_ = i;
+}
+
+void Dataplane::detachCaller(uint16_t i) {
+  rte_rcu_qsbr_thread_offline(qsbr_, i);
+  rte_rcu_qsbr_thread_unregister(qsbr_, i);
+  attached_caller_ = -1;
+}
+
+CountersSnapshot Dataplane::counters() const {
+  CountersSnapshot s;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    s.per_worker.push_back(readCounters(counters_[w]));
+    accumulate(s.total, s.per_worker.back());
+  }
+  return s;
+}
+
+uint32_t Dataplane::drainEvents(const std::function<void(const Event&)>& fn, uint32_t max) {
+  uint32_t n = 0;
+  for (rte_ring* r : rings_) {
+    void* objs[64];
+    while (n < max) {
+      unsigned got = rte_ring_sc_dequeue_burst(r, objs, 64, nullptr);
+      if (got == 0) break;
+      for (unsigned i = 0; i < got; ++i) fn(*static_cast<const Event*>(objs[i]));
+      rte_mempool_put_bulk(event_pool_, objs, got);
+      n += got;
+    }
+  }
+  return n;
+}
+
+}  // namespace dpu::dp

@@ -1,0 +1,44 @@
+// Dataplane events (drops, flow ends ...). Workers fill fixed-size Event objects from a
+// shared rte_mempool (per-lcore cache, lock-free) and enqueue them on their own
+// single-producer/single-consumer rte_ring; the control thread drains the rings. A full
+// ring or empty pool never blocks a worker: the event is lost and counted (events_lost).
+#pragma once
+
+#include <cstdint>
+
+#include "dataplane/packet/packet_meta.h"
+#include "dataplane/pipeline/verdict.h"
+
+namespace dpu::dp {
+
+enum class EventType : uint8_t { kDrop = 1, kFlowEnd = 2 };
+
+enum class FlowEndReason : uint8_t { kTimeout = 1, kShutdown = 2 };
+
+struct Event {
+  EventType type;
+  uint8_t worker;
+  uint8_t in_side;            // side the packet (or the flow's first packet) came from
+  Stage stage;
+  DropReason reason;
+  Verdict verdict;
+  uint8_t proto;
+  uint8_t ip_ver;             // 0 when not IP
+  uint8_t tcp_state;          // TcpState (flow end)
+  FlowEndReason end_reason;   // flow end
+  uint16_t sport, dport;      // orig direction for flow end, packet direction for drops
+  uint16_t vlan;
+  uint16_t rule;
+  uint64_t ts_ns;
+  uint64_t seq;               // packet index (drops)
+  uint64_t flow_id;
+  uint64_t first_seen_ns;     // flow end
+  uint64_t packets[2];        // flow end: orig, reply
+  uint64_t bytes[2];
+  IpAddr src, dst;
+};
+
+const char* eventTypeName(EventType t);
+const char* flowEndReasonName(FlowEndReason r);
+
+}  // namespace dpu::dp

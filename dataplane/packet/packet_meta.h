@@ -1,0 +1,89 @@
+// Parsed view of one frame. Filled by parsePacket(); no DPDK dependency so the
+// parser is testable and fuzzable without EAL.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace dpu::dp {
+
+// Result of parsing a frame. kOk and kNonIp are not errors; every other value
+// is a malformed-packet reason with its own drop counter.
+enum class ParseStatus : uint8_t {
+  kOk = 0,
+  kNonIp,                 // valid L2 frame whose ethertype is not IPv4/IPv6 (ARP, LLDP, ...)
+  kTruncatedL2,           // shorter than an Ethernet header
+  kTruncatedVlan,         // a VLAN tag cut short
+  kTooManyVlans,          // more than two stacked tags
+  kTruncatedIpv4,         // fewer than 20 bytes of IPv4 header
+  kBadIpv4Version,        // ethertype says IPv4, version nibble disagrees
+  kBadIpv4Ihl,            // IHL < 5, or options run past the frame
+  kBadIpv4TotalLength,    // total length < header length or > bytes present
+  kTruncatedIpv6,         // fewer than 40 bytes of IPv6 header
+  kBadIpv6Version,
+  kBadIpv6PayloadLength,  // payload length > bytes present
+  kBadIpv6ExtHeader,      // extension header truncated, too many, or misplaced
+  kTruncatedTcp,          // first fragment / packet too short for the TCP header
+  kBadTcpDataOffset,      // data offset < 5 or past the datagram
+  kTruncatedUdp,
+  kBadUdpLength,          // UDP length < 8 or > datagram
+  kTruncatedIcmp,
+  kBadFragment,           // fragment offset+length beyond 65535, or a zero-length fragment
+  kCount
+};
+
+const char* parseStatusName(ParseStatus s);
+
+enum class L3Type : uint8_t { kNone = 0, kIpv4 = 4, kIpv6 = 6 };
+
+// IPv4 addresses occupy b[0..3] (network order) with b[4..15] zero.
+struct IpAddr {
+  uint8_t b[16];
+  bool operator==(const IpAddr& o) const { return std::memcmp(b, o.b, 16) == 0; }
+};
+
+struct PacketMeta {
+  uint32_t frame_len = 0;        // bytes in the frame as received
+  uint16_t l3_offset = 0;        // start of the IP header (after L2 + tags)
+  uint16_t l4_offset = 0;        // start of the L4 header (after IPv4 options / IPv6 ext headers)
+  uint16_t payload_offset = 0;   // start of L4 payload (valid when has_l4)
+  uint16_t payload_len = 0;      // L4 payload bytes (by IP lengths, not frame padding)
+  uint16_t ether_type = 0;       // innermost ethertype (host order)
+  uint16_t vlan_outer = 0;       // VID of the outer tag (0 when untagged)
+  uint16_t vlan_inner = 0;       // VID of the inner tag (QinQ), else 0
+  uint8_t vlan_count = 0;        // 0, 1 or 2
+  L3Type l3 = L3Type::kNone;
+  uint8_t l4_proto = 0;          // IPPROTO_* of the transport (after IPv6 extension headers)
+  uint8_t ttl = 0;               // IPv4 TTL / IPv6 hop limit
+  uint16_t l3_len = 0;           // IP total length (IPv4) / 40 + payload length (IPv6)
+  IpAddr src{};
+  IpAddr dst{};
+  // L4. Host byte order. For ICMP echo request/reply (v4 and v6) sport == dport == identifier,
+  // so both directions of a ping share one flow; for other ICMP types both are 0.
+  uint16_t sport = 0;
+  uint16_t dport = 0;
+  uint8_t tcp_flags = 0;         // FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 URG=0x20 ...
+  uint32_t tcp_seq = 0;
+  uint32_t tcp_ack = 0;
+  uint8_t icmp_type = 0;
+  uint8_t icmp_code = 0;
+  bool has_l4 = false;           // L4 header parsed (false for non-first fragments, unknown protos)
+  // Fragments (IPv4 MF/offset, IPv6 fragment extension header).
+  bool is_fragment = false;      // any fragment, including the first
+  bool more_fragments = false;
+  uint16_t frag_offset = 0;      // in bytes
+  uint16_t frag_payload_len = 0; // bytes of fragmentable payload carried by this fragment
+  uint32_t frag_id = 0;          // IPv4 id (16 bits) or IPv6 identification (32 bits)
+
+  bool isFirstFragment() const { return is_fragment && frag_offset == 0; }
+  bool isLaterFragment() const { return is_fragment && frag_offset != 0; }
+};
+
+constexpr uint8_t kTcpFin = 0x01;
+constexpr uint8_t kTcpSyn = 0x02;
+constexpr uint8_t kTcpRst = 0x04;
+constexpr uint8_t kTcpPsh = 0x08;
+constexpr uint8_t kTcpAck = 0x10;
+constexpr uint8_t kTcpUrg = 0x20;
+
+}  // namespace dpu::dp

@@ -1,0 +1,316 @@
+// Frame parser: Ethernet, 802.1Q / 802.1ad (up to two tags), IPv4 (with options),
+// IPv6 (with extension headers), IPv4/IPv6 fragments, TCP, UDP, ICMP, ICMPv6.
+// Pure function over bytes: never reads outside [data, data+len), never allocates.
+//
+// Inline: it runs once per packet on every worker. Header fields are read with memcpy and a
+// byte swap, so `data` needs no particular alignment.
+//
+// Semantics beyond packet_meta.h:
+// - Tag TPIDs 0x8100, 0x88a8 and 0x9100 are accepted in any order; a third tag is kTooManyVlans.
+// - Only the first 65535 bytes of a frame are looked at (a DPDK segment never holds more), so
+//   every offset fits in 16 bits; frame_len still reports `len`.
+// - When has_l4 is false (later fragments, tiny first fragments, protocols without a parsed L4
+//   header) payload_offset == l4_offset and payload_len counts the bytes after l4_offset.
+// - UDP payload_len follows the UDP length field (which may be smaller than the IP datagram).
+// - ICMP/ICMPv6 headers are 8 bytes; a non-echo message with 4..7 bytes has an empty payload.
+// - First fragment (offset 0, MF set) too short for its L4 header (or, IPv6, for an extension
+//   header that follows the fragment header): kOk with has_l4 false ("tiny fragment", decided by
+//   fragment policy). A data offset < 5 or a UDP length < 8 stays malformed.
+// - IPv6: l4_proto of a later fragment is the fragment header's next header; of a first
+//   fragment it is the protocol found after walking the remaining extension headers. An IPv6
+//   fragment header with offset 0 and M clear (atomic fragment) still marks a fragment.
+// - IPv6 payload length 0 is taken literally (jumbograms are not supported).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "dataplane/packet/packet_meta.h"
+
+namespace dpu::dp {
+
+namespace parser_detail {
+
+constexpr uint32_t kEthHeaderLen = 14;
+constexpr uint32_t kVlanTagLen = 4;
+constexpr uint32_t kMaxVlanTags = 2;
+constexpr uint32_t kMaxParsedLen = 0xFFFF;
+constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
+constexpr uint16_t kTpid8021Q = 0x8100;
+constexpr uint16_t kTpid8021Ad = 0x88A8;
+constexpr uint16_t kTpidQinQLegacy = 0x9100;
+constexpr uint16_t kVlanVidMask = 0x0FFF;
+
+constexpr uint32_t kIpv4MinHeaderLen = 20;
+constexpr uint16_t kIpv4FlagMf = 0x2000;
+constexpr uint16_t kIpv4OffsetMask = 0x1FFF;
+constexpr uint32_t kIpv6HeaderLen = 40;
+constexpr uint32_t kIpv6FragHeaderLen = 8;
+constexpr uint16_t kIpv6FragOffsetMask = 0xFFF8;
+constexpr uint16_t kIpv6FragMore = 0x0001;
+constexpr uint32_t kIpv6MaxExtHeaders = 8;
+constexpr uint32_t kMaxIpDatagram = 65535;
+
+constexpr uint8_t kProtoHopByHop = 0;
+constexpr uint8_t kProtoIcmp = 1;
+constexpr uint8_t kProtoTcp = 6;
+constexpr uint8_t kProtoUdp = 17;
+constexpr uint8_t kProtoRouting = 43;
+constexpr uint8_t kProtoFragment = 44;
+constexpr uint8_t kProtoAh = 51;
+constexpr uint8_t kProtoIcmpv6 = 58;
+constexpr uint8_t kProtoDestOpts = 60;
+constexpr uint8_t kProtoMobility = 135;
+
+constexpr uint32_t kTcpMinHeaderLen = 20;
+constexpr uint32_t kUdpHeaderLen = 8;
+constexpr uint32_t kIcmpMinLen = 4;
+constexpr uint32_t kIcmpEchoLen = 8;
+constexpr uint8_t kIcmpEchoReply = 0;
+constexpr uint8_t kIcmpEchoRequest = 8;
+constexpr uint8_t kIcmpv6EchoRequest = 128;
+constexpr uint8_t kIcmpv6EchoReply = 129;
+
+inline uint16_t loadBe16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  v = __builtin_bswap16(v);
+#endif
+  return v;
+}
+
+inline uint32_t loadBe32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  v = __builtin_bswap32(v);
+#endif
+  return v;
+}
+
+inline bool isVlanTpid(uint16_t t) {
+  return t == kTpid8021Q || t == kTpid8021Ad || t == kTpidQinQLegacy;
+}
+
+// No L4 header parsed: the payload is everything from l4_off to the end of the datagram.
+inline void setOpaquePayload(uint32_t l4_off, uint32_t l3_end, PacketMeta& m) {
+  m.payload_offset = static_cast<uint16_t>(l4_off);
+  m.payload_len = static_cast<uint16_t>(l3_end - l4_off);
+}
+
+// Parses the L4 header of proto `proto` at [l4_off, l3_end). Caller guarantees that this is a
+// non-fragment or a first fragment, and that l4_off <= l3_end <= parsed length.
+inline ParseStatus parseL4(const uint8_t* data, uint32_t l4_off, uint32_t l3_end, bool v6,
+                           PacketMeta& m) {
+  const uint32_t avail = l3_end - l4_off;
+  const uint8_t* p = data + l4_off;
+  // A first fragment that cannot hold its L4 header is a tiny fragment, not a malformed packet.
+  const bool tiny_ok = m.is_fragment && m.more_fragments;
+  setOpaquePayload(l4_off, l3_end, m);
+  switch (m.l4_proto) {
+    case kProtoTcp: {
+      if (avail < kTcpMinHeaderLen) return tiny_ok ? ParseStatus::kOk : ParseStatus::kTruncatedTcp;
+      const uint32_t hlen = static_cast<uint32_t>(p[12] >> 4) * 4;
+      if (hlen < kTcpMinHeaderLen) return ParseStatus::kBadTcpDataOffset;
+      if (hlen > avail) return tiny_ok ? ParseStatus::kOk : ParseStatus::kBadTcpDataOffset;
+      m.sport = loadBe16(p);
+      m.dport = loadBe16(p + 2);
+      m.tcp_seq = loadBe32(p + 4);
+      m.tcp_ack = loadBe32(p + 8);
+      m.tcp_flags = p[13];
+      m.payload_offset = static_cast<uint16_t>(l4_off + hlen);
+      m.payload_len = static_cast<uint16_t>(avail - hlen);
+      m.has_l4 = true;
+      return ParseStatus::kOk;
+    }
+    case kProtoUdp: {
+      if (avail < kUdpHeaderLen) return tiny_ok ? ParseStatus::kOk : ParseStatus::kTruncatedUdp;
+      const uint32_t ulen = loadBe16(p + 4);
+      if (ulen < kUdpHeaderLen) return ParseStatus::kBadUdpLength;
+      // A first fragment holds only part of the datagram the UDP length describes.
+      if (!m.is_fragment && ulen > avail) return ParseStatus::kBadUdpLength;
+      m.sport = loadBe16(p);
+      m.dport = loadBe16(p + 2);
+      m.payload_offset = static_cast<uint16_t>(l4_off + kUdpHeaderLen);
+      m.payload_len = static_cast<uint16_t>((ulen < avail ? ulen : avail) - kUdpHeaderLen);
+      m.has_l4 = true;
+      return ParseStatus::kOk;
+    }
+    case kProtoIcmp:
+    case kProtoIcmpv6: {
+      if ((m.l4_proto == kProtoIcmpv6) != v6) return ParseStatus::kOk;  // ICMP over the wrong IP
+      if (avail < kIcmpMinLen) return tiny_ok ? ParseStatus::kOk : ParseStatus::kTruncatedIcmp;
+      const uint8_t type = p[0];
+      const bool echo = v6 ? (type == kIcmpv6EchoRequest || type == kIcmpv6EchoReply)
+                           : (type == kIcmpEchoRequest || type == kIcmpEchoReply);
+      if (echo) {
+        if (avail < kIcmpEchoLen) return tiny_ok ? ParseStatus::kOk : ParseStatus::kTruncatedIcmp;
+        // Both directions of a ping share one flow: key on the identifier.
+        m.sport = m.dport = loadBe16(p + 4);
+      }
+      m.icmp_type = type;
+      m.icmp_code = p[1];
+      const uint32_t hlen = avail < kIcmpEchoLen ? avail : kIcmpEchoLen;
+      m.payload_offset = static_cast<uint16_t>(l4_off + hlen);
+      m.payload_len = static_cast<uint16_t>(avail - hlen);
+      m.has_l4 = true;
+      return ParseStatus::kOk;
+    }
+    default:
+      return ParseStatus::kOk;  // GRE, SCTP, ESP, ...: forwarded without L4 fields
+  }
+}
+
+// Records fragment fields shared by IPv4 and IPv6 and checks the fragment's extent.
+inline ParseStatus setFragment(uint32_t id, uint32_t offset, bool more, uint32_t frag_payload,
+                               PacketMeta& m) {
+  m.is_fragment = true;
+  m.more_fragments = more;
+  m.frag_offset = static_cast<uint16_t>(offset);
+  m.frag_id = id;
+  m.frag_payload_len = static_cast<uint16_t>(frag_payload);
+  if (frag_payload == 0 || offset + frag_payload > kMaxIpDatagram) return ParseStatus::kBadFragment;
+  return ParseStatus::kOk;
+}
+
+inline ParseStatus parseIpv4(const uint8_t* data, uint32_t off, uint32_t n, PacketMeta& m) {
+  const uint32_t avail = n - off;
+  if (avail < kIpv4MinHeaderLen) return ParseStatus::kTruncatedIpv4;
+  const uint8_t* p = data + off;
+  if ((p[0] >> 4) != 4) return ParseStatus::kBadIpv4Version;
+  const uint32_t ihl = static_cast<uint32_t>(p[0] & 0x0F) * 4;
+  if (ihl < kIpv4MinHeaderLen || ihl > avail) return ParseStatus::kBadIpv4Ihl;
+  const uint32_t total = loadBe16(p + 2);
+  if (total < ihl || total > avail) return ParseStatus::kBadIpv4TotalLength;
+
+  m.l3 = L3Type::kIpv4;
+  m.l3_len = static_cast<uint16_t>(total);
+  m.ttl = p[8];
+  m.l4_proto = p[9];
+  std::memcpy(m.src.b, p + 12, 4);
+  std::memcpy(m.dst.b, p + 16, 4);
+  const uint32_t l4_off = off + ihl;
+  const uint32_t l3_end = off + total;
+  m.l4_offset = static_cast<uint16_t>(l4_off);
+
+  const uint16_t frag = loadBe16(p + 6);
+  const uint32_t frag_off = static_cast<uint32_t>(frag & kIpv4OffsetMask) * 8;
+  const bool more = (frag & kIpv4FlagMf) != 0;
+  if (more || frag_off != 0) {
+    ParseStatus s = setFragment(loadBe16(p + 4), frag_off, more, total - ihl, m);
+    if (s != ParseStatus::kOk) return s;
+    if (frag_off != 0) {
+      setOpaquePayload(l4_off, l3_end, m);
+      return ParseStatus::kOk;
+    }
+  }
+  return parseL4(data, l4_off, l3_end, false, m);
+}
+
+inline ParseStatus parseIpv6(const uint8_t* data, uint32_t off, uint32_t n, PacketMeta& m) {
+  const uint32_t avail = n - off;
+  if (avail < kIpv6HeaderLen) return ParseStatus::kTruncatedIpv6;
+  const uint8_t* p = data + off;
+  if ((p[0] >> 4) != 6) return ParseStatus::kBadIpv6Version;
+  const uint32_t plen = loadBe16(p + 4);
+  if (kIpv6HeaderLen + plen > avail) return ParseStatus::kBadIpv6PayloadLength;
+
+  m.l3 = L3Type::kIpv6;
+  m.l3_len = static_cast<uint16_t>(kIpv6HeaderLen + plen);
+  m.ttl = p[7];
+  std::memcpy(m.src.b, p + 8, 16);
+  std::memcpy(m.dst.b, p + 24, 16);
+  const uint32_t l3_end = off + kIpv6HeaderLen + plen;
+
+  uint8_t nh = p[6];
+  uint32_t cur = off + kIpv6HeaderLen;
+  uint32_t count = 0;
+  bool frag_seen = false;
+  for (;;) {
+    const bool ext = nh == kProtoHopByHop || nh == kProtoRouting || nh == kProtoFragment ||
+                     nh == kProtoDestOpts || nh == kProtoAh || nh == kProtoMobility;
+    if (!ext) break;
+    if (++count > kIpv6MaxExtHeaders) return ParseStatus::kBadIpv6ExtHeader;
+    if (nh == kProtoHopByHop && count != 1) return ParseStatus::kBadIpv6ExtHeader;
+    const uint32_t left = l3_end - cur;
+    if (nh == kProtoFragment) {
+      if (frag_seen || left < kIpv6FragHeaderLen) return ParseStatus::kBadIpv6ExtHeader;
+      frag_seen = true;
+      const uint8_t* f = data + cur;
+      const uint16_t fo = loadBe16(f + 2);
+      nh = f[0];
+      cur += kIpv6FragHeaderLen;
+      m.l4_proto = nh;
+      m.l4_offset = static_cast<uint16_t>(cur);
+      const uint32_t frag_off = fo & kIpv6FragOffsetMask;
+      ParseStatus s = setFragment(loadBe32(f + 4), frag_off, (fo & kIpv6FragMore) != 0,
+                                  l3_end - cur, m);
+      if (s != ParseStatus::kOk) return s;
+      if (frag_off != 0) {
+        setOpaquePayload(cur, l3_end, m);
+        return ParseStatus::kOk;
+      }
+      continue;
+    }
+    // Hop-by-hop, routing, destination options, mobility: 8-byte units not counting the first
+    // 8; AH: 4-byte units not counting the first 8.
+    uint32_t hlen = 0;
+    if (left >= 2) {
+      const uint32_t units = data[cur + 1];
+      hlen = nh == kProtoAh ? (units + 2) * 4 : (units + 1) * 8;
+    }
+    if (left < 2 || hlen > left) {
+      if (frag_seen && m.more_fragments) {
+        // The header chain continues in a later fragment: a tiny first fragment.
+        m.l4_proto = nh;
+        m.l4_offset = static_cast<uint16_t>(cur);
+        setOpaquePayload(cur, l3_end, m);
+        return ParseStatus::kOk;
+      }
+      return ParseStatus::kBadIpv6ExtHeader;
+    }
+    nh = data[cur];
+    cur += hlen;
+  }
+  m.l4_proto = nh;
+  m.l4_offset = static_cast<uint16_t>(cur);
+  return parseL4(data, cur, l3_end, true, m);
+}
+
+}  // namespace parser_detail
+
+// Parses `len` bytes at `data` into `m` (fully overwritten). Returns kOk for an IP packet
+// whose headers are consistent, kNonIp for a non-IP frame, or the malformation reason.
+inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m) {
+  using namespace parser_detail;
+  m = PacketMeta{};
+  m.frame_len = len;
+  const uint32_t n = len < kMaxParsedLen ? len : kMaxParsedLen;
+  if (n < kEthHeaderLen) return ParseStatus::kTruncatedL2;
+
+  uint32_t off = kEthHeaderLen;
+  uint16_t type = loadBe16(data + 12);
+  while (isVlanTpid(type)) {
+    if (m.vlan_count == kMaxVlanTags) return ParseStatus::kTooManyVlans;
+    if (n - off < kVlanTagLen) return ParseStatus::kTruncatedVlan;
+    const uint16_t vid = loadBe16(data + off) & kVlanVidMask;
+    if (m.vlan_count == 0) {
+      m.vlan_outer = vid;
+    } else {
+      m.vlan_inner = vid;
+    }
+    ++m.vlan_count;
+    type = loadBe16(data + off + 2);
+    off += kVlanTagLen;
+  }
+  m.ether_type = type;
+  m.l3_offset = static_cast<uint16_t>(off);
+
+  if (type == kEtherTypeIpv4) return parseIpv4(data, off, n, m);
+  if (type == kEtherTypeIpv6) return parseIpv6(data, off, n, m);
+  return ParseStatus::kNonIp;
+}
+
+}  // namespace dpu::dp

@@ -1,0 +1,127 @@
+#include "dataplane/pipeline/counters.h"
+
+#include "dataplane/packet/parser.h"
+
+namespace dpu::dp {
+
+const char* dropReasonName(DropReason r) {
+  auto v = static_cast<uint8_t>(r);
+  if (r == DropReason::kNone) return "none";
+  if (v < static_cast<uint8_t>(ParseStatus::kCount)) {
+    return parseStatusName(static_cast<ParseStatus>(v));
+  }
+  switch (r) {
+    case DropReason::kFragOverlap: return "fragment_overlap";
+    case DropReason::kFragTiny: return "fragment_tiny";
+    case DropReason::kFragTooMany: return "fragment_too_many";
+    case DropReason::kFragTableFull: return "fragment_table_full";
+    case DropReason::kFragHoldFull: return "fragment_hold_full";
+    case DropReason::kFragTimeout: return "fragment_first_missing";
+    case DropReason::kFragDatagramDropped: return "fragment_datagram_dropped";
+    case DropReason::kFlowTableFull: return "flow_table_full";
+    case DropReason::kTcpMidstream: return "tcp_midstream";
+    case DropReason::kMultiSegment: return "multi_segment";
+    case DropReason::kTxFailed: return "tx_failed";
+    default: return "unknown";
+  }
+}
+
+const char* stageName(Stage s) {
+  switch (s) {
+    case Stage::kNone: return "none";
+    case Stage::kParse: return "parse";
+    case Stage::kFragment: return "fragment";
+    case Stage::kFlow: return "flow";
+    case Stage::kFirewall: return "firewall";
+    case Stage::kGeoip: return "geoip";
+    case Stage::kDns: return "dns";
+    case Stage::kDpi: return "dpi";
+    case Stage::kLb: return "lb";
+    default: return "unknown";
+  }
+}
+
+const char* verdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kForward: return "forward";
+    case Verdict::kDrop: return "drop";
+    case Verdict::kReject: return "reject";
+    default: return "none";
+  }
+}
+
+uint64_t CountersSnapshot::Flat::totalDrops() const {
+  uint64_t n = 0;
+  for (uint64_t d : drops) n += d;
+  return n;
+}
+
+CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
+  CountersSnapshot::Flat f;
+  for (int s = 0; s < 2; ++s) {
+    f.rx_packets[s] = c.rx_packets[s].load();
+    f.rx_bytes[s] = c.rx_bytes[s].load();
+    f.tx_packets[s] = c.tx_packets[s].load();
+    f.tx_bytes[s] = c.tx_bytes[s].load();
+  }
+  for (int i = 0; i < 4; ++i) f.verdicts[i] = c.verdicts[i].load();
+  for (int i = 0; i < static_cast<int>(DropReason::kCount); ++i) f.drops[i] = c.drops[i].load();
+  for (int i = 0; i < static_cast<int>(Stage::kCount); ++i) {
+    f.stage_packets[i] = c.stage_packets[i].load();
+    f.stage_drops[i] = c.stage_drops[i].load();
+  }
+  f.malformed_forwarded = c.malformed_forwarded.load();
+  f.non_ip_forwarded = c.non_ip_forwarded.load();
+  f.untracked_forwarded = c.untracked_forwarded.load();
+  f.flows_created = c.flows_created.load();
+  f.flows_expired = c.flows_expired.load();
+  f.flows_active = c.flows_active.load();
+  f.flows_midstream = c.flows_midstream.load();
+  f.flow_table_full = c.flow_table_full.load();
+  f.flow_cache_hits = c.flow_cache_hits.load();
+  f.frag_packets = c.frag_packets.load();
+  f.frag_held = c.frag_held.load();
+  f.frag_overlaps = c.frag_overlaps.load();
+  f.frag_timeouts = c.frag_timeouts.load();
+  f.frag_datagrams_active = c.frag_datagrams_active.load();
+  f.events_lost = c.events_lost.load();
+  f.loops = c.loops.load();
+  f.busy_loops = c.busy_loops.load();
+  f.generation = c.generation.load();
+  return f;
+}
+
+void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
+  for (int s = 0; s < 2; ++s) {
+    a.rx_packets[s] += w.rx_packets[s];
+    a.rx_bytes[s] += w.rx_bytes[s];
+    a.tx_packets[s] += w.tx_packets[s];
+    a.tx_bytes[s] += w.tx_bytes[s];
+  }
+  for (int i = 0; i < 4; ++i) a.verdicts[i] += w.verdicts[i];
+  for (int i = 0; i < static_cast<int>(DropReason::kCount); ++i) a.drops[i] += w.drops[i];
+  for (int i = 0; i < static_cast<int>(Stage::kCount); ++i) {
+    a.stage_packets[i] += w.stage_packets[i];
+    a.stage_drops[i] += w.stage_drops[i];
+  }
+  a.malformed_forwarded += w.malformed_forwarded;
+  a.non_ip_forwarded += w.non_ip_forwarded;
+  a.untracked_forwarded += w.untracked_forwarded;
+  a.flows_created += w.flows_created;
+  a.flows_expired += w.flows_expired;
+  a.flows_active += w.flows_active;
+  a.flows_midstream += w.flows_midstream;
+  a.flow_table_full += w.flow_table_full;
+  a.flow_cache_hits += w.flow_cache_hits;
+  a.frag_packets += w.frag_packets;
+  a.frag_held += w.frag_held;
+  a.frag_overlaps += w.frag_overlaps;
+  a.frag_timeouts += w.frag_timeouts;
+  a.frag_datagrams_active += w.frag_datagrams_active;
+  a.events_lost += w.events_lost;
+  a.loops += w.loops;
+  a.busy_loops += w.busy_loops;
+  a.generation = a.generation == 0 ? w.generation : std::min(a.generation, w.generation);
+}
+
+}  // namespace dpu::dp

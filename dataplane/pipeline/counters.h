@@ -1,0 +1,66 @@
+// Counters. Each worker owns one WorkerCounters and is its only writer (plain increments
+// published with relaxed atomic stores, so readers on other lcores see whole values
+// without locks or locked instructions). Readers aggregate with load().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataplane/pipeline/verdict.h"
+
+namespace dpu::dp {
+
+class Counter {
+ public:
+  void add(uint64_t n = 1) { __atomic_store_n(&v_, v_ + n, __ATOMIC_RELAXED); }
+  void set(uint64_t n) { __atomic_store_n(&v_, n, __ATOMIC_RELAXED); }
+  uint64_t load() const { return __atomic_load_n(&v_, __ATOMIC_RELAXED); }
+
+ private:
+  uint64_t v_ = 0;
+};
+
+struct alignas(64) WorkerCounters {
+  Counter rx_packets[2], rx_bytes[2];   // by ingress side
+  Counter tx_packets[2], tx_bytes[2];   // by egress side
+  Counter verdicts[4];                  // by Verdict
+  Counter drops[static_cast<int>(DropReason::kCount)];
+  Counter stage_packets[static_cast<int>(Stage::kCount)];  // packets that entered a stage
+  Counter stage_drops[static_cast<int>(Stage::kCount)];    // packets a stage dropped
+  Counter malformed_forwarded;      // malformed frames passed on by policy
+  Counter non_ip_forwarded;
+  Counter untracked_forwarded;      // forwarded without a flow (table full, stray RST)
+  Counter flows_created, flows_expired, flows_active, flows_midstream;
+  Counter flow_table_full;          // new flows that found the table full (either policy)
+  Counter flow_cache_hits;          // packets judged by the verdict cached in their flow
+  Counter frag_packets, frag_held, frag_overlaps, frag_timeouts, frag_datagrams_active;
+  Counter events_lost;
+  Counter loops, busy_loops;
+  Counter generation;               // snapshot generation the worker runs
+};
+
+// Aggregated view over all workers (plus per-worker copies), for summaries and stats.
+struct CountersSnapshot {
+  struct Flat {
+    uint64_t rx_packets[2]{}, rx_bytes[2]{}, tx_packets[2]{}, tx_bytes[2]{};
+    uint64_t verdicts[4]{};
+    uint64_t drops[static_cast<int>(DropReason::kCount)]{};
+    uint64_t stage_packets[static_cast<int>(Stage::kCount)]{};
+    uint64_t stage_drops[static_cast<int>(Stage::kCount)]{};
+    uint64_t malformed_forwarded = 0, non_ip_forwarded = 0, untracked_forwarded = 0;
+    uint64_t flows_created = 0, flows_expired = 0, flows_active = 0, flows_midstream = 0;
+    uint64_t flow_table_full = 0, flow_cache_hits = 0;
+    uint64_t frag_packets = 0, frag_held = 0, frag_overlaps = 0, frag_timeouts = 0;
+    uint64_t frag_datagrams_active = 0;
+    uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
+    uint64_t totalDrops() const;
+  };
+  Flat total;
+  std::vector<Flat> per_worker;
+};
+
+CountersSnapshot::Flat readCounters(const WorkerCounters& c);
+void accumulate(CountersSnapshot::Flat& into, const CountersSnapshot::Flat& w);
+
+}  // namespace dpu::dp

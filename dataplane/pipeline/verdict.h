@@ -1,0 +1,73 @@
+// Per-packet outcome types shared by the pipeline, counters, events and the replay output.
+#pragma once
+
+#include <cstdint>
+
+#include "dataplane/packet/packet_meta.h"
+
+namespace dpu::dp {
+
+enum class Verdict : uint8_t { kNone = 0, kForward = 1, kDrop = 2, kReject = 3 };
+
+// Pipeline stages in packet order. Rule stages (firewall ... lb) are added by their features.
+enum class Stage : uint8_t {
+  kNone = 0,
+  kParse,
+  kFragment,
+  kFlow,
+  kFirewall,
+  kGeoip,
+  kDns,
+  kDpi,
+  kLb,
+  kCount
+};
+
+// Every drop has a reason. The first values mirror ParseStatus one to one (malformed
+// frames); kNone doubles as ParseStatus::kOk.
+enum class DropReason : uint8_t {
+  kNone = 0,
+  kNonIp = static_cast<uint8_t>(ParseStatus::kNonIp),  // non-IP frame, policy drop
+  kLastParse = static_cast<uint8_t>(ParseStatus::kCount) - 1,
+  kFragOverlap,        // fragment overlapping bytes already seen (policy)
+  kFragTiny,           // first fragment too short for its transport header (policy)
+  kFragTooMany,        // more fragments than fragments.max_fragments
+  kFragTableFull,      // no room to track a new fragmented datagram
+  kFragHoldFull,       // too many later fragments waiting for their first fragment
+  kFragTimeout,        // later fragments whose first fragment never arrived
+  kFragDatagramDropped,  // fragment of a datagram whose first fragment was dropped
+  kFlowTableFull,      // new flow, table full, policy drop
+  kTcpMidstream,       // TCP without SYN for an unknown flow, policy drop
+  kMultiSegment,       // frame spans several mbufs (jumbo without linear buffer)
+  kTxFailed,           // egress queue full
+  kCount
+};
+
+inline DropReason dropReasonFromParse(ParseStatus s) {
+  return static_cast<DropReason>(static_cast<uint8_t>(s));
+}
+const char* dropReasonName(DropReason r);
+const char* stageName(Stage s);
+const char* verdictName(Verdict v);
+
+enum Side : uint8_t { kSideA = 0, kSideB = 1 };
+inline const char* sideName(uint8_t s) { return s == kSideA ? "A" : "B"; }
+
+constexpr uint16_t kNoRule = 0xffff;
+constexpr uint16_t kNoBackend = 0xffff;
+
+// What happened to one packet (replay --verdicts, Explain, tests).
+struct PacketVerdict {
+  uint64_t seq = 0;          // input order (replay: index in the merged input)
+  uint64_t flow_id = 0;      // 0 = untracked
+  uint32_t generation = 0;   // snapshot generation that judged the packet
+  Verdict verdict = Verdict::kNone;
+  Stage stage = Stage::kNone;        // stage that decided (kNone: passed every stage)
+  DropReason reason = DropReason::kNone;
+  uint8_t in_side = kSideA;
+  uint16_t rule = kNoRule;
+  uint16_t backend = kNoBackend;
+  bool flow_new = false;
+};
+
+}  // namespace dpu::dp

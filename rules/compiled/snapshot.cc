@@ -1,0 +1,54 @@
+#include "rules/compiled/snapshot.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace dpu::rules {
+namespace {
+
+absl::Status checkRange(const char* field, uint64_t v, uint64_t lo, uint64_t hi) {
+  if (v < lo || v > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("dataplane.", field, ": ", v,
+                                                   " is out of range [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status validateDataplane(const DataplaneSettings& s) {
+  constexpr uint64_t kDay = 86400;
+  struct R { const char* f; uint64_t v, lo, hi; };
+  const R ranges[] = {
+      {"flow_table.capacity_per_worker", s.flow_capacity, 1024, 64ull << 20},
+      {"flow_table.aging_slice", s.aging_slice, 1, 4096},
+      {"timeouts.tcp_syn_s", s.tcp_syn_s, 1, kDay},
+      {"timeouts.tcp_established_s", s.tcp_established_s, 1, 30 * kDay},
+      {"timeouts.tcp_closing_s", s.tcp_closing_s, 1, kDay},
+      {"timeouts.tcp_closed_s", s.tcp_closed_s, 1, kDay},
+      {"timeouts.udp_s", s.udp_s, 1, kDay},
+      {"timeouts.icmp_s", s.icmp_s, 1, kDay},
+      {"timeouts.other_s", s.other_s, 1, kDay},
+      {"fragments.max_datagrams", s.frag_max_datagrams, 16, 1u << 20},
+      {"fragments.timeout_ms", s.frag_timeout_ms, 1, 600000},
+      {"fragments.max_fragments", s.frag_max_fragments, 2, 256},
+  };
+  for (const R& r : ranges) {
+    absl::Status st = checkRange(r.f, r.v, r.lo, r.hi);
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation) {
+  absl::Status st = validateDataplane(model.dataplane);
+  if (!st.ok()) return st;
+  auto snap = std::make_unique<Snapshot>();
+  snap->generation = generation;
+  snap->config_version = model.version;
+  snap->dataplane = model.dataplane;
+  return snap;
+}
+
+}  // namespace dpu::rules

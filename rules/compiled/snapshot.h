@@ -1,0 +1,35 @@
+// The immutable bundle the dataplane reads: everything compiled from one committed
+// configuration. Built by the control side (rules/compile), published by pointer through
+// dataplane/api (release store), read by workers, freed after an rte_rcu_qsbr grace
+// period. Workers never write to it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "rules/model/dataplane_settings.h"
+
+namespace dpu::rules {
+
+// Everything a configuration says, in model form (filled by control/config).
+struct ConfigModel {
+  uint64_t version = 0;
+  DataplaneSettings dataplane;
+};
+
+struct Snapshot {
+  uint32_t generation = 0;   // increases by one per publish; recorded per packet
+  uint64_t config_version = 0;
+  DataplaneSettings dataplane;
+};
+
+// Validates `model` (every field, errors name the field) and compiles it into a snapshot.
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation);
+
+// Validation of the dataplane section alone; the error names the config field path.
+absl::Status validateDataplane(const DataplaneSettings& s);
+
+}  // namespace dpu::rules

@@ -1,0 +1,35 @@
+// Dataplane-wide settings as the control plane fills them (from ApplianceConfig.dataplane).
+// Plain data; defaults are the documented defaults of proto/appliance.proto.
+#pragma once
+
+#include <cstdint>
+
+namespace dpu::rules {
+
+enum class Policy : uint8_t { kForward = 1, kDrop = 2 };
+
+struct DataplaneSettings {
+  // Flow table (capacity and fragment table sizes take effect at start only).
+  uint32_t flow_capacity = 1u << 20;
+  Policy flow_when_full = Policy::kForward;
+  uint32_t aging_slice = 64;
+  // Idle timeouts, seconds.
+  uint32_t tcp_syn_s = 60;
+  uint32_t tcp_established_s = 7200;
+  uint32_t tcp_closing_s = 120;
+  uint32_t tcp_closed_s = 10;
+  uint32_t udp_s = 120;
+  uint32_t icmp_s = 30;
+  uint32_t other_s = 120;
+  Policy non_ip = Policy::kForward;
+  Policy malformed = Policy::kDrop;
+  // Fragments.
+  uint32_t frag_max_datagrams = 8192;
+  uint32_t frag_timeout_ms = 10000;
+  uint32_t frag_max_fragments = 64;
+  Policy frag_overlapping = Policy::kDrop;
+  Policy frag_tiny = Policy::kDrop;
+  Policy tcp_midstream = Policy::kForward;
+};
+
+}  // namespace dpu::rules

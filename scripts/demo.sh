@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# README command 1: installs dependencies, builds, and replays the example capture through
+# the appliance with the example config, printing the summary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+out=$(mktemp -d /tmp/dpu-demo.XXXXXX)
+build/control/dpu-appliance replay --config examples/config.json --in examples/example.pcap \
+  --out "$out/out_b.pcap" --out-a "$out/out_a.pcap" --verdicts "$out/verdicts.jsonl" \
+  --events "$out/events.jsonl"
+echo
+echo "outputs in $out: out_b.pcap (sent out of side B), out_a.pcap (side A),"
+echo "verdicts.jsonl (one line per input packet), events.jsonl (drops and flows)"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package the appliance needs to build, test and benchmark.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libdpdk-dev dpdk-dev dpdk            # DPDK 22.11: libraries, PMDs, dpdk-testpmd, dpdk-test-acl
+  libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-scapy tcpdump iproute2 ethtool
+)
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
