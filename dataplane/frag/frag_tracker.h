@@ -33,7 +33,7 @@ struct FragKey {
   IpAddr dst;
   uint32_t id;
   uint16_t vlan;
-  uint8_t proto;   // IPv4 protocol / IPv6 next header of the fragmentable part
+  uint8_t proto;   // IPv4 protocol; 0 for IPv6 (RFC 8200 keys on src, dst, id)
   uint8_t ip_ver;
 };
 static_assert(sizeof(FragKey) == 40, "FragKey must be packed without holes");

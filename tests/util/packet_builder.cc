@@ -19,7 +19,6 @@ constexpr size_t kIpv6HeaderLen = 40;
 constexpr size_t kTcpHeaderLen = 20;
 constexpr size_t kTcpMaxOptions = 40;
 constexpr size_t kUdpHeaderLen = 8;
-constexpr size_t kIcmpHeaderLen = 8;
 constexpr size_t kIpv6FragHeaderLen = 8;
 constexpr uint16_t kIpv4FlagDf = 0x4000;
 constexpr uint16_t kIpv4FlagMf = 0x2000;

@@ -494,6 +494,19 @@ TEST(FragTrackerTest, Ipv6UsesAll32IdBits) {
   EXPECT_EQ(t->size(), 2u);  // a completed
 }
 
+TEST(FragTrackerTest, Ipv6KeyIgnoresTheTransport) {
+  // The first IPv6 fragment reports its transport (UDP); a later one can only report the
+  // fragment header's next header (here destination options). RFC 8200: same datagram.
+  PacketMeta first = frag(0x12345678, 0, 64, true, 17);
+  first.l3 = L3Type::kIpv6;
+  PacketMeta later = frag(0x12345678, 64, 64, false, 60);
+  later.l3 = L3Type::kIpv6;
+  FragKey a = makeFragKey(first);
+  FragKey b = makeFragKey(later);
+  EXPECT_EQ(a.proto, 0);
+  EXPECT_EQ(std::memcmp(&a, &b, sizeof(a)), 0);
+}
+
 TEST(FragTrackerTest, VlanAndProtocolSeparateDatagrams) {
   auto t = makeTracker();
   ASSERT_NE(t, nullptr);
