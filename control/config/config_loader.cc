@@ -79,7 +79,8 @@ absl::StatusOr<v1::ApplianceConfig> loadConfigFile(const std::string& path) {
   return parseConfig(ss.str(), formatForPath(path), path);
 }
 
-absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg) {
+absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
+                                           rules::ConfigErrorList* out) {
   rules::ConfigModel m;
   m.version = cfg.version();
   rules::DataplaneSettings& d = m.dataplane;
@@ -104,8 +105,13 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg) {
   d.frag_overlapping = policyOr(f.overlapping(), d.frag_overlapping);
   d.frag_tiny = policyOr(f.tiny(), d.frag_tiny);
   d.tcp_midstream = policyOr(dp.tcp().midstream(), d.tcp_midstream);
-  absl::Status st = rules::validateDataplane(d);
-  if (!st.ok()) return st;
+  rules::ConfigErrorList errors;
+  rules::validateDataplane(d, errors);
+  if (!errors.empty()) {
+    absl::Status st = rules::errorsToStatus(errors);
+    if (out) out->insert(out->end(), errors.begin(), errors.end());
+    return st;
+  }
   return m;
 }
 

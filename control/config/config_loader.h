@@ -26,6 +26,8 @@ absl::StatusOr<v1::ApplianceConfig> loadConfigFile(const std::string& path);
 
 // Applies defaults (unset = documented default) and validates ranges; errors name the
 // field path, e.g. "dataplane.flow_table.capacity_per_worker: 5 is out of range [...]".
-absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg);
+// `errors` (optional) receives every error, one by one.
+absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
+                                           rules::ConfigErrorList* errors = nullptr);
 
 }  // namespace dpu::ctl

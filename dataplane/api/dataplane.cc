@@ -165,6 +165,7 @@ Dataplane::~Dataplane() {
 }
 
 uint32_t Dataplane::publish(std::unique_ptr<rules::Snapshot> next) {
+  std::lock_guard<std::mutex> lock(publish_mu_);
   const rules::Snapshot* old = current_.load(std::memory_order_acquire);
   next->generation = old->generation + 1;
   uint32_t gen = next->generation;
@@ -176,6 +177,53 @@ uint32_t Dataplane::publish(std::unique_ptr<rules::Snapshot> next) {
                                       : RTE_QSBR_THRID_INVALID);
   delete old;
   return gen;
+}
+
+uint32_t Dataplane::currentGeneration() const {
+  return current_.load(std::memory_order_acquire)->generation;
+}
+
+ExplainResult Dataplane::explain(const uint8_t* frame, uint32_t len, uint8_t side) const {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  return explainPacket(*current_.load(std::memory_order_acquire), frame, len, side);
+}
+
+std::vector<WorkerInfo> Dataplane::workers() const {
+  std::vector<WorkerInfo> out;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    WorkerInfo i;
+    i.id = static_cast<uint16_t>(w);
+    i.lcore = w < opts_.worker_lcores.size() ? opts_.worker_lcores[w] : rte_get_main_lcore();
+    i.generation = static_cast<uint32_t>(counters_[w].generation.load());
+    out.push_back(i);
+  }
+  return out;
+}
+
+std::vector<PortInfo> Dataplane::ports() const {
+  std::vector<PortInfo> out;
+  for (uint8_t side : {kSideA, kSideB}) {
+    PortInfo p;
+    p.side = side;
+    p.port_id = side == kSideA ? opts_.port_a : opts_.port_b;
+    char name[RTE_ETH_NAME_MAX_LEN] = {0};
+    rte_eth_dev_get_name_by_port(p.port_id, name);
+    p.name = name;
+    rte_eth_dev_info info{};
+    if (rte_eth_dev_info_get(p.port_id, &info) == 0 && info.driver_name) p.driver = info.driver_name;
+    rte_eth_stats st{};
+    if (rte_eth_stats_get(p.port_id, &st) == 0) {
+      p.rx_packets = st.ipackets;
+      p.rx_bytes = st.ibytes;
+      p.tx_packets = st.opackets;
+      p.tx_bytes = st.obytes;
+      p.rx_missed = st.imissed;
+      p.rx_nombuf = st.rx_nombuf;
+      p.tx_errors = st.oerrors;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 absl::Status Dataplane::launch() {

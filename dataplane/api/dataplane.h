@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "dataplane/api/control.h"
 #include "dataplane/api/events.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/worker.h"
@@ -41,25 +43,30 @@ struct DataplaneOptions {
   uint32_t event_ring_size = 16384;     // per worker, power of two
 };
 
-class Dataplane {
+class Dataplane : public DataplaneControl {
  public:
   // Sets up ports and workers (EAL must be initialized) and publishes `initial`.
   static absl::StatusOr<std::unique_ptr<Dataplane>> create(
       const DataplaneOptions& opts, std::unique_ptr<rules::Snapshot> initial);
-  ~Dataplane();
+  ~Dataplane() override;
 
   // Publishes a new snapshot (generation = previous + 1, assigned here) and frees the old
   // one after a grace period. Control thread only. Returns the new generation.
-  uint32_t publish(std::unique_ptr<rules::Snapshot> next);
+  uint32_t publish(std::unique_ptr<rules::Snapshot> next) override;
+  uint32_t currentGeneration() const override;
+  std::vector<WorkerInfo> workers() const override;
+  std::vector<PortInfo> ports() const override;
+  ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override;
   const rules::Snapshot& current() const { return *current_.load(std::memory_order_acquire); }
 
   // Live mode: runs each worker on its lcore until stop().
   absl::Status launch();
   void stop();
 
-  CountersSnapshot counters() const;
+  CountersSnapshot counters() const override;
   // Pops up to `max` events from every worker ring, calling fn for each.
-  uint32_t drainEvents(const std::function<void(const Event&)>& fn, uint32_t max = 4096);
+  uint32_t drainEvents(const std::function<void(const Event&)>& fn,
+                       uint32_t max = 4096) override;
 
   uint16_t workerCount() const { return static_cast<uint16_t>(workers_.size()); }
   Worker& worker(uint16_t i) { return *workers_[i]; }
@@ -75,6 +82,7 @@ class Dataplane {
   Dataplane() = default;
   DataplaneOptions opts_;
   std::atomic<const rules::Snapshot*> current_{nullptr};
+  mutable std::mutex publish_mu_;  // control threads: publish vs explain (never workers)
   std::atomic<bool> stop_{false};
   rte_rcu_qsbr* qsbr_ = nullptr;
   rte_mempool* pool_ = nullptr;

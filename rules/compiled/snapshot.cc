@@ -6,17 +6,10 @@
 namespace dpu::rules {
 namespace {
 
-absl::Status checkRange(const char* field, uint64_t v, uint64_t lo, uint64_t hi) {
-  if (v < lo || v > hi) {
-    return absl::InvalidArgumentError(absl::StrCat("dataplane.", field, ": ", v,
-                                                   " is out of range [", lo, ", ", hi, "]"));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
-absl::Status validateDataplane(const DataplaneSettings& s) {
+void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
   constexpr uint64_t kDay = 86400;
   struct R { const char* f; uint64_t v, lo, hi; };
   const R ranges[] = {
@@ -34,16 +27,25 @@ absl::Status validateDataplane(const DataplaneSettings& s) {
       {"fragments.max_fragments", s.frag_max_fragments, 2, 256},
   };
   for (const R& r : ranges) {
-    absl::Status st = checkRange(r.f, r.v, r.lo, r.hi);
-    if (!st.ok()) return st;
+    if (r.v >= r.lo && r.v <= r.hi) continue;
+    ConfigError e;
+    e.section = "dataplane";
+    e.field = absl::StrCat("dataplane.", r.f);
+    e.reason = absl::StrCat(r.v, " is out of range [", r.lo, ", ", r.hi, "]");
+    errors.push_back(std::move(e));
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
-                                                          uint32_t generation) {
-  absl::Status st = validateDataplane(model.dataplane);
-  if (!st.ok()) return st;
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors) {
+  ConfigErrorList local;
+  ConfigErrorList& errs = errors ? *errors : local;
+  size_t before = errs.size();
+  validateDataplane(model.dataplane, errs);
+  if (errs.size() != before) {
+    return errorsToStatus(ConfigErrorList(errs.begin() + before, errs.end()));
+  }
   auto snap = std::make_unique<Snapshot>();
   snap->generation = generation;
   snap->config_version = model.version;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rules/compile/config_errors.h"
 #include "rules/model/dataplane_settings.h"
 
 namespace dpu::rules {
@@ -26,10 +27,12 @@ struct Snapshot {
 };
 
 // Validates `model` (every field, errors name the field) and compiles it into a snapshot.
+// On failure the status lists every error; `errors` (optional) receives them one by one.
 absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
-                                                          uint32_t generation);
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors = nullptr);
 
-// Validation of the dataplane section alone; the error names the config field path.
-absl::Status validateDataplane(const DataplaneSettings& s);
+// Validation of the dataplane section alone: appends one error per bad field.
+void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors);
 
 }  // namespace dpu::rules

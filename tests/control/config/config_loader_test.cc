@@ -120,3 +120,25 @@ TEST(ConfigLoader, ShippedExampleConfigIsValid) {
 
 }  // namespace
 }  // namespace dpu::ctl
+
+namespace dpu::ctl {
+namespace {
+
+TEST(ConfigLoader, EveryBadFieldIsReported) {
+  auto c = parseConfig(R"({"dataplane": {"flowTable": {"capacityPerWorker": 5, "agingSlice": 99999},
+                          "fragments": {"maxFragments": 1}}})",
+                       ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(c.ok());
+  rules::ConfigErrorList errors;
+  auto m = toModel(*c, &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0].field, "dataplane.flow_table.capacity_per_worker");
+  EXPECT_EQ(errors[1].field, "dataplane.flow_table.aging_slice");
+  EXPECT_EQ(errors[2].field, "dataplane.fragments.max_fragments");
+  EXPECT_EQ(errors[0].section, "dataplane");
+  EXPECT_NE(m.status().message().find("3 errors"), std::string::npos) << m.status();
+}
+
+}  // namespace
+}  // namespace dpu::ctl

@@ -1,0 +1,69 @@
+// The one place where configuration changes happen: validate -> compile (off the packet
+// path) -> persist -> publish to the dataplane (RCU) -> acknowledge. Changes are serialized;
+// a change applies entirely or not at all.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "control/config/config_store.h"
+#include "dataplane/api/control.h"
+#include "proto/appliance.pb.h"
+#include "rules/compile/config_errors.h"
+
+namespace dpu::ctl {
+
+struct ApplyResult {
+  uint64_t version = 0;
+  uint32_t generation = 0;
+  double validate_ms = 0, compile_ms = 0, persist_ms = 0, publish_ms = 0;
+  std::vector<std::string> warnings;
+};
+
+// Failure of an apply: the status (ABORTED on a version conflict, INVALID_ARGUMENT with
+// every error in `errors`, or the I/O error from the store) and the errors one by one.
+struct ApplyError {
+  absl::Status status;
+  rules::ConfigErrorList errors;
+};
+
+class ConfigManager {
+ public:
+  // `plane` may be null (no dataplane: validation and persistence only, e.g. tests).
+  ConfigManager(ConfigStore* store, dp::DataplaneControl* plane);
+
+  // Compiles the committed config into the first snapshot (start-up).
+  absl::StatusOr<std::unique_ptr<rules::Snapshot>> compileCurrent() const;
+
+  v1::ApplianceConfig current() const;
+  uint64_t version() const;
+
+  // Whole-document apply. expected_version must equal version() unless force.
+  absl::StatusOr<ApplyResult> apply(const v1::ApplianceConfig& next, uint64_t expected_version,
+                                    bool force, ApplyError* error);
+  // Incremental edit: `mutate` edits a copy of the committed document (it may itself fail,
+  // e.g. "no rule with id x"); the result is applied like apply().
+  absl::StatusOr<ApplyResult> update(
+      const std::function<absl::Status(v1::ApplianceConfig&)>& mutate, uint64_t expected_version,
+      bool force, ApplyError* error);
+  // Validation + compilation only.
+  rules::ConfigErrorList validate(const v1::ApplianceConfig& cfg) const;
+
+  // Called after each successful apply (under the manager's lock), e.g. to emit a
+  // "config" event.
+  void setOnApplied(std::function<void(const ApplyResult&)> fn);
+
+ private:
+  absl::StatusOr<ApplyResult> applyLocked(v1::ApplianceConfig next, ApplyError* error);
+  mutable std::mutex mu_;
+  ConfigStore* store_;
+  dp::DataplaneControl* plane_;
+  std::function<void(const ApplyResult&)> on_applied_;
+};
+
+}  // namespace dpu::ctl

@@ -1,0 +1,31 @@
+// Errors found while validating / compiling a configuration. Every error says where it is:
+// section, rule id or index, file and line when the rule came from a file, the field path,
+// and why. Compilers collect all of them instead of stopping at the first.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace dpu::rules {
+
+struct ConfigError {
+  std::string section;   // "dataplane", "firewall", ...
+  std::string rule;      // rule / list / backend id, when there is one
+  int index = -1;        // position in a repeated field, -1 when not applicable
+  int line = 0;          // line in a source file, 0 when none
+  std::string file;
+  std::string field;     // field path, e.g. "dataplane.flow_table.capacity_per_worker"
+  std::string reason;
+};
+
+using ConfigErrorList = std::vector<ConfigError>;
+
+// "dataplane.flow_table.capacity_per_worker: 5 is out of range [1024, 67108864]", with
+// file:line and rule when set.
+std::string formatError(const ConfigError& e);
+// InvalidArgument listing every error ("N errors: ...; ..."), or OK when the list is empty.
+absl::Status errorsToStatus(const ConfigErrorList& errors);
+
+}  // namespace dpu::rules
