@@ -41,24 +41,6 @@ class VerdictWriter : public dp::VerdictSink {
   uint64_t next_ = 0;
 };
 
-PortReport portReport(uint16_t port, const char* side) {
-  PortReport r;
-  char name[RTE_ETH_NAME_MAX_LEN] = {0};
-  rte_eth_dev_get_name_by_port(port, name);
-  r.name = absl::StrCat(side, " (", name, ")");
-  rte_eth_stats st{};
-  if (rte_eth_stats_get(port, &st) == 0) {
-    r.rx_packets = st.ipackets;
-    r.rx_bytes = st.ibytes;
-    r.tx_packets = st.opackets;
-    r.tx_bytes = st.obytes;
-    r.rx_missed = st.imissed;
-    r.rx_nombuf = st.rx_nombuf;
-    r.tx_errors = st.oerrors;
-  }
-  return r;
-}
-
 }  // namespace
 
 absl::Status runReplay(const ReplayOptions& o) {
@@ -158,8 +140,7 @@ absl::Status runReplay(const ReplayOptions& o) {
   sum.flows_active_at_end = w.flows().size();
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);
-  sum.ports[0] = portReport(plane->portA(), "A");
-  sum.ports[1] = portReport(plane->portB(), "B");
+  fillPorts(*plane, sum);
   sum.generation = plane->current().generation;
   sum.config_version = plane->current().config_version;
 

@@ -47,6 +47,20 @@ std::string protoName(uint8_t proto) {
   }
 }
 
+void fillPorts(const dp::DataplaneControl& plane, SummaryInput& in) {
+  for (const dp::PortInfo& p : plane.ports()) {
+    PortReport& r = in.ports[p.side];
+    r.name = absl::StrCat(dp::sideName(p.side), " (", p.name, ")");
+    r.rx_packets = p.rx_packets;
+    r.rx_bytes = p.rx_bytes;
+    r.tx_packets = p.tx_packets;
+    r.tx_bytes = p.tx_bytes;
+    r.rx_missed = p.rx_missed;
+    r.rx_nombuf = p.rx_nombuf;
+    r.tx_errors = p.tx_errors;
+  }
+}
+
 std::string formatSummary(const SummaryInput& in) {
   const auto& t = in.counters.total;
   std::string s;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dataplane/api/control.h"
 #include "dataplane/api/events.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/verdict.h"
@@ -25,6 +26,9 @@ struct SummaryInput {
   uint32_t generation = 0;
   uint64_t config_version = 0;
 };
+
+// Fills in.ports from the dataplane's port view (name and PMD counters of both sides).
+void fillPorts(const dp::DataplaneControl& plane, SummaryInput& in);
 
 // A readable multi-line summary: packets in/out per port, verdicts, drops by reason,
 // flows, fragments, per-stage counters.

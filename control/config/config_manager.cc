@@ -1,0 +1,168 @@
+#include "control/config/config_manager.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "control/config/config_loader.h"
+#include "rules/compiled/snapshot.h"
+
+namespace dpu::ctl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+absl::Status fail(ApplyError* error, absl::Status st, rules::ConfigErrorList errors = {}) {
+  if (error) {
+    error->status = st;
+    error->errors = std::move(errors);
+  }
+  return st;
+}
+
+// Settings the dataplane sizes once at start: a change is committed (and used at the next
+// start) but the running tables keep their size.
+void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::DataplaneSettings& now,
+                       std::vector<std::string>& out) {
+  struct F { const char* field; uint32_t was, now; };
+  const F fields[] = {
+      {"dataplane.flow_table.capacity_per_worker", was.flow_capacity, now.flow_capacity},
+      {"dataplane.fragments.max_datagrams", was.frag_max_datagrams, now.frag_max_datagrams},
+      {"dataplane.fragments.max_fragments", was.frag_max_fragments, now.frag_max_fragments},
+  };
+  for (const F& f : fields) {
+    if (f.was == f.now) continue;
+    out.push_back(absl::StrCat(f.field, ": ", f.was, " -> ", f.now,
+                               " is committed but takes effect at the next start (the table is "
+                               "sized once)"));
+  }
+}
+
+}  // namespace
+
+ConfigManager::ConfigManager(ConfigStore* store, dp::DataplaneControl* plane)
+    : store_(store), plane_(plane) {}
+
+absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const v1::ApplianceConfig& cfg = store_->current();
+  rules::ConfigErrorList errors;
+  auto model = toModel(cfg, &errors);
+  absl::Status st = model.status();
+  if (model.ok()) {
+    model->version = cfg.version();
+    auto snap = rules::compileSnapshot(*model, 0, &errors);
+    if (snap.ok()) return snap;
+    st = snap.status();
+  }
+  return absl::Status(st.code(), absl::StrCat("committed config ", store_->path(), " (version ",
+                                              cfg.version(), "): ", st.message()));
+}
+
+v1::ApplianceConfig ConfigManager::current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->current();
+}
+
+uint64_t ConfigManager::version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_->version();
+}
+
+absl::StatusOr<ApplyResult> ConfigManager::apply(const v1::ApplianceConfig& next,
+                                                 uint64_t expected_version, bool force,
+                                                 ApplyError* error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!force && expected_version != store_->version()) {
+    return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
+                                                       expected_version, ", committed ",
+                                                       store_->version())));
+  }
+  return applyLocked(next, error);
+}
+
+absl::StatusOr<ApplyResult> ConfigManager::update(
+    const std::function<absl::Status(v1::ApplianceConfig&)>& mutate, uint64_t expected_version,
+    bool force, ApplyError* error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!force && expected_version != store_->version()) {
+    return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
+                                                       expected_version, ", committed ",
+                                                       store_->version())));
+  }
+  v1::ApplianceConfig next = store_->current();
+  if (absl::Status st = mutate(next); !st.ok()) return fail(error, std::move(st));
+  return applyLocked(std::move(next), error);
+}
+
+rules::ConfigErrorList ConfigManager::validate(const v1::ApplianceConfig& cfg) const {
+  rules::ConfigErrorList errors;
+  auto model = toModel(cfg, &errors);
+  absl::Status st = model.status();
+  if (model.ok()) st = rules::compileSnapshot(*model, 0, &errors).status();
+  if (!st.ok() && errors.empty()) {
+    // A failure that did not come with a per-field error still has to be reported.
+    rules::ConfigError e;
+    e.reason = std::string(st.message());
+    errors.push_back(std::move(e));
+  }
+  return errors;
+}
+
+void ConfigManager::setOnApplied(std::function<void(const ApplyResult&)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_applied_ = std::move(fn);
+}
+
+absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
+                                                       ApplyError* error) {
+  ApplyResult result;
+  const uint64_t new_version = store_->version() + 1;
+  next.set_version(new_version);
+
+  rules::ConfigErrorList errors;
+  auto t = Clock::now();
+  auto model = toModel(next, &errors);
+  result.validate_ms = msSince(t);
+  if (!model.ok()) {
+    absl::Status st = errors.empty() ? model.status() : rules::errorsToStatus(errors);
+    return fail(error, std::move(st), std::move(errors));
+  }
+  model->version = new_version;
+
+  t = Clock::now();
+  auto snap = rules::compileSnapshot(*model, 0, &errors);
+  result.compile_ms = msSince(t);
+  if (!snap.ok()) {
+    absl::Status st = errors.empty() ? snap.status() : rules::errorsToStatus(errors);
+    return fail(error, std::move(st), std::move(errors));
+  }
+
+  // The committed document is valid (it was compiled when applied); if it no longer is
+  // (hand-edited state file), there is nothing to compare against.
+  if (auto was = toModel(store_->current()); was.ok()) {
+    startOnlyWarnings(was->dataplane, model->dataplane, result.warnings);
+  }
+
+  // Persist before publishing: the dataplane never runs a config that a restart would lose.
+  t = Clock::now();
+  absl::Status st = store_->commit(next);
+  result.persist_ms = msSince(t);
+  if (!st.ok()) return fail(error, std::move(st));
+  result.version = store_->version();
+
+  t = Clock::now();
+  if (plane_ != nullptr) result.generation = plane_->publish(std::move(*snap));
+  result.publish_ms = msSince(t);
+
+  if (on_applied_) on_applied_(result);
+  if (error) *error = ApplyError{};
+  return result;
+}
+
+}  // namespace dpu::ctl
