@@ -204,7 +204,7 @@ def main():
             bad(f"intent.tsv does not cover {len(unlisted)} verdict(s), first index {unlisted[0]}")
 
     if problems:
-        print(f"check_case: {case}: {len(problems)} problem(s):")
+        print(f"check_case: {os.path.basename(os.path.normpath(case))}: {len(problems)} problem(s):")
         for p in problems[:60]:
             print("  " + p)
         if len(problems) > 60:

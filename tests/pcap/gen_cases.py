@@ -148,11 +148,13 @@ class Tcp:
     def seg(self, from_client, flags, data=b""):
         if from_client:
             p = self.l2c() / self.ipc() / TCP(sport=self.cport, dport=self.sport, flags=flags,
-                                              seq=self.cseq, ack=self.sseq if "A" in flags else 0,
+                                              seq=self.cseq % 2**32,
+                                              ack=self.sseq % 2**32 if "A" in flags else 0,
                                               window=64240)
         else:
             p = self.l2s() / self.ips() / TCP(sport=self.sport, dport=self.cport, flags=flags,
-                                              seq=self.sseq, ack=self.cseq if "A" in flags else 0,
+                                              seq=self.sseq % 2**32,
+                                              ack=self.cseq % 2**32 if "A" in flags else 0,
                                               window=65160)
         if data:
             p = p / Raw(data)
@@ -490,19 +492,18 @@ def case_fragments_in_order():
 Fragments arriving in order, default config: every fragment gets its datagram's verdict
 (forward). The first fragment creates or finds the flow (its 5-tuple is in it); later
 fragments of a datagram carry the same flow.
-f1: IPv4 UDP datagram in 3 fragments; later the same datagram again, then a datagram that
-    reuses IP id 1 after the first one completed (a new datagram, same flow).
+f1: IPv4 UDP datagram in 3 fragments.
 i1: ICMP echo request in 3 fragments, the echo reply in 3 fragments (one flow).
 f6: IPv6 UDP datagram in 3 fragments.
 t1: TCP handshake, a 3000-byte segment in 3 fragments, the ACK.
-x: two datagrams (ids 2 and 3, same hosts and ports) with their fragments interleaved.""")
-    for rep in range(2):
-        for off, more, fr in ipv4_fragments(udp4("10.2.0.1", "10.2.0.2", 7000, 7001, 1400, 1), [512, 512]):
-            exp = "F f1 new" if (off == 0 and rep == 0) else "F f1"
-            c.add(eth_a() / fr, exp, f"f1: IPv4 id 1 fragment offset {off}{' MF' if more else ''}"
-                  + (" (again)" if rep else ""), gap_us=100)
-    for off, more, fr in ipv4_fragments(udp4("10.2.0.1", "10.2.0.2", 7000, 7001, 900, 1, 5), [600]):
-        c.add(eth_a() / fr, "F f1", f"f1: IPv4 id 1 reused, fragment offset {off}", gap_us=100)
+x: two datagrams (ids 2 and 3, same hosts and ports) with their fragments interleaved.
+p: 9 unfragmented datagrams, so that what follows is read in the next burst of 32 packets.
+f1: a new datagram that reuses IP id 1 of the first (completed) one: a new datagram of the
+    same flow, forwarded.""")
+    f1 = ipv4_fragments(udp4("10.2.0.1", "10.2.0.2", 7000, 7001, 1400, 1), [512, 512])
+    for off, more, fr in f1:
+        c.add(eth_a() / fr, "F f1 new" if off == 0 else "F f1",
+              f"f1: IPv4 id 1 fragment offset {off}{' MF' if more else ''}", gap_us=100)
     for kind, src, dst in ((8, "10.2.0.1", "10.2.0.3"), (0, "10.2.0.3", "10.2.0.1")):
         dg = IP(src=src, dst=dst, id=0x50 + kind) / ICMP(type=kind, id=0x4444, seq=1) / Raw(payload(2000))
         for off, more, fr in ipv4_fragments(dg, [808, 808]):
@@ -529,6 +530,13 @@ x: two datagrams (ids 2 and 3, same hosts and ports) with their fragments interl
     for (o2, _, a), (o3, _, b) in zip(f2, f3):
         c.add(eth_a() / a, "F x new" if o2 == 0 else "F x", f"x: id 2 fragment offset {o2}", gap_us=100)
         c.add(eth_a() / b, "F x", f"x: id 3 fragment offset {o3}", gap_us=100)
+    for n in range(9):
+        c.add(eth_a() / IP(src="10.2.0.7", dst="10.2.0.8") / UDP(sport=1, dport=2) / Raw(payload(8, n)),
+              "F p new" if n == 0 else "F p", f"p: unfragmented datagram {n + 1} of 9", gap_us=100)
+    assert len(c.items) == 32
+    for off, more, fr in ipv4_fragments(udp4("10.2.0.1", "10.2.0.2", 7000, 7001, 900, 1, 5), [600]):
+        c.add(eth_a() / fr, "F f1", f"f1: IP id 1 reused by a new datagram, fragment offset {off}",
+              gap_us=100)
     return c
 
 
@@ -548,7 +556,7 @@ d12: IPv6 UDP, last, first, middle. d14: 4 fragments in reverse order.
 d15: 10 fragments in reverse order: 8 are held, the 9th finds the hold full and is dropped
      (fragment_hold_full); the first fragment then releases the 8 held ones.
 d13: a middle and a last fragment whose first fragment never comes: dropped when the
-     replay ends (fragment_first_missing).
+     datagram times out (fragment_first_missing), with d16's below.
 d16: a lone middle fragment, then 40 packets of another flow (p1) 2 s later: the datagram
      expires (timeout 1 s) and its held fragment is dropped (fragment_first_missing); its
      first and last fragments arriving afterwards start a new datagram and are forwarded.""")
@@ -624,17 +632,21 @@ def overlap_input(c, forward):
     c.add(eth_a() / frag4(full, 0, True, body[0:8] + b"Y" * 56), ov,
           "d22: second first fragment [0,64) MF", gap_us=100)
     c.add(eth_a() / frag4(full, 64, False, body[64:]), "F d22", "d22: [64,160) last", gap_us=100)
-    # d23: two last fragments that disagree on the datagram's end.
+    # d23: two last fragments that disagree on the datagram's end (datagram still open).
     full, body = parts(23)
     c.add(eth_a() / frag4(full, 0, True, body[0:64]), "F d23 new", "d23: [0,64) MF", gap_us=100)
-    c.add(eth_a() / frag4(full, 64, False, body[64:]), "F d23", "d23: [64,160) last", gap_us=100)
+    c.add(eth_a() / frag4(full, 96, False, body[96:]), "F d23", "d23: [96,160) last", gap_us=100)
     c.add(eth_a() / frag4(full, 160, False, b"Z" * 16), ov, "d23: [160,176) a second last fragment",
           gap_us=100)
-    # d24: data past the end of the datagram after its last fragment.
+    c.add(eth_a() / frag4(full, 64, True, body[64:96]), "F d23", "d23: [64,96) MF completes it",
+          gap_us=100)
+    # d24: data past the end of the datagram once its last fragment was seen.
     full, body = parts(24)
     c.add(eth_a() / frag4(full, 0, True, body[0:64]), "F d24 new", "d24: [0,64) MF", gap_us=100)
-    c.add(eth_a() / frag4(full, 64, False, body[64:]), "F d24", "d24: [64,160) last", gap_us=100)
+    c.add(eth_a() / frag4(full, 128, False, body[128:]), "F d24", "d24: [128,160) last", gap_us=100)
     c.add(eth_a() / frag4(full, 160, True, b"W" * 16), ov, "d24: [160,176) MF past the end",
+          gap_us=100)
+    c.add(eth_a() / frag4(full, 64, True, body[64:128]), "F d24", "d24: [64,128) MF completes it",
           gap_us=100)
     # d25: RFC 1858 overwrite: a fragment at offset 8 rewrites the TCP flags of the first.
     seg = IP(src="10.4.0.1", dst="10.4.0.2", id=25) / TCP(sport=7025, dport=80, flags="A",

@@ -9,7 +9,8 @@
 # the expectations: expected_verdicts.jsonl, expected_summary.json, expected_events.jsonl,
 # expected_out.pcap or expected_out.sha256 (frames leaving side B) and expected_out_a.pcap
 # or expected_out_a.sha256 (frames leaving side A). Output pcaps up to 32 KiB are kept as
-# files, larger ones as a sha256.
+# files, larger ones as a sha256; so are events files over 128 KiB
+# (expected_events.sha256). Verdicts and summary are always kept as text.
 #
 # Every run replays the case twice and requires identical bytes from both runs
 # (determinism), then runs check_case.py (self-consistency + the hand-written intent.tsv);
@@ -25,6 +26,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 name=$(basename "$case_dir")
 regen=${REGEN:-0}
 max_inline_pcap=32768
+max_inline_events=131072
 
 [[ -x $bin ]] || { echo "$name: binary '$bin' not found or not executable" >&2; exit 2; }
 [[ -f $case_dir/config.json ]] || { echo "$name: no config.json in $case_dir" >&2; exit 2; }
@@ -82,7 +84,13 @@ pcap_expectation() {  # pcap_expectation BASENAME -> sets exp_pcap and exp_sha
 if [[ $regen == 1 ]]; then
   cp "$run/verdicts.jsonl" "$case_dir/expected_verdicts.jsonl"
   cp "$run/summary.json" "$case_dir/expected_summary.json"
-  cp "$run/events.jsonl" "$case_dir/expected_events.jsonl"
+  rm -f "$case_dir/expected_events.jsonl" "$case_dir/expected_events.sha256"
+  if (( $(stat -c %s "$run/events.jsonl") <= max_inline_events )); then
+    cp "$run/events.jsonl" "$case_dir/expected_events.jsonl"
+  else
+    (cd "$run" && sha256sum events.jsonl) | sed 's/ events.jsonl$/ expected_events.jsonl/' \
+      >"$case_dir/expected_events.sha256"
+  fi
   for pair in "out_b.pcap:expected_out" "out_a.pcap:expected_out_a"; do
     out=${pair%%:*}
     pcap_expectation "${pair##*:}"
@@ -126,7 +134,17 @@ compare_text() {  # compare_text EXPECTED ACTUAL LABEL [renderer]
 
 compare_text "$case_dir/expected_verdicts.jsonl" "$run/verdicts.jsonl" verdicts.jsonl
 compare_text "$case_dir/expected_summary.json" "$run/summary.json" summary.json json_lines
-compare_text "$case_dir/expected_events.jsonl" "$run/events.jsonl" events.jsonl
+if [[ -f $case_dir/expected_events.sha256 ]]; then
+  want=$(awk '{print $1}' "$case_dir/expected_events.sha256")
+  got=$(sha256sum "$run/events.jsonl" | awk '{print $1}')
+  if [[ $want != "$got" ]]; then
+    fail "events.jsonl sha256 $got differs from expected_events.sha256 ($want); actual" \
+         "event counts: $(sed -n 's/.*"event_type":"\([a-z_]*\)".*/\1/p' "$run/events.jsonl" |
+                           sort | uniq -c | tr -s ' \n' ' ')"
+  fi
+else
+  compare_text "$case_dir/expected_events.jsonl" "$run/events.jsonl" events.jsonl
+fi
 
 for pair in "out_b.pcap:expected_out" "out_a.pcap:expected_out_a"; do
   out=${pair%%:*}
