@@ -29,6 +29,7 @@ const char* flowEndReasonName(FlowEndReason r) {
   switch (r) {
     case FlowEndReason::kTimeout: return "timeout";
     case FlowEndReason::kShutdown: return "shutdown";
+    case FlowEndReason::kReused: return "reused";
   }
   return "unknown";
 }

@@ -13,7 +13,8 @@ namespace dpu::dp {
 
 enum class EventType : uint8_t { kDrop = 1, kFlowEnd = 2 };
 
-enum class FlowEndReason : uint8_t { kTimeout = 1, kShutdown = 2 };
+// kReused: a new SYN on a closed connection's 5-tuple ends it and starts a new flow.
+enum class FlowEndReason : uint8_t { kTimeout = 1, kShutdown = 2, kReused = 3 };
 
 struct Event {
   EventType type;

@@ -214,6 +214,12 @@ void FragTracker::setVerdict(int32_t slot, const FragVerdict& v) {
   markIfComplete(slot);
 }
 
+int32_t FragTracker::find(const PacketMeta& m) const {
+  const FragKey key = makeFragKey(m);
+  int32_t p = rte_hash_lookup(hash_, &key);
+  return p >= 0 ? p : -1;
+}
+
 const FragVerdict& FragTracker::verdictOf(int32_t slot) const { return entries_[slot].verdict; }
 
 bool FragTracker::hold(int32_t slot, void* pkt) {

@@ -61,6 +61,7 @@ struct FragVerdict {
   uint8_t stage = 0;
   uint16_t rule = 0xffff;
   uint8_t reason = 0;    // DropReason when verdict is drop
+  uint64_t flow_id = 0;  // flow of the first fragment (0 = untracked)
 };
 
 struct FragOptions {
@@ -110,6 +111,20 @@ class FragTracker {
   template <class Fn>
   uint32_t age(uint64_t now_ns, uint32_t budget, Fn&& on_drop);
 
+  // Removes the datagrams completed so far (what age() does first). A worker calls it once
+  // the fragments it observed have been given their verdicts, so that a datagram id reused
+  // right after completion starts a new datagram whatever the burst boundaries are.
+  // Invalidates every slot handed out before it.
+  void flushCompleted() {
+    if (npending_ != 0) removeCompleted();
+  }
+
+  // If the datagram of fragment `m` is tracked and idle past the timeout at now_ns, forgets
+  // it (held packets to on_drop, as in age()) and returns true: the fragment then starts a
+  // new datagram instead of joining a stale one. Call it before observe().
+  template <class Fn>
+  bool expireStale(const PacketMeta& m, uint64_t now_ns, Fn&& on_drop);
+
   uint32_t size() const { return size_; }
   // Datagram slots (max_datagrams rounded up to rte_hash's minimum of 8); slot < capacity().
   uint32_t capacity() const { return capacity_; }
@@ -136,6 +151,7 @@ class FragTracker {
   void removeSlot(int32_t slot);
   void markIfComplete(int32_t slot);
   void removeCompleted();
+  int32_t find(const PacketMeta& m) const;
 
   rte_hash* hash_ = nullptr;
   Entry* entries_ = nullptr;
@@ -165,6 +181,19 @@ uint32_t FragTracker::age(uint64_t now_ns, uint32_t budget, Fn&& on_drop) {
     }
   }
   return removed;
+}
+
+template <class Fn>
+bool FragTracker::expireStale(const PacketMeta& m, uint64_t now_ns, Fn&& on_drop) {
+  if (npending_ != 0) removeCompleted();
+  int32_t pos = find(m);
+  if (pos < 0) return false;
+  Entry& e = entries_[pos];
+  if (!(now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > opts_.timeout_ns)) return false;
+  for (uint32_t h = 0; h < e.nheld; ++h) on_drop(e.held[h]);
+  e.nheld = 0;
+  removeSlot(pos);
+  return true;
 }
 
 }  // namespace dpu::dp

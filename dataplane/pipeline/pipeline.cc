@@ -39,6 +39,12 @@ inline bool l4NeedsHeader(uint8_t proto) {
   return proto == kProtoTcp || proto == kProtoUdp || proto == kProtoIcmp || proto == kProtoIcmp6;
 }
 
+// IPv6 extension headers the parser walks; a first fragment that ends inside one of them
+// has its transport header in a later fragment (a tiny fragment).
+inline bool isIpv6ExtHeader(uint8_t proto) {
+  return proto == 0 || proto == 43 || proto == 44 || proto == 60 || proto == 51 || proto == 135;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts,
@@ -90,6 +96,11 @@ void Worker::refreshSnapshot() {
     aging_slice_ = s->dataplane.aging_slice;
     c_->generation.set(generation_);
   }
+}
+
+uint8_t Worker::sideOf(const rte_mbuf* m) const {
+  return m->port == opts_.port[kSideB] && opts_.port[kSideA] != opts_.port[kSideB] ? kSideB
+                                                                                   : kSideA;
 }
 
 uint64_t Worker::packetTime(rte_mbuf* m) const {
@@ -169,204 +180,219 @@ uint32_t Worker::pollOnce() {
   return total;
 }
 
-void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
+// Per-burst scratch state, indexed by the packet's position in the burst.
+struct Worker::Burst {
   PacketMeta meta[kBurst];
   PacketVerdict v[kBurst];
   FlowKey keys[kBurst];
   const FlowKey* kp[kBurst];
   int32_t pos[kBurst];
-  uint8_t flow_idx[kBurst];     // packets going to the flow stage, in order
+  uint8_t flow_idx[kBurst];  // packets of the current segment going to the flow stage
   bool src_is_hi[kBurst];
-  bool done[kBurst];
   int32_t frag_slot[kBurst];
   uint64_t ts[kBurst];
   uint32_t nflow = 0;
+};
+
+void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
+  Burst b;
   if (n > kBurst) n = kBurst;
+  // The burst is judged in segments that end right after a fragment, so every fragment is
+  // judged (and a completed datagram forgotten) before the next fragment is looked at:
+  // verdicts never depend on where burst boundaries fall.
+  uint16_t i = 0;
+  while (i < n) {
+    uint16_t seg = i;
+    b.nflow = 0;
+    bool frag = false;
+    while (i < n && !frag) frag = classify(pkts, i++, b);
+    flowStage(pkts, b);
+    for (uint16_t k = seg; k < i; ++k) finish(pkts[k], k, b);
+    if (frag) frags_->flushCompleted();
+  }
+  c_->frag_datagrams_active.set(frags_->size());
+}
 
-  // Stage 1: parse, policies for non-IP / malformed, fragments.
-  for (uint16_t i = 0; i < n; ++i) {
-    rte_mbuf* m = pkts[i];
-    uint8_t side = m->port == opts_.port[kSideB] ? kSideB : kSideA;
-    if (opts_.port[kSideA] == opts_.port[kSideB]) side = kSideA;
-    uint64_t seq = next_seq_++;
-    if (shared_.seq_dynfield >= 0) *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, uint64_t*) = seq;
-    uint64_t t = packetTime(m);
-    if (t > now_ns_) now_ns_ = t;
-    ts[i] = t;
-    c_->rx_packets[side].add();
-    c_->rx_bytes[side].add(m->pkt_len);
-    v[i] = PacketVerdict{};
-    v[i].seq = seq;
-    v[i].generation = generation_;
-    v[i].in_side = side;
-    done[i] = true;
-    frag_slot[i] = -1;
-    c_->stage_packets[static_cast<int>(Stage::kParse)].add();
+// Stage 1 for packet i: parse, non-IP / malformed policies, fragment tracking. Queues the
+// packet for the flow stage when it needs one. Returns true when the packet is a fragment.
+bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
+  rte_mbuf* m = pkts[i];
+  PacketVerdict& v = b.v[i];
+  PacketMeta& pm = b.meta[i];
+  uint8_t side = sideOf(m);
+  uint64_t seq = next_seq_++;
+  if (shared_.seq_dynfield >= 0) *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, uint64_t*) = seq;
+  uint64_t t = packetTime(m);
+  if (t > now_ns_) now_ns_ = t;
+  b.ts[i] = t;
+  b.frag_slot[i] = -1;
+  c_->rx_packets[side].add();
+  c_->rx_bytes[side].add(m->pkt_len);
+  v = PacketVerdict{};
+  v.seq = seq;
+  v.generation = generation_;
+  v.in_side = side;
+  c_->stage_packets[static_cast<int>(Stage::kParse)].add();
+  const auto& d = snap_->dataplane;
+  auto drop = [&](Stage st, DropReason r) {
+    v.verdict = Verdict::kDrop;
+    v.stage = st;
+    v.reason = r;
+  };
 
-    if (m->nb_segs > 1) {
-      meta[i] = PacketMeta{};
-      v[i].verdict = Verdict::kDrop;
-      v[i].stage = Stage::kParse;
-      v[i].reason = DropReason::kMultiSegment;
-      continue;
+  if (m->nb_segs > 1) {
+    pm = PacketMeta{};
+    drop(Stage::kParse, DropReason::kMultiSegment);
+    return false;
+  }
+  ParseStatus st = parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm);
+  if (st == ParseStatus::kNonIp) {
+    if (d.non_ip == rules::Policy::kDrop) {
+      drop(Stage::kParse, DropReason::kNonIp);
+    } else {
+      v.verdict = Verdict::kForward;
+      c_->non_ip_forwarded.add();
     }
-    ParseStatus st = parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, meta[i]);
-    if (st == ParseStatus::kNonIp) {
-      if (snap_->dataplane.non_ip == rules::Policy::kDrop) {
-        v[i].verdict = Verdict::kDrop;
-        v[i].stage = Stage::kParse;
-        v[i].reason = DropReason::kNonIp;
-      } else {
-        v[i].verdict = Verdict::kForward;
-        c_->non_ip_forwarded.add();
+    return false;
+  }
+  if (st != ParseStatus::kOk) {
+    if (d.malformed == rules::Policy::kDrop) {
+      drop(Stage::kParse, dropReasonFromParse(st));
+    } else {
+      v.verdict = Verdict::kForward;
+      c_->malformed_forwarded.add();
+    }
+    return false;
+  }
+  if (pm.is_fragment) {
+    c_->frag_packets.add();
+    c_->stage_packets[static_cast<int>(Stage::kFragment)].add();
+    frags_->expireStale(pm, t, [&](void* p) { dropHeldFragment(p, t); });
+    int32_t slot = -1;
+    FragAction a = frags_->observe(pm, t, &slot);
+    // Overlaps under a FORWARD policy still follow their datagram's verdict.
+    if ((a == FragAction::kOverlap || a == FragAction::kDuplicateFirst)) {
+      c_->frag_overlaps.add();
+      if (d.frag_overlapping == rules::Policy::kDrop) {
+        drop(Stage::kFragment, DropReason::kFragOverlap);
+        return true;
       }
-      continue;
-    }
-    if (st != ParseStatus::kOk) {
-      if (snap_->dataplane.malformed == rules::Policy::kDrop) {
-        v[i].verdict = Verdict::kDrop;
-        v[i].stage = Stage::kParse;
-        v[i].reason = dropReasonFromParse(st);
-      } else {
-        v[i].verdict = Verdict::kForward;
-        c_->malformed_forwarded.add();
+      if (slot < 0) {
+        v.verdict = Verdict::kForward;
+        return true;
       }
-      continue;
+      a = frags_->verdictOf(slot).verdict != 0 ? FragAction::kApply : FragAction::kHold;
     }
-    const PacketMeta& pm = meta[i];
-    if (pm.is_fragment) {
-      c_->frag_packets.add();
-      c_->stage_packets[static_cast<int>(Stage::kFragment)].add();
-      int32_t slot = -1;
-      FragAction a = frags_->observe(pm, t, &slot);
-      bool overlap_forward = snap_->dataplane.frag_overlapping == rules::Policy::kForward;
-      switch (a) {
-        case FragAction::kJudge:
-          frag_slot[i] = slot;
-          if (!pm.has_l4 && l4NeedsHeader(pm.l4_proto) &&
-              snap_->dataplane.frag_tiny == rules::Policy::kDrop) {
-            v[i].verdict = Verdict::kDrop;
-            v[i].stage = Stage::kFragment;
-            v[i].reason = DropReason::kFragTiny;
-            FragVerdict fv{static_cast<uint8_t>(Verdict::kDrop),
-                           static_cast<uint8_t>(Stage::kFragment), kNoRule,
-                           static_cast<uint8_t>(DropReason::kFragTiny)};
-            frags_->setVerdict(slot, fv);
-            break;
-          }
-          done[i] = false;  // judged by the flow stage below
-          break;
-        case FragAction::kApply: {
-          const FragVerdict& fv = frags_->verdictOf(slot);
-          v[i].verdict = static_cast<Verdict>(fv.verdict);
-          v[i].stage = static_cast<Stage>(fv.stage);
-          v[i].rule = fv.rule;
-          if (v[i].verdict == Verdict::kDrop) {
-            v[i].reason = DropReason::kFragDatagramDropped;
-            v[i].stage = Stage::kFragment;
-          }
-          break;
+    switch (a) {
+      case FragAction::kJudge: {
+        b.frag_slot[i] = slot;
+        bool cut = !pm.has_l4 && pm.more_fragments &&
+                   (l4NeedsHeader(pm.l4_proto) || isIpv6ExtHeader(pm.l4_proto));
+        if (cut && d.frag_tiny == rules::Policy::kDrop) {
+          drop(Stage::kFragment, DropReason::kFragTiny);
+          return true;
         }
-        case FragAction::kHold:
-          if (frags_->hold(slot, m)) {
-            c_->frag_held.add();
-            v[i].verdict = Verdict::kNone;  // judged when the first fragment arrives
-          } else {
-            v[i].verdict = Verdict::kDrop;
-            v[i].stage = Stage::kFragment;
-            v[i].reason = DropReason::kFragHoldFull;
-          }
-          break;
-        case FragAction::kOverlap:
-        case FragAction::kDuplicateFirst:
-          c_->frag_overlaps.add();
-          if (overlap_forward) {
-            v[i].verdict = Verdict::kForward;
-          } else {
-            v[i].verdict = Verdict::kDrop;
-            v[i].stage = Stage::kFragment;
-            v[i].reason = DropReason::kFragOverlap;
-          }
-          break;
-        case FragAction::kTooMany:
-          v[i].verdict = Verdict::kDrop;
-          v[i].stage = Stage::kFragment;
-          v[i].reason = DropReason::kFragTooMany;
-          break;
-        case FragAction::kTableFull:
-          v[i].verdict = Verdict::kDrop;
-          v[i].stage = Stage::kFragment;
-          v[i].reason = DropReason::kFragTableFull;
-          break;
+        break;  // judged by the flow stage
       }
-      if (done[i]) continue;
+      case FragAction::kApply: {
+        const FragVerdict& fv = frags_->verdictOf(slot);
+        v.verdict = static_cast<Verdict>(fv.verdict);
+        v.stage = static_cast<Stage>(fv.stage);
+        v.rule = fv.rule;
+        v.flow_id = fv.flow_id;
+        if (v.verdict == Verdict::kDrop) drop(Stage::kFragment, DropReason::kFragDatagramDropped);
+        return true;
+      }
+      case FragAction::kHold:
+        if (frags_->hold(slot, m)) {
+          c_->frag_held.add();
+          v.verdict = Verdict::kNone;  // judged when the first fragment arrives
+        } else {
+          drop(Stage::kFragment, DropReason::kFragHoldFull);
+        }
+        return true;
+      case FragAction::kTooMany:
+        drop(Stage::kFragment, DropReason::kFragTooMany);
+        return true;
+      case FragAction::kTableFull:
+        drop(Stage::kFragment, DropReason::kFragTableFull);
+        return true;
+      default:
+        return true;
     }
-    done[i] = false;
-    src_is_hi[i] = makeFlowKey(pm, keys[i]);
-    kp[nflow] = &keys[i];
-    flow_idx[nflow++] = static_cast<uint8_t>(i);
   }
+  b.src_is_hi[i] = makeFlowKey(pm, b.keys[i]);
+  b.kp[b.nflow] = &b.keys[i];
+  b.flow_idx[b.nflow++] = static_cast<uint8_t>(i);
+  return pm.is_fragment;
+}
 
-  // Stage 2: flow table, one bulk lookup for the burst.
-  if (nflow) {
-    int32_t looked[kBurst];
-    flows_->lookupBurst(kp, nflow, looked);
-    for (uint32_t j = 0; j < nflow; ++j) pos[flow_idx[j]] = looked[j];
-  }
+// Stage 2: the flow table for the packets classify() queued, one bulk lookup.
+void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
+  if (b.nflow == 0) return;
+  int32_t looked[kBurst];
+  flows_->lookupBurst(b.kp, b.nflow, looked);
   uint32_t inserted = 0;
   const auto& dps = snap_->dataplane;
-  for (uint32_t j = 0; j < nflow; ++j) {
-    uint8_t i = flow_idx[j];
-    const PacketMeta& pm = meta[i];
+  for (uint32_t j = 0; j < b.nflow; ++j) {
+    uint8_t i = b.flow_idx[j];
+    const PacketMeta& pm = b.meta[i];
+    PacketVerdict& v = b.v[i];
     rte_mbuf* m = pkts[i];
-    uint64_t t = ts[i];
+    uint64_t t = b.ts[i];
     c_->stage_packets[static_cast<int>(Stage::kFlow)].add();
-    int32_t p = pos[i];
-    if (p < 0 && inserted) p = flows_->lookup(keys[i]);  // created earlier in this burst
+    int32_t p = looked[j];
+    if (p < 0 && inserted) p = flows_->lookup(b.keys[i]);  // created earlier in this segment
+    bool is_tcp = pm.l4_proto == kProtoTcp && pm.has_l4;
+    bool syn_only = is_tcp && (pm.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
     if (p >= 0) {
-      // A flow idle past its timeout that aging has not reached yet ends here; the packet
-      // starts a new one.
       FlowEntry& old = flows_->entry(p);
-      if (t > old.last_seen_ns && t - old.last_seen_ns > flowTimeout(old, timeouts_)) {
-        emitFlowEnd(old, keys[i], t, FlowEndReason::kTimeout);
+      // A flow idle past its timeout that aging has not reached yet ends here; so does a
+      // closed connection whose 5-tuple a new SYN reuses. The packet starts a new flow.
+      bool stale = t > old.last_seen_ns && t - old.last_seen_ns > flowTimeout(old, timeouts_);
+      bool reused = syn_only && old.tcp_state == TcpState::kClosed;
+      if (stale || reused) {
+        emitFlowEnd(old, b.keys[i], t, stale ? FlowEndReason::kTimeout : FlowEndReason::kReused);
         flows_->remove(p);
-        c_->flows_expired.add();
+        if (stale) c_->flows_expired.add();
         p = -1;
       }
     }
-    bool is_tcp = pm.l4_proto == kProtoTcp && pm.has_l4;
     if (p < 0) {
       bool midstream = false;
-      if (is_tcp && !(pm.tcp_flags & kTcpSyn)) {
+      if (is_tcp && !syn_only) {
         if (pm.tcp_flags & kTcpRst) {  // stray reset: pass it on, track nothing
-          v[i].verdict = Verdict::kForward;
+          v.verdict = Verdict::kForward;
           c_->untracked_forwarded.add();
           continue;
         }
+        // Anything but a bare SYN (data, ACK, FIN, SYN+ACK) means the connection started
+        // before the appliance saw it.
         if (dps.tcp_midstream == rules::Policy::kDrop) {
-          v[i].verdict = Verdict::kDrop;
-          v[i].stage = Stage::kFlow;
-          v[i].reason = DropReason::kTcpMidstream;
+          v.verdict = Verdict::kDrop;
+          v.stage = Stage::kFlow;
+          v.reason = DropReason::kTcpMidstream;
           continue;
         }
         midstream = true;
       }
-      p = flows_->insert(keys[i], t);
+      p = flows_->insert(b.keys[i], t);
       if (p < 0) {
         c_->flow_table_full.add();
         if (dps.flow_when_full == rules::Policy::kDrop) {
-          v[i].verdict = Verdict::kDrop;
-          v[i].stage = Stage::kFlow;
-          v[i].reason = DropReason::kFlowTableFull;
+          v.verdict = Verdict::kDrop;
+          v.stage = Stage::kFlow;
+          v.reason = DropReason::kFlowTableFull;
         } else {
-          v[i].verdict = Verdict::kForward;
+          v.verdict = Verdict::kForward;
           c_->untracked_forwarded.add();
         }
         continue;
       }
       ++inserted;
       FlowEntry& ne = flows_->entry(p);
-      if (src_is_hi[i]) ne.flags |= kFlowInitiatorIsHi;
+      if (b.src_is_hi[i]) ne.flags |= kFlowInitiatorIsHi;
+      if (v.in_side == kSideB) ne.flags |= kFlowInitiatorSideB;
       ne.flow_seq = ++flow_seq_;
       ne.rule = kNoRule;
       if (midstream) {
@@ -376,44 +402,46 @@ void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
       }
       c_->flows_created.add();
       c_->flows_active.set(flows_->size());
-      v[i].flow_new = true;
+      v.flow_new = true;
     }
     FlowEntry& e = flows_->entry(p);
-    int dir = (src_is_hi[i] == ((e.flags & kFlowInitiatorIsHi) != 0)) ? 0 : 1;
+    int dir = (b.src_is_hi[i] == ((e.flags & kFlowInitiatorIsHi) != 0)) ? 0 : 1;
     if (t > e.last_seen_ns) e.last_seen_ns = t;
     e.packets[dir]++;
     e.bytes[dir] += m->pkt_len;
     if (is_tcp) tcpAdvance(e, pm.tcp_flags, dir);
-    v[i].flow_id = (static_cast<uint64_t>(opts_.id + 1) << 32) | e.flow_seq;
+    v.flow_id = (static_cast<uint64_t>(opts_.id + 1) << 32) | e.flow_seq;
     if (e.verdict != 0 && e.generation == generation_) {
-      v[i].verdict = static_cast<Verdict>(e.verdict);
-      v[i].stage = static_cast<Stage>(e.stage);
-      v[i].rule = e.rule;
+      v.verdict = static_cast<Verdict>(e.verdict);
+      v.stage = static_cast<Stage>(e.stage);
+      v.rule = e.rule;
       c_->flow_cache_hits.add();
       continue;
     }
     // Rule stages (firewall, geoip, dns, dpi, lb) run here on a flow's first packet and
     // after a snapshot change; with none configured every flow is forwarded.
-    v[i].verdict = Verdict::kForward;
+    v.verdict = Verdict::kForward;
     e.verdict = static_cast<uint8_t>(Verdict::kForward);
     e.stage = static_cast<uint8_t>(Stage::kNone);
     e.rule = kNoRule;
     e.generation = generation_;
   }
+}
 
-  // Stage 3: verdicts in input order.
-  for (uint16_t i = 0; i < n; ++i) {
-    if (v[i].verdict == Verdict::kNone) continue;  // held fragment
-    if (frag_slot[i] >= 0) {
-      FragVerdict fv{static_cast<uint8_t>(v[i].verdict), static_cast<uint8_t>(v[i].stage),
-                     v[i].rule, static_cast<uint8_t>(v[i].reason)};
-      frags_->setVerdict(frag_slot[i], fv);
-    }
-    if (v[i].verdict == Verdict::kDrop) emitDrop(&meta[i], v[i], ts[i]);
-    applyVerdict(pkts[i], v[i], v[i].in_side);
-    if (frag_slot[i] >= 0) releaseFragments(frag_slot[i], v[i], ts[i]);
+// Stage 3 for packet i: record a first fragment's verdict for its datagram, act on the
+// verdict, then release the fragments that were waiting for it.
+void Worker::finish(rte_mbuf* m, uint16_t i, Burst& b) {
+  PacketVerdict& v = b.v[i];
+  if (v.verdict == Verdict::kNone) return;  // held fragment
+  int32_t slot = b.frag_slot[i];
+  if (slot >= 0) {
+    FragVerdict fv{static_cast<uint8_t>(v.verdict), static_cast<uint8_t>(v.stage), v.rule,
+                   static_cast<uint8_t>(v.reason), v.flow_id};
+    frags_->setVerdict(slot, fv);
   }
-  c_->frag_datagrams_active.set(frags_->size());
+  if (v.verdict == Verdict::kDrop) emitDrop(&b.meta[i], v, b.ts[i]);
+  applyVerdict(m, v, v.in_side);
+  if (slot >= 0) releaseFragments(slot, v, b.ts[i]);
 }
 
 void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now) {
@@ -424,8 +452,7 @@ void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t
     PacketVerdict hv = first;
     hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*)
                                        : 0;
-    hv.in_side = hm->port == opts_.port[kSideB] && opts_.port[kSideA] != opts_.port[kSideB]
-                     ? kSideB : kSideA;
+    hv.in_side = sideOf(hm);
     hv.flow_new = false;
     if (hv.verdict == Verdict::kDrop) {
       hv.reason = DropReason::kFragDatagramDropped;
@@ -519,6 +546,7 @@ void Worker::emitFlowEnd(const FlowEntry& e, const FlowKey& k, uint64_t now, Flo
   ev->type = EventType::kFlowEnd;
   ev->worker = static_cast<uint8_t>(opts_.id);
   ev->end_reason = why;
+  ev->in_side = (e.flags & kFlowInitiatorSideB) ? kSideB : kSideA;
   ev->verdict = static_cast<Verdict>(e.verdict);
   ev->stage = static_cast<Stage>(e.stage);
   ev->rule = e.rule;
@@ -556,24 +584,24 @@ void Worker::age() {
   ageFragments(now_ns_, aging_slice_);
 }
 
+void Worker::dropHeldFragment(void* p, uint64_t now) {
+  rte_mbuf* hm = static_cast<rte_mbuf*>(p);
+  PacketVerdict hv;
+  hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*) : 0;
+  hv.generation = generation_;
+  hv.in_side = sideOf(hm);
+  hv.verdict = Verdict::kDrop;
+  hv.stage = Stage::kFragment;
+  hv.reason = DropReason::kFragTimeout;
+  c_->frag_timeouts.add();
+  PacketMeta hmeta;
+  parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+  emitDrop(&hmeta, hv, now);
+  applyVerdict(hm, hv, hv.in_side);
+}
+
 void Worker::ageFragments(uint64_t now, uint32_t budget) {
-  frags_->age(now, budget, [&](void* p) {
-    rte_mbuf* hm = static_cast<rte_mbuf*>(p);
-    PacketVerdict hv;
-    hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*)
-                                       : 0;
-    hv.generation = generation_;
-    hv.in_side = hm->port == opts_.port[kSideB] && opts_.port[kSideA] != opts_.port[kSideB]
-                     ? kSideB : kSideA;
-    hv.verdict = Verdict::kDrop;
-    hv.stage = Stage::kFragment;
-    hv.reason = DropReason::kFragTimeout;
-    c_->frag_timeouts.add();
-    PacketMeta hmeta;
-    parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
-    emitDrop(&hmeta, hv, now);
-    applyVerdict(hm, hv, hv.in_side);
-  });
+  frags_->age(now, budget, [&](void* p) { dropHeldFragment(p, now); });
   c_->frag_datagrams_active.set(frags_->size());
 }
 

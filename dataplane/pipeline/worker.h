@@ -98,6 +98,12 @@ class Worker {
 
  private:
   Worker() = default;
+  struct Burst;
+  bool classify(rte_mbuf** pkts, uint16_t i, Burst& b);
+  void flowStage(rte_mbuf** pkts, Burst& b);
+  void finish(rte_mbuf* m, uint16_t i, Burst& b);
+  void dropHeldFragment(void* pkt, uint64_t now);
+  uint8_t sideOf(const rte_mbuf* m) const;
   void refreshSnapshot();
   void applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);

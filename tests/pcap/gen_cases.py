@@ -606,7 +606,9 @@ d16: a lone middle fragment, then 40 packets of another flow (p1) 2 s later: the
 
 def overlap_input(c, forward):
     """The same frames for fragments_overlap and fragments_overlap_forward."""
-    ov = "F" if forward else "D fragment_overlap"
+    def ov(d):
+        # Under FORWARD an overlapping fragment still follows its datagram's verdict and flow.
+        return f"F {d}" if forward else "D fragment_overlap"
     def dg(ident, n=152, sport=None):
         return udp4("10.4.0.1", "10.4.0.2", sport or (7000 + ident), 7001, n, ident, ident)
     def parts(ident, n=152):
@@ -615,7 +617,7 @@ def overlap_input(c, forward):
     # d20: partial overlap into the first fragment.
     full, body = parts(20)
     c.add(eth_a() / frag4(full, 0, True, body[0:64]), "F d20 new", "d20: [0,64) MF", gap_us=100)
-    c.add(eth_a() / frag4(full, 56, True, b"X" * 8 + body[64:120]), ov,
+    c.add(eth_a() / frag4(full, 56, True, b"X" * 8 + body[64:120]), ov("d20"),
           "d20: [56,120) MF overlaps [0,64)", gap_us=100)
     c.add(eth_a() / frag4(full, 64, True, body[64:128]), "F d20", "d20: [64,128) MF", gap_us=100)
     c.add(eth_a() / frag4(full, 128, False, body[128:]), "F d20", "d20: [128,160) last", gap_us=100)
@@ -623,20 +625,20 @@ def overlap_input(c, forward):
     full, body = parts(21)
     c.add(eth_a() / frag4(full, 0, True, body[0:64]), "F d21 new", "d21: [0,64) MF", gap_us=100)
     c.add(eth_a() / frag4(full, 64, True, body[64:128]), "F d21", "d21: [64,128) MF", gap_us=100)
-    c.add(eth_a() / frag4(full, 64, True, body[64:128]), ov, "d21: [64,128) MF again (duplicate)",
+    c.add(eth_a() / frag4(full, 64, True, body[64:128]), ov("d21"), "d21: [64,128) MF again (duplicate)",
           gap_us=100)
     c.add(eth_a() / frag4(full, 128, False, body[128:]), "F d21", "d21: [128,160) last", gap_us=100)
     # d22: a second first fragment with other content.
     full, body = parts(22)
     c.add(eth_a() / frag4(full, 0, True, body[0:64]), "F d22 new", "d22: [0,64) MF", gap_us=100)
-    c.add(eth_a() / frag4(full, 0, True, body[0:8] + b"Y" * 56), ov,
+    c.add(eth_a() / frag4(full, 0, True, body[0:8] + b"Y" * 56), ov("d22"),
           "d22: second first fragment [0,64) MF", gap_us=100)
     c.add(eth_a() / frag4(full, 64, False, body[64:]), "F d22", "d22: [64,160) last", gap_us=100)
     # d23: two last fragments that disagree on the datagram's end (datagram still open).
     full, body = parts(23)
     c.add(eth_a() / frag4(full, 0, True, body[0:64]), "F d23 new", "d23: [0,64) MF", gap_us=100)
     c.add(eth_a() / frag4(full, 96, False, body[96:]), "F d23", "d23: [96,160) last", gap_us=100)
-    c.add(eth_a() / frag4(full, 160, False, b"Z" * 16), ov, "d23: [160,176) a second last fragment",
+    c.add(eth_a() / frag4(full, 160, False, b"Z" * 16), ov("d23"), "d23: [160,176) a second last fragment",
           gap_us=100)
     c.add(eth_a() / frag4(full, 64, True, body[64:96]), "F d23", "d23: [64,96) MF completes it",
           gap_us=100)
@@ -644,7 +646,7 @@ def overlap_input(c, forward):
     full, body = parts(24)
     c.add(eth_a() / frag4(full, 0, True, body[0:64]), "F d24 new", "d24: [0,64) MF", gap_us=100)
     c.add(eth_a() / frag4(full, 128, False, body[128:]), "F d24", "d24: [128,160) last", gap_us=100)
-    c.add(eth_a() / frag4(full, 160, True, b"W" * 16), ov, "d24: [160,176) MF past the end",
+    c.add(eth_a() / frag4(full, 160, True, b"W" * 16), ov("d24"), "d24: [160,176) MF past the end",
           gap_us=100)
     c.add(eth_a() / frag4(full, 64, True, body[64:128]), "F d24", "d24: [64,128) MF completes it",
           gap_us=100)
@@ -657,7 +659,7 @@ def overlap_input(c, forward):
           "d25: TCP [0,24) MF (ACK, whole TCP header)", gap_us=100)
     forged = bytearray(body[8:40])
     forged[13 - 8] = 0x02  # SYN instead of ACK
-    c.add(eth_a() / frag4(full, 8, True, bytes(forged)), ov,
+    c.add(eth_a() / frag4(full, 8, True, bytes(forged)), ov("d25"),
           "d25: [8,40) MF rewrites the TCP flags (RFC 1858)", gap_us=100)
     c.add(eth_a() / frag4(full, 24, False, body[24:]), "F d25", "d25: [24,60) last", gap_us=100)
     # d30: IPv6 partial overlap.
@@ -666,7 +668,7 @@ def overlap_input(c, forward):
     c.add(eth_a() / f6[0], "F d30 new", "d30: IPv6 [0,104) M", gap_us=100)
     ov6 = IPv6(src="2001:db8::1", dst="2001:db8::2", nh=44) / \
         IPv6ExtHdrFragment(nh=17, offset=12, m=0, id=30) / Raw(b"V" * 112)
-    c.add(eth_a() / ov6, ov, "d30: IPv6 [96,208) overlaps [0,104)", gap_us=100)
+    c.add(eth_a() / ov6, ov("d30"), "d30: IPv6 [96,208) overlaps [0,104)", gap_us=100)
     c.add(eth_a() / f6[1], "F d30", "d30: IPv6 [104,208) last", gap_us=100)
 
 
@@ -685,7 +687,8 @@ datagram's end; d25 RFC 1858 TCP flag rewrite at offset 8; d30 IPv6 partial over
 def case_fragments_overlap_forward():
     c = Case("fragments_overlap_forward", {"dataplane": {"fragments": {"overlapping": "FORWARD"}}}, """
 The input of fragments_overlap with fragments.overlapping FORWARD: the overlapping
-fragments are forwarded too (counted as overlaps, not tied to a flow); nothing is dropped.""")
+fragments are forwarded too (counted as overlaps), with their datagram's verdict and flow;
+nothing is dropped.""")
     overlap_input(c, True)
     return c
 

@@ -404,3 +404,108 @@ TEST(Pipeline, PublishedSnapshotIsUsedFromTheNextBurst) {
 
 }  // namespace
 }  // namespace dpu::dp
+
+namespace dpu::dp {
+namespace {
+
+TEST(Pipeline, SynAckWithoutSynIsMidstream) {
+  auto s = smallSettings();
+  s.tcp_midstream = rules::Policy::kDrop;
+  Harness h(s);
+  h.send(1, PacketBuilder().ipv4("10.0.0.2", "10.0.0.1").tcp(80, 40000, kTcpSyn | kTcpAck).build());
+  h.send(0, PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(40000, 80, kTcpAck).build());
+  h.poll();
+  EXPECT_TRUE(h.out(0).empty());
+  EXPECT_TRUE(h.out(1).empty());
+  EXPECT_EQ(drops(h.counters(), DropReason::kTcpMidstream), 2u);
+  EXPECT_EQ(h.counters().flows_created, 0u);
+}
+
+TEST(Pipeline, NewSynOnAClosedConnectionStartsANewFlow) {
+  Harness h(smallSettings());
+  auto pkt = [](uint8_t flags) {
+    return PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(40000, 80, flags).build();
+  };
+  h.send(0, pkt(kTcpSyn));
+  h.send(0, pkt(kTcpRst));
+  h.poll();
+  h.send(0, pkt(kTcpSyn), 2000000);
+  h.poll();
+  ASSERT_EQ(h.verdicts().size(), 3u);
+  EXPECT_EQ(h.verdicts()[0].flow_id, h.verdicts()[1].flow_id);
+  EXPECT_NE(h.verdicts()[2].flow_id, h.verdicts()[0].flow_id);
+  EXPECT_TRUE(h.verdicts()[2].flow_new);
+  int reused = 0;
+  h.dp().drainEvents([&](const Event& e) {
+    if (e.type == EventType::kFlowEnd && e.end_reason == FlowEndReason::kReused) ++reused;
+  });
+  EXPECT_EQ(reused, 1);
+}
+
+TEST(Pipeline, FlowEndEventNamesTheSideTheFlowStartedOn) {
+  Harness h(smallSettings());
+  h.send(1, PacketBuilder().ipv4("10.0.0.9", "10.0.0.1").udp(5353, 53).build());
+  h.poll();
+  while (!h.dp().worker(0).endFlows(4096)) {
+  }
+  int n = 0;
+  h.dp().drainEvents([&](const Event& e) {
+    if (e.type != EventType::kFlowEnd) return;
+    ++n;
+    EXPECT_EQ(e.in_side, kSideB);
+    EXPECT_EQ(e.sport, 5353);
+    EXPECT_EQ(e.end_reason, FlowEndReason::kShutdown);
+  });
+  EXPECT_EQ(n, 1);
+}
+
+TEST(Pipeline, FragmentIdReusedRightAfterCompletionIsANewDatagramInTheSameBurst) {
+  Harness h(smallSettings());
+  Frame a = PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").ipv4Id(42).udp(5000, 53)
+                .payload(std::string(100, 'a')).build();
+  Frame b = PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").ipv4Id(42).udp(5000, 53)
+                .payload(std::string(100, 'b')).build();
+  auto fa = test::fragmentIpv4(a, 64);
+  auto fb = test::fragmentIpv4(b, 64);
+  for (const auto& f : fa) h.send(0, f);
+  for (const auto& f : fb) h.send(0, f);
+  h.poll();  // all four frames in one burst
+  EXPECT_EQ(h.out(1).size(), 4u);
+  EXPECT_EQ(h.counters().frag_overlaps, 0u);
+  for (const auto& v : h.verdicts()) EXPECT_EQ(v.verdict, Verdict::kForward);
+}
+
+TEST(Pipeline, StaleDatagramIsForgottenWhenItsNextFragmentArrives) {
+  auto s = smallSettings();
+  s.frag_timeout_ms = 1000;
+  Harness h(s);
+  Frame d = PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").ipv4Id(7).udp(5000, 53)
+                .payload(std::string(100, 'x')).build();
+  auto f = test::fragmentIpv4(d, 48);
+  ASSERT_EQ(f.size(), 3u);
+  h.send(0, f[1], 1000000);  // middle fragment, held
+  h.poll();
+  h.send(0, f[0], 3000000);  // 2 s later: the held middle fragment is stale
+  h.send(0, f[2], 3000100);
+  h.poll();
+  auto c = h.counters();
+  EXPECT_EQ(drops(c, DropReason::kFragTimeout), 1u);
+  EXPECT_EQ(h.out(1).size(), 2u);
+}
+
+TEST(Pipeline, Ipv6FirstFragmentEndingInsideExtensionHeadersIsTiny) {
+  Harness h(smallSettings());
+  Frame d = PacketBuilder().ipv6("2001:db8::1", "2001:db8::2").ipv6DestOpts(64).udp(5000, 53)
+                .payload(std::string(64, 'q')).build();
+  auto f = test::fragmentIpv6(d, 16, 99);  // 16 bytes of a 64-byte destination-options header
+  ASSERT_GE(f.size(), 2u);
+  for (const auto& x : f) h.send(0, x);
+  h.poll();
+  EXPECT_TRUE(h.out(1).empty());
+  auto c = h.counters();
+  EXPECT_EQ(drops(c, DropReason::kFragTiny), 1u);
+  EXPECT_EQ(drops(c, DropReason::kFragDatagramDropped), f.size() - 1);
+}
+
+}  // namespace
+}  // namespace dpu::dp
