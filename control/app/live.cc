@@ -9,13 +9,17 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "control/api/appliance_service.h"
+#include "control/api/event_hub.h"
+#include "control/api/server.h"
 #include "control/app/summary.h"
 #include "control/config/config_loader.h"
+#include "control/config/config_manager.h"
+#include "control/config/config_store.h"
 #include "dataplane/api/dataplane.h"
 #include "dataplane/port/eal.h"
 
@@ -46,19 +50,40 @@ PortReport livePort(uint16_t port, const char* side) {
 }  // namespace
 
 absl::Status runLive(const LiveOptions& o) {
-  v1::ApplianceConfig cfg;
+  // Refuse a bad --listen before anything is set up.
+  ApiServerOptions api = o.api;
+  api.state_dir = o.state_dir;
+  if (auto addr = resolveListenAddress(api); !addr.ok()) return addr.status();
+
+  // The committed config (state directory) wins; --config only seeds an empty one.
+  v1::ApplianceConfig seed;
   if (!o.config.empty()) {
     auto c = loadConfigFile(o.config);
     if (!c.ok()) return c.status();
-    cfg = *c;
+    auto model = toModel(*c);
+    if (!model.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(o.config, ": ", model.status().message()));
+    }
+    seed = *c;
   }
-  auto model = toModel(cfg);
-  if (!model.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(o.config.empty() ? "default config" : o.config, ": ",
-                     model.status().message()));
+  auto store_or = ConfigStore::open(o.state_dir, o.config.empty() ? nullptr : &seed);
+  if (!store_or.ok()) return store_or.status();
+  std::unique_ptr<ConfigStore> store = std::move(*store_or);
+  if (!o.config.empty()) {
+    v1::ApplianceConfig a = store->current(), b = seed;
+    a.clear_version();
+    b.clear_version();
+    if (a.SerializeAsString() != b.SerializeAsString()) {
+      std::fprintf(stderr,
+                   "dpu-appliance: %s holds committed config version %lu, which is used; "
+                   "--config %s only seeds an empty state directory\n",
+                   store->path().c_str(), static_cast<unsigned long>(store->version()),
+                   o.config.c_str());
+    }
   }
-  auto snap = rules::compileSnapshot(*model, 1);
+  // The dataplane needs its first snapshot before the manager can be bound to it; this
+  // manager only compiles (it never applies).
+  auto snap = ConfigManager(store.get(), nullptr).compileCurrent();
   if (!snap.ok()) return snap.status();
 
   std::vector<std::string> eal = {"dpu-appliance"};
@@ -78,6 +103,7 @@ absl::Status runLive(const LiveOptions& o) {
   auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
   if (!dpr.ok()) return dpr.status();
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
+  ConfigManager manager(store.get(), plane.get());
 
   // Events carry TSC-based nanoseconds; this offset turns them into wall-clock time.
   timespec now{};
@@ -86,20 +112,26 @@ absl::Status runLive(const LiveOptions& o) {
                                           1000000000ull / rte_get_tsc_hz());
   int64_t wall_offset = static_cast<int64_t>(now.tv_sec) * 1000000000ll + now.tv_nsec -
                         static_cast<int64_t>(tsc_ns);
-  std::ofstream eout;
-  if (!o.events.empty()) {
-    eout.open(o.events, std::ios::app);
-    if (!eout) return absl::InvalidArgumentError(absl::StrCat(o.events, ": cannot write"));
-  }
-  auto drain = [&]() {
-    plane->drainEvents([&](const dp::Event& e) {
-      if (eout.is_open()) eout << eventJson(e, wall_offset) << '\n';
-    });
-    if (eout.is_open()) eout.flush();
-  };
+  // The event pump drains the worker rings (and writes --events) from now on.
+  EventHubOptions hopts;
+  hopts.wall_offset_ns = wall_offset;
+  hopts.events_file = o.events;
+  EventHub hub(plane.get(), hopts);
+  st = hub.start();
+  if (!st.ok()) return st;
+  ServiceOptions sopts;
+  sopts.state_dir = store->stateDir();
+  ApplianceService service(&manager, plane.get(), &hub, sopts);
 
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
+  api.state_dir = store->stateDir();
+  auto server_or = ApiServer::start(api, &service);
+  if (!server_or.ok()) return server_or.status();
+  std::unique_ptr<ApiServer> server = std::move(*server_or);
+  std::fprintf(stderr, "dpu-appliance: API listening on %s (config version %lu from %s)\n",
+               server->address().c_str(), static_cast<unsigned long>(manager.version()),
+               store->path().c_str());
   st = plane->launch();
   if (!st.ok()) return st;
   std::fprintf(stderr, "dpu-appliance: forwarding between %s (A) and %s (B) with %u worker(s); "
@@ -111,7 +143,6 @@ absl::Status runLive(const LiveOptions& o) {
   uint64_t last_rx = 0;
   while (!g_stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    drain();
     auto t = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(t - start).count();
     if (o.duration_s > 0 && elapsed >= o.duration_s) break;
@@ -129,8 +160,11 @@ absl::Status runLive(const LiveOptions& o) {
       last_stats = t;
     }
   }
+  // API first (no change can start while the workers stop), then the workers, then the
+  // pump's last drain (flow ends at shutdown).
+  server->shutdown();
   plane->stop();
-  drain();
+  hub.stop();
   SummaryInput sum;
   sum.counters = plane->counters();
   for (uint16_t i = 0; i < plane->workerCount(); ++i) {

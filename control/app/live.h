@@ -5,11 +5,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "control/api/server.h"
 
 namespace dpu::ctl {
 
 struct LiveOptions {
-  std::string config;               // optional; empty = defaults (forward all, track flows)
+  std::string config;               // optional: seeds an empty state directory (see ConfigStore)
+  std::string state_dir = "/var/lib/dpu-appliance";  // committed config + api.sock
+  ApiServerOptions api;             // listen address, TLS, request size (state_dir set by runLive)
   std::string events;               // optional JSON-lines event log
   double stats_interval_s = 0;      // 0 = no periodic stats line
   double duration_s = 0;            // 0 = until SIGINT/SIGTERM

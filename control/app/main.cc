@@ -1,5 +1,7 @@
 // dpu-appliance: the inline appliance.
-//   dpu-appliance run [--config FILE] [--events FILE] [--stats-interval S] [--duration S] -- <EAL args>
+//   dpu-appliance run [--config FILE] [--state-dir DIR] [--listen ADDR] [--listen-any]
+//                     [--tls-cert F --tls-key F [--tls-client-ca F]] [--max-request-bytes N]
+//                     [--events FILE] [--stats-interval S] [--duration S] -- <EAL args>
 //   dpu-appliance replay --config FILE --in IN.pcap [--in-b B.pcap] [--out OUT.pcap]
 //                        [--out-a A.pcap] [--verdicts V.jsonl] [--events E.jsonl]
 //                        [--summary-json S.json] [--quiet]
@@ -19,11 +21,22 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  dpu-appliance run [--config FILE] [--events FILE] [--stats-interval S] [--duration S]\n"
-    "                    -- <EAL args>\n"
+    "  dpu-appliance run [--config FILE] [--state-dir DIR] [--listen ADDR] [--listen-any]\n"
+    "                    [--tls-cert F --tls-key F [--tls-client-ca F]] [--max-request-bytes N]\n"
+    "                    [--events FILE] [--stats-interval S] [--duration S] -- <EAL args>\n"
     "      Live mode. Port 0 is side A, port 1 side B (any PMD given to EAL). The main\n"
     "      lcore runs control, every other lcore a worker. SIGINT/SIGTERM stop it and print\n"
     "      the final counters.\n"
+    "      --state-dir DIR  committed config (DIR/config.json) and the API socket; default\n"
+    "                       /var/lib/dpu-appliance (created 0700). A committed config wins;\n"
+    "                       --config FILE only seeds an empty state directory.\n"
+    "      --listen ADDR    gRPC API address: unix:PATH (default unix:DIR/api.sock, mode 0600)\n"
+    "                       or HOST:PORT on loopback; other TCP addresses need --listen-any.\n"
+    "      --tls-cert F --tls-key F   serve TLS; --tls-client-ca F also requires client\n"
+    "                       certificates signed by that CA (mTLS).\n"
+    "      --max-request-bytes N  largest request accepted (default 16777216).\n"
+    "      --events FILE    append every event (eve-style JSON lines) to FILE.\n"
+    "      Manage it with dpuctl (dpuctl --help).\n"
     "      e.g. dpu-appliance run -- -l 0,1 --no-huge --no-pci -m 1024 \\\n"
     "             --vdev net_af_packet0,iface=veth0 --vdev net_af_packet1,iface=veth1\n"
     "  dpu-appliance replay --config FILE --in IN.pcap [--in-b B.pcap] [--out OUT.pcap]\n"
@@ -82,11 +95,21 @@ int main(int argc, char** argv) {
     for (; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "--") { ++i; break; }
+      if (a == "--listen-any") { o.api.listen_any = true; continue; }
       std::string v;
       if (!takeValue(i, argc, argv, v)) return fail("run: " + a + " needs a value");
       if (a == "--config") o.config = v;
       else if (a == "--events") o.events = v;
-      else if (a == "--stats-interval") {
+      else if (a == "--state-dir") o.state_dir = v;
+      else if (a == "--listen") o.api.listen = v;
+      else if (a == "--tls-cert") o.api.tls_cert = v;
+      else if (a == "--tls-key") o.api.tls_key = v;
+      else if (a == "--tls-client-ca") o.api.tls_client_ca = v;
+      else if (a == "--max-request-bytes") {
+        if (!absl::SimpleAtoi(v, &o.api.max_request_bytes)) {
+          return fail("run: bad --max-request-bytes '" + v + "'");
+        }
+      } else if (a == "--stats-interval") {
         if (!absl::SimpleAtod(v, &o.stats_interval_s)) return fail("run: bad --stats-interval");
       } else if (a == "--duration") {
         if (!absl::SimpleAtod(v, &o.duration_s)) return fail("run: bad --duration");

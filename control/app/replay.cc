@@ -141,6 +141,16 @@ absl::Status runReplay(const ReplayOptions& o) {
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);
   fillPorts(*plane, sum);
+  for (int side = 0; side < 2; ++side) {
+    if (sum.ports[side].rx_errors == 0) continue;
+    // net_pcap stops reading a file at the first record it cannot read.
+    std::string w = absl::StrCat("side ", dp::sideName(side), " input: unreadable record after ",
+                                 sum.ports[side].rx_packets,
+                                 " packet(s) (damaged capture); the rest of it was not replayed");
+    std::fprintf(stderr, "dpu-appliance: warning: %s: %s\n", (side == 0 ? o.in_a : in_b).c_str(),
+                 w.c_str());
+    sum.warnings.push_back(std::move(w));
+  }
   sum.generation = plane->current().generation;
   sum.config_version = plane->current().config_version;
 

@@ -56,6 +56,7 @@ void fillPorts(const dp::DataplaneControl& plane, SummaryInput& in) {
     r.tx_packets = p.tx_packets;
     r.tx_bytes = p.tx_bytes;
     r.rx_missed = p.rx_missed;
+    r.rx_errors = p.rx_errors;
     r.rx_nombuf = p.rx_nombuf;
     r.tx_errors = p.tx_errors;
   }
@@ -75,9 +76,10 @@ std::string formatSummary(const SummaryInput& in) {
     const PortReport& r = in.ports[p];
     absl::StrAppend(&s, absl::StrFormat("  %-22s %12u %14u %12u %14u\n", r.name, r.rx_packets,
                                         r.rx_bytes, r.tx_packets, r.tx_bytes));
-    if (r.rx_missed || r.rx_nombuf || r.tx_errors) {
-      absl::StrAppend(&s, absl::StrFormat("  %-22s rx missed %u, rx no mbuf %u, tx errors %u\n",
-                                          "", r.rx_missed, r.rx_nombuf, r.tx_errors));
+    if (r.rx_missed || r.rx_nombuf || r.rx_errors || r.tx_errors) {
+      absl::StrAppend(&s, absl::StrFormat(
+                              "  %-22s rx missed %u, rx no mbuf %u, rx errors %u, tx errors %u\n",
+                              "", r.rx_missed, r.rx_nombuf, r.rx_errors, r.tx_errors));
     }
   }
   uint64_t in_pkts = t.rx_packets[0] + t.rx_packets[1];
@@ -120,6 +122,7 @@ std::string formatSummary(const SummaryInput& in) {
                                         t.stage_packets[st], t.stage_drops[st]));
   }
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
+  for (const std::string& w : in.warnings) absl::StrAppend(&s, "\nwarning: ", w, "\n");
   return s;
 }
 
@@ -158,7 +161,16 @@ std::string summaryJson(const SummaryInput& in) {
   }
   absl::StrAppend(&s, "},\"forwarded_without_flow\":{\"non_ip\":", t.non_ip_forwarded,
                   ",\"malformed\":", t.malformed_forwarded, ",\"untracked\":",
-                  t.untracked_forwarded, "},\"events_lost\":", t.events_lost, "}");
+                  t.untracked_forwarded, "},\"events_lost\":", t.events_lost, ",\"warnings\":[");
+  for (size_t i = 0; i < in.warnings.size(); ++i) {
+    std::string esc;
+    for (char ch : in.warnings[i]) {
+      if (ch == '"' || ch == '\\') esc.push_back('\\');
+      esc.push_back(ch);
+    }
+    absl::StrAppend(&s, i ? "," : "", "\"", esc, "\"");
+  }
+  absl::StrAppend(&s, "]}");
   return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dataplane/api/control.h"
 #include "dataplane/api/events.h"
@@ -15,7 +16,7 @@ namespace dpu::ctl {
 struct PortReport {
   std::string name;       // "A (net_pcap0)"
   uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
-  uint64_t rx_missed = 0, rx_nombuf = 0, tx_errors = 0;  // from the PMD (rte_eth_stats)
+  uint64_t rx_missed = 0, rx_nombuf = 0, rx_errors = 0, tx_errors = 0;  // PMD (rte_eth_stats)
 };
 
 struct SummaryInput {
@@ -25,6 +26,7 @@ struct SummaryInput {
   uint64_t flows_active_at_end = 0;
   uint32_t generation = 0;
   uint64_t config_version = 0;
+  std::vector<std::string> warnings;  // printed last
 };
 
 // Fills in.ports from the dataplane's port view (name and PMD counters of both sides).

@@ -28,7 +28,7 @@ struct PortInfo {
   std::string name;
   std::string driver;
   uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
-  uint64_t rx_missed = 0, rx_nombuf = 0, tx_errors = 0;
+  uint64_t rx_missed = 0, rx_nombuf = 0, rx_errors = 0, tx_errors = 0;
 };
 
 struct ExplainStep {

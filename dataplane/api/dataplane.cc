@@ -219,6 +219,7 @@ std::vector<PortInfo> Dataplane::ports() const {
       p.tx_packets = st.opackets;
       p.tx_bytes = st.obytes;
       p.rx_missed = st.imissed;
+      p.rx_errors = st.ierrors;
       p.rx_nombuf = st.rx_nombuf;
       p.tx_errors = st.oerrors;
     }
