@@ -6,7 +6,7 @@ PKGS=(
   libdpdk-dev dpdk-dev dpdk            # DPDK 22.11: libraries, PMDs, dpdk-testpmd, dpdk-test-acl
   libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
-  libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
   python3 python3-scapy tcpdump iproute2 ethtool
 )
 SUDO=""

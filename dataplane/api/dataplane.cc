@@ -1,5 +1,7 @@
 #include "dataplane/api/dataplane.h"
 
+#include <algorithm>
+
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -276,15 +278,22 @@ CountersSnapshot Dataplane::counters() const {
 }
 
 uint32_t Dataplane::drainEvents(const std::function<void(const Event&)>& fn, uint32_t max) {
+  // Round-robin over the worker rings, a burst at a time, so a busy worker cannot starve
+  // the others' rings within one call.
   uint32_t n = 0;
-  for (rte_ring* r : rings_) {
-    void* objs[64];
-    while (n < max) {
-      unsigned got = rte_ring_sc_dequeue_burst(r, objs, 64, nullptr);
-      if (got == 0) break;
+  bool more = true;
+  while (more && n < max) {
+    more = false;
+    for (rte_ring* r : rings_) {
+      void* objs[64];
+      unsigned want = std::min<uint32_t>(64, max - n);
+      if (want == 0) break;
+      unsigned got = rte_ring_sc_dequeue_burst(r, objs, want, nullptr);
+      if (got == 0) continue;
       for (unsigned i = 0; i < got; ++i) fn(*static_cast<const Event*>(objs[i]));
       rte_mempool_put_bulk(event_pool_, objs, got);
       n += got;
+      more = true;
     }
   }
   return n;

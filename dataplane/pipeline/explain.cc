@@ -25,10 +25,16 @@ std::string summarize(const PacketMeta& m) {
     return absl::StrCat(s, absl::StrFormat("ethertype 0x%04x, %u bytes", m.ether_type,
                                            m.frame_len));
   }
-  absl::StrAppend(&s, m.l3 == L3Type::kIpv4 ? "IPv4 " : "IPv6 ", addr(m.src, m.l3));
-  if (m.has_l4 && (m.l4_proto == 6 || m.l4_proto == 17)) absl::StrAppend(&s, ":", m.sport);
-  absl::StrAppend(&s, " -> ", addr(m.dst, m.l3));
-  if (m.has_l4 && (m.l4_proto == 6 || m.l4_proto == 17)) absl::StrAppend(&s, ":", m.dport);
+  bool ports = m.has_l4 && (m.l4_proto == 6 || m.l4_proto == 17);
+  // IPv6 with a port reads [addr]:port (RFC 5952 section 6).
+  auto endpoint = [&](const IpAddr& a, uint16_t port) {
+    std::string text = addr(a, m.l3);
+    if (!ports) return text;
+    if (m.l3 == L3Type::kIpv6) text = absl::StrCat("[", text, "]");
+    return absl::StrCat(text, ":", port);
+  };
+  absl::StrAppend(&s, m.l3 == L3Type::kIpv4 ? "IPv4 " : "IPv6 ", endpoint(m.src, m.sport), " -> ",
+                  endpoint(m.dst, m.dport));
   switch (m.l4_proto) {
     case 6: absl::StrAppend(&s, " TCP flags 0x", absl::Hex(m.tcp_flags)); break;
     case 17: absl::StrAppend(&s, " UDP"); break;

@@ -119,7 +119,7 @@ start_appliance() {  # start_appliance PMD
     vdev_a="net_pcap0,iface=$host_a"
     vdev_b="net_pcap1,iface=$host_b"
   fi
-  "$bin" run --duration 300 -- -l 0,1 --no-huge --no-pci --no-shconf --file-prefix="e2e$id" \
+  "$bin" run --duration 300 --state-dir "$work/state_$pmd" -- -l 0,1 --no-huge --no-pci --no-shconf --file-prefix="e2e$id" \
     -m 1024 --vdev "$vdev_a" --vdev "$vdev_b" >"$work/appliance.log" 2>"$work/appliance_err.log" &
   app_pid=$!
   for _ in $(seq 1 100); do

@@ -81,3 +81,15 @@ TEST(Explain, Fragments) {
 
 }  // namespace
 }  // namespace dpu::dp
+
+namespace dpu::dp {
+namespace {
+
+TEST(Explain, Ipv6EndpointsAreBracketed) {
+  auto r = run(PacketBuilder().ipv6("2001:db8::1", "2001:db8::2").udp(5353, 53).build());
+  EXPECT_NE(r.summary.find("[2001:db8::1]:5353 -> [2001:db8::2]:53"), std::string::npos)
+      << r.summary;
+}
+
+}  // namespace
+}  // namespace dpu::dp

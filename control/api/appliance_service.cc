@@ -1,0 +1,414 @@
+#include "control/api/appliance_service.h"
+
+#include <google/protobuf/util/field_mask_util.h>
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "control/api/build_info.h"
+#include "control/api/frame_builder.h"
+
+namespace dpu::ctl {
+namespace {
+
+using google::protobuf::util::FieldMaskUtil;
+
+std::string randomInstanceId() {
+  std::random_device rd;  // getrandom(2)
+  uint64_t hi = (static_cast<uint64_t>(rd()) << 32) | rd();
+  uint64_t lo = (static_cast<uint64_t>(rd()) << 32) | rd();
+  return absl::StrFormat("%016x%016x", hi, lo);
+}
+
+int64_t nowUnixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void fillApplyResponse(const ApplyResult& r, v1::ApplyConfigResponse* resp) {
+  resp->set_version(r.version);
+  resp->set_generation(r.generation);
+  resp->set_validate_ms(r.validate_ms);
+  resp->set_compile_ms(r.compile_ms);
+  resp->set_persist_ms(r.persist_ms);
+  resp->set_publish_ms(r.publish_ms);
+  for (const auto& w : r.warnings) resp->add_warnings(w);
+}
+
+}  // namespace
+
+grpc::Status toGrpc(const absl::Status& st) {
+  if (st.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+}
+
+v1::ConfigError toApiError(const rules::ConfigError& e) {
+  v1::ConfigError out;
+  out.set_section(e.section);
+  out.set_rule(e.rule);
+  out.set_index(e.index);
+  out.set_line(e.line);
+  out.set_file(e.file);
+  out.set_field(e.field);
+  out.set_reason(e.reason);
+  return out;
+}
+
+grpc::Status applyErrorToGrpc(const ApplyError& err) {
+  absl::Status st = err.status;
+  if (st.ok()) {
+    // A failed apply always has a status; keep the errors visible if it is ever missing.
+    st = err.errors.empty() ? absl::InternalError("apply failed without a reason")
+                            : rules::errorsToStatus(err.errors);
+  }
+  if (st.code() != absl::StatusCode::kInvalidArgument || err.errors.empty()) return toGrpc(st);
+  v1::ConfigErrors list;
+  for (const auto& e : err.errors) *list.add_errors() = toApiError(e);
+  v1::RpcStatus details;
+  details.set_code(static_cast<int32_t>(st.code()));
+  details.set_message(std::string(st.message()));
+  details.add_details()->PackFrom(list);
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(st.message()),
+                      details.SerializeAsString());
+}
+
+void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
+  out->set_rx_packets_a(f.rx_packets[dp::kSideA]);
+  out->set_rx_packets_b(f.rx_packets[dp::kSideB]);
+  out->set_tx_packets_a(f.tx_packets[dp::kSideA]);
+  out->set_tx_packets_b(f.tx_packets[dp::kSideB]);
+  out->set_rx_bytes_a(f.rx_bytes[dp::kSideA]);
+  out->set_rx_bytes_b(f.rx_bytes[dp::kSideB]);
+  out->set_tx_bytes_a(f.tx_bytes[dp::kSideA]);
+  out->set_tx_bytes_b(f.tx_bytes[dp::kSideB]);
+  out->set_forwarded(f.verdicts[static_cast<int>(dp::Verdict::kForward)]);
+  out->set_dropped(f.verdicts[static_cast<int>(dp::Verdict::kDrop)]);
+  out->set_rejected(f.verdicts[static_cast<int>(dp::Verdict::kReject)]);
+  auto* drops = out->mutable_drops();
+  for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
+    if (f.drops[r]) (*drops)[dp::dropReasonName(static_cast<dp::DropReason>(r))] = f.drops[r];
+  }
+  for (int s = 1; s < static_cast<int>(dp::Stage::kCount); ++s) {
+    if (!f.stage_packets[s] && !f.stage_drops[s]) continue;
+    v1::StageCounters* sc = out->add_stages();
+    sc->set_stage(dp::stageName(static_cast<dp::Stage>(s)));
+    sc->set_packets(f.stage_packets[s]);
+    sc->set_dropped(f.stage_drops[s]);
+  }
+  out->set_flows_created(f.flows_created);
+  out->set_flows_expired(f.flows_expired);
+  out->set_flows_active(f.flows_active);
+  out->set_flows_midstream(f.flows_midstream);
+  out->set_flow_table_full(f.flow_table_full);
+  out->set_flow_cache_hits(f.flow_cache_hits);
+  out->set_fragments(f.frag_packets);
+  out->set_fragments_held(f.frag_held);
+  out->set_fragment_overlaps(f.frag_overlaps);
+  out->set_fragments_first_missing(f.frag_timeouts);
+  out->set_non_ip_forwarded(f.non_ip_forwarded);
+  out->set_malformed_forwarded(f.malformed_forwarded);
+  out->set_untracked_forwarded(f.untracked_forwarded);
+  out->set_events_lost(f.events_lost);
+  out->set_loops(f.loops);
+  out->set_busy_loops(f.busy_loops);
+}
+
+void fillPortStats(const dp::PortInfo& p, v1::PortStats* out) {
+  out->set_side(dp::sideName(p.side));
+  out->set_name(p.name);
+  out->set_rx_packets(p.rx_packets);
+  out->set_rx_bytes(p.rx_bytes);
+  out->set_tx_packets(p.tx_packets);
+  out->set_tx_bytes(p.tx_bytes);
+  out->set_rx_missed(p.rx_missed);
+  out->set_rx_nombuf(p.rx_nombuf);
+  out->set_tx_errors(p.tx_errors);
+}
+
+// ---------------------------------------------------------------------------------------
+
+ApplianceService::ApplianceService(ConfigManager* config, dp::DataplaneControl* plane,
+                                   EventHub* events, ServiceOptions opts)
+    : config_(config),
+      plane_(plane),
+      events_(events),
+      opts_(std::move(opts)),
+      instance_id_(randomInstanceId()),
+      started_(std::chrono::steady_clock::now()) {
+  if (events_) {
+    EventHub* hub = events_;
+    config_->setOnApplied([hub](const ApplyResult& r) {
+      hub->publish(configEvent(r.version, r.generation, nowUnixNs()));
+    });
+  }
+}
+
+ApplianceService::~ApplianceService() {
+  beginShutdown();
+  if (events_) config_->setOnApplied(nullptr);
+}
+
+void ApplianceService::beginShutdown() {
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    shutting_down_.store(true);
+  }
+  wait_cv_.notify_all();
+}
+
+bool ApplianceService::waitFor(grpc::ServerContext* ctx, std::chrono::milliseconds d) {
+  auto until = std::chrono::steady_clock::now() + d;
+  std::unique_lock<std::mutex> lock(wait_mu_);
+  while (!shutting_down_.load() && !ctx->IsCancelled()) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= until) return true;
+    // Wake at least every 100 ms to notice a cancelled call.
+    wait_cv_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(
+                                until - now, std::chrono::milliseconds(100)));
+  }
+  return false;
+}
+
+grpc::Status ApplianceService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+                                         v1::StatusResponse* resp) {
+  resp->set_instance_id(instance_id_);
+  resp->set_uptime_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  resp->set_config_version(config_->version());
+  resp->set_generation(plane_->currentGeneration());
+  for (const auto& w : plane_->workers()) {
+    v1::WorkerStatus* ws = resp->add_workers();
+    ws->set_id(w.id);
+    ws->set_lcore(w.lcore);
+    ws->set_generation(w.generation);
+  }
+  *resp->mutable_build() = buildInfo();
+  resp->set_state_dir(opts_.state_dir);
+  for (const auto& p : plane_->ports()) {
+    v1::PortStatus* ps = resp->add_ports();
+    ps->set_side(dp::sideName(p.side));
+    ps->set_port_id(p.port_id);
+    ps->set_name(p.name);
+    ps->set_driver(p.driver);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::GetConfig(grpc::ServerContext*, const v1::GetConfigRequest*,
+                                         v1::GetConfigResponse* resp) {
+  *resp->mutable_config() = config_->current();
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::ApplyConfig(grpc::ServerContext*,
+                                           const v1::ApplyConfigRequest* req,
+                                           v1::ApplyConfigResponse* resp) {
+  ApplyError err;
+  auto r = config_->apply(req->config(), req->expected_version(), req->force(), &err);
+  if (!r.ok()) {
+    if (err.status.ok()) err.status = r.status();
+    return applyErrorToGrpc(err);
+  }
+  fillApplyResponse(*r, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::UpdateConfig(grpc::ServerContext*,
+                                            const v1::UpdateConfigRequest* req,
+                                            v1::ApplyConfigResponse* resp) {
+  const auto& mask = req->update_mask();
+  if (mask.paths_size() == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "update_mask: no paths; name the fields to change, e.g. "
+                        "\"dataplane.non_ip\" (ApplyConfig replaces the whole document)");
+  }
+  for (const std::string& path : mask.paths()) {
+    if (path == "version") {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "update_mask: path 'version' cannot be set; the version is assigned "
+                          "on commit (use expected_version)");
+    }
+    if (!FieldMaskUtil::IsValidPath<v1::ApplianceConfig>(path)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("update_mask: '", path,
+                                       "' is not a field path of dpu.v1.ApplianceConfig (use "
+                                       "proto field names, e.g. dataplane.flow_table.when_full)"));
+    }
+  }
+  FieldMaskUtil::MergeOptions mo;
+  mo.set_replace_message_fields(true);
+  mo.set_replace_repeated_fields(true);
+  const v1::ApplianceConfig& src = req->config();
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    uint64_t version = doc.version();
+    FieldMaskUtil::MergeMessageTo(src, mask, mo, &doc);
+    doc.set_version(version);
+    return absl::OkStatus();
+  };
+  ApplyError err;
+  auto r = config_->update(mutate, req->expected_version(), req->force(), &err);
+  if (!r.ok()) {
+    if (err.status.ok()) err.status = r.status();
+    return applyErrorToGrpc(err);
+  }
+  fillApplyResponse(*r, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::ValidateConfig(grpc::ServerContext*,
+                                              const v1::ValidateConfigRequest* req,
+                                              v1::ValidateConfigResponse* resp) {
+  rules::ConfigErrorList errors = config_->validate(req->config());
+  resp->set_valid(errors.empty());
+  for (const auto& e : errors) *resp->add_errors() = toApiError(e);
+  return grpc::Status::OK;
+}
+
+void ApplianceService::fillStats(v1::Stats* out) const {
+  out->set_timestamp_unix_ns(nowUnixNs());
+  out->set_config_version(config_->version());
+  out->set_generation(plane_->currentGeneration());
+  for (const auto& p : plane_->ports()) fillPortStats(p, out->add_ports());
+  dp::CountersSnapshot c = plane_->counters();
+  fillCounterSet(c.total, out->mutable_total());
+  for (size_t w = 0; w < c.per_worker.size(); ++w) {
+    v1::WorkerStats* ws = out->add_workers();
+    ws->set_id(static_cast<uint32_t>(w));
+    ws->set_generation(static_cast<uint32_t>(c.per_worker[w].generation));
+    fillCounterSet(c.per_worker[w], ws->mutable_counters());
+  }
+}
+
+grpc::Status ApplianceService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,
+                                        v1::Stats* resp) {
+  fillStats(resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::WatchStats(grpc::ServerContext* ctx,
+                                          const v1::WatchStatsRequest* req,
+                                          grpc::ServerWriter<v1::Stats>* writer) {
+  uint32_t interval = req->interval_ms() ? std::max<uint32_t>(req->interval_ms(), 100) : 1000;
+  auto next = std::chrono::steady_clock::now();
+  for (;;) {
+    v1::Stats s;
+    fillStats(&s);
+    if (!writer->Write(s)) break;  // client gone
+    next += std::chrono::milliseconds(interval);
+    auto now = std::chrono::steady_clock::now();
+    if (next < now) next = now;
+    if (!waitFor(ctx, std::chrono::duration_cast<std::chrono::milliseconds>(next - now))) break;
+  }
+  if (shutting_down_.load()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::WatchEvents(grpc::ServerContext* ctx,
+                                           const v1::WatchEventsRequest* req,
+                                           grpc::ServerWriter<v1::Event>* writer) {
+  if (!events_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no event source configured");
+  static const char* const kTypes[] = {"drop", "flow", "config"};
+  std::vector<std::string> types;
+  for (const std::string& t : req->types()) {
+    std::string lt = absl::AsciiStrToLower(t);
+    if (std::find(std::begin(kTypes), std::end(kTypes), lt) == std::end(kTypes)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("types: unknown event type '", t,
+                                       "' (known: drop, flow, config)"));
+    }
+    types.push_back(lt);
+  }
+  if (req->buffer_size() > EventHub::kMaxBuffer) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("buffer_size: ", req->buffer_size(),
+                                     " is out of range [1, ", EventHub::kMaxBuffer,
+                                     "] (0 = default ", EventHub::kDefaultBuffer, ")"));
+  }
+  auto sub = events_->subscribe(req->buffer_size(), std::move(types));
+  // Headers out now, so the client knows the subscription exists before any event.
+  writer->SendInitialMetadata();
+  v1::Event ev;
+  while (!shutting_down_.load() && !ctx->IsCancelled()) {
+    if (!sub->next(&ev, std::chrono::milliseconds(100))) {
+      if (sub->closed()) break;
+      continue;
+    }
+    if (!writer->Write(ev)) break;
+  }
+  events_->unsubscribe(sub);
+  if (shutting_down_.load() || sub->closed()) {
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRequest* req,
+                                       v1::ExplainResponse* resp) {
+  uint8_t side = dp::kSideA;
+  std::string s = absl::AsciiStrToUpper(req->side());
+  if (s == "B") {
+    side = dp::kSideB;
+  } else if (!s.empty() && s != "A") {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("side: '", req->side(), "' is not A or B"));
+  }
+  std::vector<uint8_t> built;
+  const uint8_t* frame = nullptr;
+  size_t len = 0;
+  if (!req->frame().empty()) {
+    if (req->has_tuple() || !req->payload().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "give either frame or tuple (+ payload), not both");
+    }
+    frame = reinterpret_cast<const uint8_t*>(req->frame().data());
+    len = req->frame().size();
+  } else {
+    if (!req->has_tuple()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "give a frame (Ethernet bytes) or a tuple to build one from");
+    }
+    const v1::PacketTuple& t = req->tuple();
+    FrameSpec spec;
+    spec.src_ip = t.src_ip();
+    spec.dst_ip = t.dest_ip();
+    spec.proto = t.proto();
+    spec.src_port = t.src_port();
+    spec.dst_port = t.dest_port();
+    spec.vlan = t.vlan();
+    spec.tcp_flags = t.tcp_flags();
+    spec.payload = req->payload();
+    auto f = buildFrame(spec);
+    if (!f.ok()) return toGrpc(f.status());
+    built = std::move(*f);
+    frame = built.data();
+    len = built.size();
+  }
+  if (len > UINT32_MAX) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "frame: too large");
+  }
+  dp::ExplainResult r = plane_->explain(frame, static_cast<uint32_t>(len), side);
+  const dp::PacketVerdict& v = r.verdict;
+  resp->set_verdict(dp::verdictName(v.verdict));
+  if (v.stage != dp::Stage::kNone) resp->set_stage(dp::stageName(v.stage));
+  if (v.rule != dp::kNoRule) resp->set_rule(absl::StrCat(v.rule));
+  if (v.reason != dp::DropReason::kNone) resp->set_reason(dp::dropReasonName(v.reason));
+  if (v.backend != dp::kNoBackend) resp->set_backend(absl::StrCat(v.backend));
+  resp->set_generation(v.generation);
+  for (const auto& st : r.steps) {
+    v1::ExplainStep* step = resp->add_steps();
+    // The final step (the verdict itself) belongs to no stage: left empty.
+    if (st.stage != dp::Stage::kNone) step->set_stage(dp::stageName(st.stage));
+    step->set_decision(st.decision);
+    step->set_detail(st.detail);
+  }
+  resp->set_summary(r.summary);
+  return grpc::Status::OK;
+}
+
+}  // namespace dpu::ctl

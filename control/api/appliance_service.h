@@ -1,0 +1,91 @@
+// dpu.v1.Appliance (proto/appliance_api.proto) over the ConfigManager (every config change)
+// and DataplaneControl (status, counters, explain). Events come from the EventHub.
+//
+// Errors: absl status codes map one to one onto gRPC codes. An invalid configuration is
+// INVALID_ARGUMENT whose binary details (grpc-status-details-bin) hold a serialized
+// dpu.v1.RpcStatus (wire-compatible with google.rpc.Status) with one Any packing a
+// dpu.v1.ConfigErrors that lists every error.
+//
+// Threads: gRPC's sync server calls the handlers on its own threads; the handlers share
+// only the manager (serialized inside), the dataplane control interface (thread-safe for
+// control threads) and the hub.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "control/api/event_hub.h"
+#include "control/config/config_manager.h"
+#include "dataplane/api/control.h"
+#include "proto/appliance_api.grpc.pb.h"
+
+namespace dpu::ctl {
+
+struct ServiceOptions {
+  std::string state_dir;  // reported by GetStatus
+};
+
+class ApplianceService final : public v1::Appliance::Service {
+ public:
+  // Registers a "config" event on the hub for every successful apply (setOnApplied).
+  ApplianceService(ConfigManager* config, dp::DataplaneControl* plane, EventHub* events,
+                   ServiceOptions opts);
+  ~ApplianceService() override;
+
+  // Ends the streaming calls (WatchStats, WatchEvents) within ~100 ms; call before
+  // grpc::Server::Shutdown so it does not wait for its deadline.
+  void beginShutdown();
+  const std::string& instanceId() const { return instance_id_; }
+
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest* req,
+                         v1::StatusResponse* resp) override;
+  grpc::Status GetConfig(grpc::ServerContext* ctx, const v1::GetConfigRequest* req,
+                         v1::GetConfigResponse* resp) override;
+  grpc::Status ApplyConfig(grpc::ServerContext* ctx, const v1::ApplyConfigRequest* req,
+                           v1::ApplyConfigResponse* resp) override;
+  grpc::Status UpdateConfig(grpc::ServerContext* ctx, const v1::UpdateConfigRequest* req,
+                            v1::ApplyConfigResponse* resp) override;
+  grpc::Status ValidateConfig(grpc::ServerContext* ctx, const v1::ValidateConfigRequest* req,
+                              v1::ValidateConfigResponse* resp) override;
+  grpc::Status GetStats(grpc::ServerContext* ctx, const v1::GetStatsRequest* req,
+                        v1::Stats* resp) override;
+  grpc::Status WatchStats(grpc::ServerContext* ctx, const v1::WatchStatsRequest* req,
+                          grpc::ServerWriter<v1::Stats>* writer) override;
+  grpc::Status WatchEvents(grpc::ServerContext* ctx, const v1::WatchEventsRequest* req,
+                           grpc::ServerWriter<v1::Event>* writer) override;
+  grpc::Status Explain(grpc::ServerContext* ctx, const v1::ExplainRequest* req,
+                       v1::ExplainResponse* resp) override;
+
+ private:
+  void fillStats(v1::Stats* out) const;
+  // Sleeps up to `d`; false when the call was cancelled or the server is shutting down.
+  bool waitFor(grpc::ServerContext* ctx, std::chrono::milliseconds d);
+
+  ConfigManager* config_;
+  dp::DataplaneControl* plane_;
+  EventHub* events_;
+  ServiceOptions opts_;
+  std::string instance_id_;
+  std::chrono::steady_clock::time_point started_;
+  std::atomic<bool> shutting_down_{false};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+};
+
+// absl -> gRPC status (same code, same message).
+grpc::Status toGrpc(const absl::Status& st);
+// An apply failure: INVALID_ARGUMENT carries every ConfigError in the status details.
+grpc::Status applyErrorToGrpc(const ApplyError& err);
+v1::ConfigError toApiError(const rules::ConfigError& e);
+
+// Counters and ports as the API's Stats message.
+void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out);
+void fillPortStats(const dp::PortInfo& p, v1::PortStats* out);
+
+}  // namespace dpu::ctl

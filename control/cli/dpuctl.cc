@@ -1,0 +1,712 @@
+// dpuctl: command-line client of the appliance's gRPC API (dpu.v1.Appliance).
+// Usage: dpuctl --help; every command has --help with examples.
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "control/cli/cli_format.h"
+#include "control/config/config_loader.h"
+#include "proto/appliance_api.grpc.pb.h"
+
+namespace {
+
+using dpu::v1::Appliance;
+
+constexpr const char* kDefaultServer = "unix:/var/lib/dpu-appliance/api.sock";
+
+// Exit codes.
+constexpr int kOk = 0;
+constexpr int kFailed = 1;       // server unreachable, RPC failed, file unreadable
+constexpr int kUsage = 2;        // bad command line
+constexpr int kConflict = 3;     // ABORTED: the committed version moved
+constexpr int kInvalid = 4;      // INVALID_ARGUMENT: invalid configuration / request
+
+constexpr const char* kMainHelp = R"(usage: dpuctl [global options] <command> [options]
+
+Client of the dpu-appliance gRPC API.
+
+global options (anywhere on the line):
+  --server ADDR        unix:/path/api.sock or HOST:PORT
+                       (default $DPUCTL_SERVER, else unix:/var/lib/dpu-appliance/api.sock)
+  --tls-ca FILE        use TLS; verify the server certificate with this CA (PEM)
+  --tls-cert FILE      client certificate (PEM) for mTLS; needs --tls-key
+  --tls-key FILE       client private key (PEM)
+  --tls-server-name N  name expected in the server certificate (default: host of ADDR)
+  --timeout S          deadline of one-shot calls in seconds (default 30)
+  --json               print the API messages as protobuf JSON instead of tables
+
+commands:
+  status                                    instance, uptime, versions, workers, ports, build
+  config get                                the committed configuration (JSON)
+  config apply FILE [--expected-version N | --force]
+  config diff FILE                          committed configuration vs FILE, field by field
+  config validate FILE                      check FILE on the server without committing
+  config set PATH=VALUE... [--expected-version N | --force]
+  stats [--watch [--interval MS] [--count N]]
+  events [--types drop,flow,config] [--count N] [--buffer N]
+  explain (--frame-hex HEX | --src IP --dst IP --proto P [--sport N] [--dport N]
+           [--flags F] [--vlan N] [--payload TEXT]) [--side A|B]
+
+'dpuctl <command> --help' shows each command's options and examples.
+
+exit codes: 0 ok, 1 failure (server unreachable, call failed, file unreadable), 2 usage,
+            3 version conflict (the committed version moved), 4 invalid configuration or
+            request (every error is listed on stderr, one per line)
+
+examples:
+  dpuctl status
+  dpuctl --server 127.0.0.1:50051 --tls-ca ca.pem --tls-cert me.pem --tls-key me.key status
+  dpuctl config set dataplane.non_ip=DROP
+)";
+
+constexpr const char* kStatusHelp = R"(usage: dpuctl status
+
+Instance id, uptime, committed config version, snapshot generation published last and the
+one each worker runs, ports, build (version, commit, compiler, DPDK), state directory.
+
+examples:
+  dpuctl status
+  dpuctl --json status
+)";
+
+constexpr const char* kConfigHelp = R"(usage:
+  dpuctl config get
+      Prints the committed configuration as JSON (proto field names, with its version).
+      The output can be edited and applied again.
+  dpuctl config apply FILE [--expected-version N | --force]
+      Replaces the whole configuration with FILE (protobuf JSON, or text format for
+      *.txtpb/*.textproto/*.pbtxt). Without options the change is based on the version
+      read just before: if someone commits in between, nothing changes and dpuctl exits 3.
+      --expected-version N  fail (exit 3) unless N is the committed version
+      --force               apply whatever the committed version is
+  dpuctl config diff FILE
+      Shows which fields FILE changes relative to the committed configuration
+      (~ changed, + set in FILE only, - set in the committed config only; absent = default).
+  dpuctl config validate FILE
+      Validates and compiles FILE on the server without committing it; exit 4 and every
+      error when it is invalid.
+  dpuctl config set PATH=VALUE... [--expected-version N | --force]
+      Changes only the named fields (UpdateConfig with an update mask). PATH uses proto
+      field names; VALUE is JSON (numbers, true/false, "strings", {...}) or a bare word
+      (enum names such as DROP); an empty VALUE clears the field back to its default.
+
+examples:
+  dpuctl config get > current.json
+  dpuctl config diff new.json && dpuctl config apply new.json
+  dpuctl config apply new.json --expected-version 7
+  dpuctl config validate new.json
+  dpuctl config set dataplane.non_ip=DROP dataplane.timeouts.udp_s=30
+  dpuctl config set dataplane.tcp.midstream=       # back to the default
+)";
+
+constexpr const char* kStatsHelp = R"(usage: dpuctl stats [--watch [--interval MS] [--count N]]
+
+Counters: ports (packets, bytes, missed, no-mbuf, tx errors), verdicts, drops by reason,
+flows, fragments, stages, per worker. --watch streams a sample every --interval ms (default
+1000, minimum 100) with rates, until Ctrl-C or --count samples.
+
+examples:
+  dpuctl stats
+  dpuctl stats --watch --interval 500
+  dpuctl --json stats --watch --count 3
+)";
+
+constexpr const char* kEventsHelp = R"(usage: dpuctl events [--types drop,flow,config] [--count N] [--buffer N]
+
+Streams dataplane events (drop, flow end) and config commits as they happen, until Ctrl-C or
+N events. The server buffers --buffer events for this client (default 4096); when the client
+falls behind, events are dropped for it and the next one says how many were lost.
+
+examples:
+  dpuctl events
+  dpuctl events --types drop --count 10
+  dpuctl --json events --types config
+)";
+
+constexpr const char* kExplainHelp = R"(usage:
+  dpuctl explain --frame-hex HEX [--side A|B]
+  dpuctl explain --src IP --dst IP --proto tcp|udp|icmp|icmpv6|N [--sport N] [--dport N]
+                 [--flags F] [--vlan N] [--payload TEXT] [--side A|B]
+
+Runs one packet through the running configuration without side effects (no flow is
+created, no counter moves) and shows each stage's decision. With a tuple the server builds
+an Ethernet frame (TCP flags letters F S R P A U E C, default S). --side is the ingress side
+(default A).
+
+examples:
+  dpuctl explain --src 10.0.0.1 --dst 10.0.0.2 --proto tcp --sport 40000 --dport 443 --flags S
+  dpuctl explain --src 2001:db8::1 --dst 2001:db8::2 --proto udp --sport 5353 --dport 53
+  dpuctl explain --frame-hex ffffffffffff020000000001080600010800060400010200000000010a0000010000000000000a000002
+)";
+
+struct Global {
+  std::string server;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  double timeout_s = 30;
+  bool json = false;
+};
+
+std::atomic<bool> g_interrupted{false};
+void onInterrupt(int) { g_interrupted.store(true); }
+
+// Cancels a streaming call when Ctrl-C arrives (TryCancel is not async-signal-safe).
+class CancelOnInterrupt {
+ public:
+  explicit CancelOnInterrupt(grpc::ClientContext* ctx) {
+    std::signal(SIGINT, onInterrupt);
+    std::signal(SIGTERM, onInterrupt);
+    thread_ = std::thread([this, ctx] {
+      while (!done_.load()) {
+        if (g_interrupted.load()) {
+          ctx->TryCancel();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  }
+  ~CancelOnInterrupt() {
+    done_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+int usage(const std::string& msg, const char* help = nullptr) {
+  std::fprintf(stderr, "dpuctl: %s\n", msg.c_str());
+  if (help) std::fprintf(stderr, "\n%s", help);
+  else std::fprintf(stderr, "see 'dpuctl --help'\n");
+  return kUsage;
+}
+
+const char* codeName(grpc::StatusCode c) {
+  switch (c) {
+    case grpc::OK: return "OK";
+    case grpc::CANCELLED: return "CANCELLED";
+    case grpc::UNKNOWN: return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND: return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::ABORTED: return "ABORTED";
+    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::INTERNAL: return "INTERNAL";
+    case grpc::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::DATA_LOSS: return "DATA_LOSS";
+    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "ERROR";
+  }
+}
+
+int rpcFail(const Global& g, const std::string& what, const grpc::Status& st) {
+  std::fprintf(stderr, "dpuctl: %s failed: %s: %s\n", what.c_str(), codeName(st.error_code()),
+               st.error_message().c_str());
+  for (const auto& e : dpu::cli::configErrorsFromStatus(st)) {
+    std::fprintf(stderr, "  error: %s\n", dpu::cli::formatConfigError(e).c_str());
+  }
+  switch (st.error_code()) {
+    case grpc::UNAVAILABLE:
+      std::fprintf(stderr,
+                   "dpuctl: is dpu-appliance running and serving at %s? (--server or "
+                   "DPUCTL_SERVER; TLS servers need --tls-ca)\n",
+                   g.server.c_str());
+      return kFailed;
+    case grpc::ABORTED: return kConflict;
+    case grpc::INVALID_ARGUMENT: return kInvalid;
+    default: return kFailed;
+  }
+}
+
+bool readFile(const std::string& path, std::string* out, std::string* err) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *err = path + ": cannot open";
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+class Client {
+ public:
+  explicit Client(const Global& g) : g_(g) {}
+
+  // Builds the channel; false (with a message) when TLS files cannot be read.
+  bool connect(std::string* err) {
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    bool tls = !g_.tls_ca.empty() || !g_.tls_cert.empty() || !g_.tls_key.empty();
+    if (g_.tls_cert.empty() != g_.tls_key.empty()) {
+      *err = "--tls-cert and --tls-key go together";
+      return false;
+    }
+    if (tls) {
+      grpc::SslCredentialsOptions o;
+      if (!g_.tls_ca.empty() && !readFile(g_.tls_ca, &o.pem_root_certs, err)) return false;
+      if (!g_.tls_cert.empty() && !readFile(g_.tls_cert, &o.pem_cert_chain, err)) return false;
+      if (!g_.tls_key.empty() && !readFile(g_.tls_key, &o.pem_private_key, err)) return false;
+      creds = grpc::SslCredentials(o);
+    } else {
+      creds = grpc::InsecureChannelCredentials();
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    if (!g_.tls_server_name.empty()) args.SetSslTargetNameOverride(g_.tls_server_name);
+    std::string target = g_.server;
+    if (!target.empty() && target[0] == '/') target = "unix:" + target;
+    stub_ = Appliance::NewStub(grpc::CreateCustomChannel(target, creds, args));
+    return true;
+  }
+
+  void unary(grpc::ClientContext* ctx) const {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(g_.timeout_s * 1000)));
+  }
+
+  Appliance::Stub& stub() { return *stub_; }
+  const Global& global() const { return g_; }
+
+  // The committed version (for the default --expected-version).
+  bool committedVersion(uint64_t* v, int* rc) {
+    grpc::ClientContext ctx;
+    unary(&ctx);
+    dpu::v1::GetConfigRequest req;
+    dpu::v1::GetConfigResponse resp;
+    grpc::Status st = stub_->GetConfig(&ctx, req, &resp);
+    if (!st.ok()) {
+      *rc = rpcFail(g_, "reading the committed version (GetConfig)", st);
+      return false;
+    }
+    *v = resp.config().version();
+    return true;
+  }
+
+ private:
+  const Global& g_;
+  std::unique_ptr<Appliance::Stub> stub_;
+};
+
+bool wantsHelp(const std::vector<std::string>& a) {
+  for (const auto& s : a) {
+    if (s == "--help" || s == "-h") return true;
+  }
+  return false;
+}
+
+// Loads a config file; prints the error and sets rc when it cannot.
+bool loadFile(const std::string& path, dpu::v1::ApplianceConfig* out, int* rc) {
+  auto c = dpu::ctl::loadConfigFile(path);
+  if (!c.ok()) {
+    std::fprintf(stderr, "dpuctl: %s\n", std::string(c.status().message()).c_str());
+    *rc = c.status().code() == absl::StatusCode::kNotFound ? kFailed : kInvalid;
+    return false;
+  }
+  *out = std::move(*c);
+  return true;
+}
+
+struct VersionOpts {
+  bool have_expected = false;
+  uint64_t expected = 0;
+  bool force = false;
+};
+
+// Consumes --expected-version N / --force at args[i]; true when it did.
+bool versionOpt(const std::vector<std::string>& a, size_t& i, VersionOpts& v, std::string* err) {
+  if (a[i] == "--force") {
+    v.force = true;
+    return true;
+  }
+  if (a[i] == "--expected-version") {
+    if (i + 1 >= a.size() || !absl::SimpleAtoi(a[i + 1], &v.expected)) {
+      *err = "--expected-version needs a number";
+      return true;
+    }
+    v.have_expected = true;
+    ++i;
+    return true;
+  }
+  return false;
+}
+
+int resolveExpected(Client& c, VersionOpts& v) {
+  if (v.force && v.have_expected) {
+    return usage("--expected-version and --force exclude each other", kConfigHelp);
+  }
+  if (v.force || v.have_expected) return kOk;
+  int rc = kOk;
+  if (!c.committedVersion(&v.expected, &rc)) return rc;
+  return kOk;
+}
+
+int cmdStatus(Client& c, const std::vector<std::string>& a) {
+  if (wantsHelp(a)) return std::fputs(kStatusHelp, stdout), kOk;
+  if (!a.empty()) return usage("status: unexpected argument '" + a[0] + "'", kStatusHelp);
+  grpc::ClientContext ctx;
+  c.unary(&ctx);
+  dpu::v1::StatusResponse resp;
+  grpc::Status st = c.stub().GetStatus(&ctx, dpu::v1::GetStatusRequest(), &resp);
+  if (!st.ok()) return rpcFail(c.global(), "status", st);
+  std::fputs(c.global().json ? dpu::cli::toJson(resp, true).c_str()
+                             : dpu::cli::formatStatus(resp).c_str(),
+             stdout);
+  return kOk;
+}
+
+int cmdConfig(Client& c, const std::vector<std::string>& a) {
+  if (a.empty()) return usage("config: which one? get, apply, diff, validate or set", kConfigHelp);
+  if (wantsHelp(a)) return std::fputs(kConfigHelp, stdout), kOk;
+  const std::string sub = a[0];
+  const bool json = c.global().json;
+  if (sub == "get") {
+    if (a.size() != 1) return usage("config get: unexpected argument '" + a[1] + "'", kConfigHelp);
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    dpu::v1::GetConfigResponse resp;
+    grpc::Status st = c.stub().GetConfig(&ctx, dpu::v1::GetConfigRequest(), &resp);
+    if (!st.ok()) return rpcFail(c.global(), "config get", st);
+    std::fputs(json ? dpu::cli::toJson(resp, true).c_str()
+                    : dpu::cli::toJson(resp.config(), true).c_str(),
+               stdout);
+    return kOk;
+  }
+  if (sub == "apply" || sub == "set") {
+    VersionOpts v;
+    std::vector<std::string> pos;
+    for (size_t i = 1; i < a.size(); ++i) {
+      std::string err;
+      if (versionOpt(a, i, v, &err)) {
+        if (!err.empty()) return usage("config " + sub + ": " + err, kConfigHelp);
+        continue;
+      }
+      if (a[i].size() > 1 && a[i][0] == '-' && a[i][1] == '-') {
+        return usage("config " + sub + ": unknown option '" + a[i] + "'", kConfigHelp);
+      }
+      pos.push_back(a[i]);
+    }
+    dpu::v1::ApplyConfigResponse resp;
+    grpc::Status st;
+    int rc = kOk;
+    if (sub == "apply") {
+      if (pos.size() != 1) return usage("config apply: give exactly one FILE", kConfigHelp);
+      dpu::v1::ApplianceConfig cfg;
+      if (!loadFile(pos[0], &cfg, &rc)) return rc;
+      if ((rc = resolveExpected(c, v)) != kOk) return rc;
+      dpu::v1::ApplyConfigRequest req;
+      *req.mutable_config() = cfg;
+      req.set_expected_version(v.expected);
+      req.set_force(v.force);
+      grpc::ClientContext ctx;
+      c.unary(&ctx);
+      st = c.stub().ApplyConfig(&ctx, req, &resp);
+    } else {
+      dpu::v1::UpdateConfigRequest req;
+      auto cfg = dpu::cli::configFromAssignments(pos, req.mutable_update_mask());
+      if (!cfg.ok()) {
+        return usage("config set: " + std::string(cfg.status().message()), kConfigHelp);
+      }
+      if ((rc = resolveExpected(c, v)) != kOk) return rc;
+      *req.mutable_config() = *cfg;
+      req.set_expected_version(v.expected);
+      req.set_force(v.force);
+      grpc::ClientContext ctx;
+      c.unary(&ctx);
+      st = c.stub().UpdateConfig(&ctx, req, &resp);
+    }
+    if (!st.ok()) return rpcFail(c.global(), "config " + sub, st);
+    std::fputs(json ? dpu::cli::toJson(resp, true).c_str() : dpu::cli::formatApply(resp).c_str(),
+               stdout);
+    return kOk;
+  }
+  if (sub == "diff" || sub == "validate") {
+    if (a.size() != 2 || a[1].rfind("--", 0) == 0) {
+      return usage("config " + sub + ": give exactly one FILE", kConfigHelp);
+    }
+    int rc = kOk;
+    dpu::v1::ApplianceConfig cfg;
+    if (!loadFile(a[1], &cfg, &rc)) return rc;
+    if (sub == "validate") {
+      dpu::v1::ValidateConfigRequest req;
+      *req.mutable_config() = cfg;
+      dpu::v1::ValidateConfigResponse resp;
+      grpc::ClientContext ctx;
+      c.unary(&ctx);
+      grpc::Status st = c.stub().ValidateConfig(&ctx, req, &resp);
+      if (!st.ok()) return rpcFail(c.global(), "config validate", st);
+      if (json) {
+        std::fputs(dpu::cli::toJson(resp, true).c_str(), stdout);
+      } else if (resp.valid()) {
+        std::printf("%s: valid\n", a[1].c_str());
+      } else {
+        std::fprintf(stderr, "%s: invalid, %d error(s)\n", a[1].c_str(), resp.errors_size());
+        for (const auto& e : resp.errors()) {
+          std::fprintf(stderr, "  error: %s\n", dpu::cli::formatConfigError(e).c_str());
+        }
+      }
+      for (const auto& w : resp.warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      return resp.valid() ? kOk : kInvalid;
+    }
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    dpu::v1::GetConfigResponse cur;
+    grpc::Status st = c.stub().GetConfig(&ctx, dpu::v1::GetConfigRequest(), &cur);
+    if (!st.ok()) return rpcFail(c.global(), "config diff (GetConfig)", st);
+    auto diff = dpu::cli::diffConfigs(cur.config(), cfg);
+    if (!diff.ok()) {
+      std::fprintf(stderr, "dpuctl: config diff: %s\n",
+                   std::string(diff.status().message()).c_str());
+      return kFailed;
+    }
+    if (json) {
+      std::string out = "[";
+      for (size_t i = 0; i < diff->size(); ++i) {
+        const auto& l = (*diff)[i];
+        absl::StrAppend(&out, i ? "," : "", "\n  {\"path\":\"", l.path, "\",\"committed\":",
+                        l.committed.empty() ? "null" : l.committed, ",\"file\":",
+                        l.proposed.empty() ? "null" : l.proposed, "}");
+      }
+      absl::StrAppend(&out, diff->empty() ? "]\n" : "\n]\n");
+      std::fputs(out.c_str(), stdout);
+      return kOk;
+    }
+    std::printf("committed version %lu vs %s: ",
+                static_cast<unsigned long>(cur.config().version()), a[1].c_str());
+    if (diff->empty()) {
+      std::printf("no differences\n");
+    } else {
+      std::printf("%zu difference(s)\n%s", diff->size(), dpu::cli::formatDiff(*diff).c_str());
+    }
+    return kOk;
+  }
+  return usage("config: unknown subcommand '" + sub + "'", kConfigHelp);
+}
+
+int cmdStats(Client& c, const std::vector<std::string>& a) {
+  if (wantsHelp(a)) return std::fputs(kStatsHelp, stdout), kOk;
+  bool watch = false;
+  uint32_t interval = 0;
+  uint64_t count = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == "--watch") {
+      watch = true;
+    } else if (a[i] == "--interval" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &interval)) {
+      ++i;
+    } else if (a[i] == "--count" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &count)) {
+      ++i;
+    } else {
+      return usage("stats: bad argument '" + a[i] + "'", kStatsHelp);
+    }
+  }
+  if (!watch && (interval || count)) {
+    return usage("stats: --interval and --count need --watch", kStatsHelp);
+  }
+  const bool json = c.global().json;
+  if (!watch) {
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    dpu::v1::Stats s;
+    grpc::Status st = c.stub().GetStats(&ctx, dpu::v1::GetStatsRequest(), &s);
+    if (!st.ok()) return rpcFail(c.global(), "stats", st);
+    std::fputs(json ? dpu::cli::toJson(s, true).c_str() : dpu::cli::formatStats(s, nullptr).c_str(),
+               stdout);
+    return kOk;
+  }
+  grpc::ClientContext ctx;
+  CancelOnInterrupt cancel(&ctx);
+  dpu::v1::WatchStatsRequest req;
+  req.set_interval_ms(interval);
+  auto reader = c.stub().WatchStats(&ctx, req);
+  dpu::v1::Stats s, prev;
+  uint64_t n = 0;
+  while (reader->Read(&s)) {
+    if (json) {
+      std::fputs(dpu::cli::toJson(s, false).c_str(), stdout);
+    } else {
+      std::fputs(dpu::cli::formatStats(s, n ? &prev : nullptr).c_str(), stdout);
+      std::fputs("\n", stdout);
+    }
+    std::fflush(stdout);
+    prev = s;
+    if (count && ++n >= count) {
+      ctx.TryCancel();
+      break;
+    }
+    if (!count) ++n;
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok() && !(st.error_code() == grpc::CANCELLED && (g_interrupted || count))) {
+    return rpcFail(c.global(), "stats --watch", st);
+  }
+  return kOk;
+}
+
+int cmdEvents(Client& c, const std::vector<std::string>& a) {
+  if (wantsHelp(a)) return std::fputs(kEventsHelp, stdout), kOk;
+  dpu::v1::WatchEventsRequest req;
+  uint64_t count = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t n = 0;
+    if (a[i] == "--types" && i + 1 < a.size()) {
+      for (auto t : absl::StrSplit(a[++i], ',', absl::SkipEmpty())) req.add_types(std::string(t));
+    } else if (a[i] == "--count" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &count)) {
+      ++i;
+    } else if (a[i] == "--buffer" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &n) && n > 0) {
+      req.set_buffer_size(n);
+      ++i;
+    } else {
+      return usage("events: bad argument '" + a[i] + "'", kEventsHelp);
+    }
+  }
+  grpc::ClientContext ctx;
+  CancelOnInterrupt cancel(&ctx);
+  auto reader = c.stub().WatchEvents(&ctx, req);
+  dpu::v1::Event e;
+  uint64_t n = 0;
+  bool done = false;
+  while (!done && reader->Read(&e)) {
+    if (c.global().json) {
+      std::fputs(dpu::cli::toJson(e, false).c_str(), stdout);
+    } else {
+      std::printf("%s\n", dpu::cli::formatEvent(e).c_str());
+    }
+    std::fflush(stdout);
+    if (count && ++n >= count) {
+      ctx.TryCancel();
+      done = true;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok() && !(st.error_code() == grpc::CANCELLED && (g_interrupted || done))) {
+    return rpcFail(c.global(), "events", st);
+  }
+  return kOk;
+}
+
+int cmdExplain(Client& c, const std::vector<std::string>& a) {
+  if (wantsHelp(a)) return std::fputs(kExplainHelp, stdout), kOk;
+  dpu::v1::ExplainRequest req;
+  dpu::v1::PacketTuple* t = nullptr;
+  auto tuple = [&]() {
+    if (!t) t = req.mutable_tuple();
+    return t;
+  };
+  std::string frame_hex;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string& o = a[i];
+    if (i + 1 >= a.size()) return usage("explain: " + o + " needs a value", kExplainHelp);
+    const std::string& v = a[++i];
+    uint32_t n = 0;
+    if (o == "--frame-hex") frame_hex = v;
+    else if (o == "--side") req.set_side(v);
+    else if (o == "--src") tuple()->set_src_ip(v);
+    else if (o == "--dst") tuple()->set_dest_ip(v);
+    else if (o == "--proto") tuple()->set_proto(v);
+    else if (o == "--flags") tuple()->set_tcp_flags(v);
+    else if (o == "--payload") req.set_payload(v);
+    else if ((o == "--sport" || o == "--dport" || o == "--vlan") && absl::SimpleAtoi(v, &n)) {
+      if (o == "--sport") tuple()->set_src_port(n);
+      else if (o == "--dport") tuple()->set_dest_port(n);
+      else tuple()->set_vlan(n);
+    } else {
+      return usage("explain: bad argument '" + o + " " + v + "'", kExplainHelp);
+    }
+  }
+  if (!frame_hex.empty()) {
+    if (t) return usage("explain: --frame-hex excludes the tuple options", kExplainHelp);
+    auto bytes = dpu::cli::parseHex(frame_hex);
+    if (!bytes.ok()) {
+      return usage("explain: --frame-hex: " + std::string(bytes.status().message()), kExplainHelp);
+    }
+    req.set_frame(*bytes);
+  } else if (!t || t->src_ip().empty() || t->dest_ip().empty() || t->proto().empty()) {
+    return usage("explain: give --frame-hex, or --src, --dst and --proto", kExplainHelp);
+  }
+  grpc::ClientContext ctx;
+  c.unary(&ctx);
+  dpu::v1::ExplainResponse resp;
+  grpc::Status st = c.stub().Explain(&ctx, req, &resp);
+  if (!st.ok()) return rpcFail(c.global(), "explain", st);
+  std::fputs(c.global().json ? dpu::cli::toJson(resp, true).c_str()
+                             : dpu::cli::formatExplain(resp).c_str(),
+             stdout);
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Global g;
+  const char* env = std::getenv("DPUCTL_SERVER");
+  g.server = env && *env ? env : kDefaultServer;
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string* dst = nullptr;
+    if (a == "--server") dst = &g.server;
+    else if (a == "--tls-ca") dst = &g.tls_ca;
+    else if (a == "--tls-cert") dst = &g.tls_cert;
+    else if (a == "--tls-key") dst = &g.tls_key;
+    else if (a == "--tls-server-name") dst = &g.tls_server_name;
+    else if (a == "--json") { g.json = true; continue; }
+    else if (a == "--timeout") {
+      if (i + 1 >= argc || !absl::SimpleAtod(argv[i + 1], &g.timeout_s) || g.timeout_s <= 0) {
+        return usage("--timeout needs a positive number of seconds");
+      }
+      ++i;
+      continue;
+    } else {
+      rest.push_back(a);
+      continue;
+    }
+    if (i + 1 >= argc) return usage(a + " needs a value");
+    *dst = argv[++i];
+  }
+  if (rest.empty()) {
+    std::fputs(kMainHelp, stderr);
+    return kUsage;
+  }
+  const std::string cmd = rest[0];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kMainHelp, stdout);
+    return kOk;
+  }
+  std::vector<std::string> args(rest.begin() + 1, rest.end());
+  Client client(g);
+  auto run = [&](int (*fn)(Client&, const std::vector<std::string>&)) {
+    if (!wantsHelp(args)) {
+      std::string err;
+      if (!client.connect(&err)) {
+        std::fprintf(stderr, "dpuctl: %s\n", err.c_str());
+        return err.find("cannot open") != std::string::npos ? kFailed : kUsage;
+      }
+    }
+    return fn(client, args);
+  };
+  if (cmd == "status") return run(cmdStatus);
+  if (cmd == "config") return run(cmdConfig);
+  if (cmd == "stats") return run(cmdStats);
+  if (cmd == "events") return run(cmdEvents);
+  if (cmd == "explain") return run(cmdExplain);
+  return usage("unknown command '" + cmd + "'");
+}

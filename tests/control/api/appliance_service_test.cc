@@ -1,0 +1,1007 @@
+// The gRPC service in-process over a real unix-socket server, with a fake dataplane
+// (DataplaneControl) and the real ConfigStore/ConfigManager on a temporary state directory.
+#include "control/api/appliance_service.h"
+
+#include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "control/api/event_hub.h"
+#include "control/api/frame_builder.h"
+#include "control/api/server.h"
+#include "control/config/config_manager.h"
+#include "control/config/config_store.h"
+#include "dataplane/packet/parser.h"
+#include "proto/appliance_api.grpc.pb.h"
+
+namespace dpu::ctl {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// --- fake dataplane ------------------------------------------------------------------------
+
+class FakePlane : public dp::DataplaneControl {
+ public:
+  FakePlane() {
+    auto s = std::make_unique<rules::Snapshot>();
+    s->generation = 1;
+    s->config_version = 1;
+    current_ = std::move(s);
+  }
+
+  uint32_t publish(std::unique_ptr<rules::Snapshot> next) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    next->generation = current_->generation + 1;
+    current_ = std::move(next);
+    ++publishes_;
+    return current_->generation;
+  }
+  uint32_t currentGeneration() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_->generation;
+  }
+  dp::CountersSnapshot counters() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counters_;
+  }
+  std::vector<dp::WorkerInfo> workers() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {{0, 1, current_->generation}, {1, 2, current_->generation - 1}};
+  }
+  std::vector<dp::PortInfo> ports() const override {
+    dp::PortInfo a;
+    a.side = dp::kSideA;
+    a.port_id = 0;
+    a.name = "net_pcap0";
+    a.driver = "net_pcap";
+    a.rx_packets = 1000;
+    a.rx_bytes = 64000;
+    a.rx_missed = 3;
+    dp::PortInfo b;
+    b.side = dp::kSideB;
+    b.port_id = 1;
+    b.name = "net_null0";
+    b.driver = "net_null";
+    b.tx_packets = 990;
+    b.tx_errors = 1;
+    return {a, b};
+  }
+  uint32_t drainEvents(const std::function<void(const dp::Event&)>& fn, uint32_t max) override {
+    std::deque<dp::Event> batch;
+    {
+      std::lock_guard<std::mutex> lock(ev_mu_);
+      while (!events_.empty() && batch.size() < max) {
+        batch.push_back(events_.front());
+        events_.pop_front();
+      }
+    }
+    for (const auto& e : batch) fn(e);
+    return static_cast<uint32_t>(batch.size());
+  }
+  dp::ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dp::explainPacket(*current_, frame, len, side);
+  }
+
+  void pushEvent(const dp::Event& e) {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    events_.push_back(e);
+  }
+  size_t pendingEvents() const {
+    std::lock_guard<std::mutex> lock(ev_mu_);
+    return events_.size();
+  }
+  void setCounters(dp::CountersSnapshot c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_ = std::move(c);
+  }
+  int publishes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return publishes_;
+  }
+  rules::DataplaneSettings settings() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_->dataplane;
+  }
+  uint64_t snapshotVersion() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_->config_version;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unique_ptr<rules::Snapshot> current_;
+  dp::CountersSnapshot counters_;
+  int publishes_ = 0;
+  mutable std::mutex ev_mu_;
+  std::deque<dp::Event> events_;
+};
+
+dp::Event dropEvent(uint64_t seq) {
+  dp::Event e{};
+  e.type = dp::EventType::kDrop;
+  e.in_side = dp::kSideA;
+  e.stage = dp::Stage::kParse;
+  e.reason = dp::DropReason::kNonIp;
+  e.verdict = dp::Verdict::kDrop;
+  e.rule = dp::kNoRule;
+  e.ts_ns = 1'700'000'000'000'000'000ull + seq;
+  e.seq = seq;
+  e.flow_id = seq + 1;  // identifies the event on the client side
+  return e;
+}
+
+std::string makeTempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "dpu_api_test.XXXXXX").string();
+  char* d = mkdtemp(tmpl.data());
+  return d ? std::string(d) : std::string();
+}
+
+// --- fixture -------------------------------------------------------------------------------
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = makeTempDir();
+    ASSERT_FALSE(dir_.empty());
+    state_dir_ = dir_ + "/state";
+    auto store = ConfigStore::open(state_dir_, nullptr);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    manager_ = std::make_unique<ConfigManager>(store_.get(), &plane_);
+    EventHubOptions ho;
+    ho.period = 5ms;
+    hub_ = std::make_unique<EventHub>(&plane_, ho);
+    ASSERT_TRUE(hub_->start().ok());
+    service_ = std::make_unique<ApplianceService>(manager_.get(), &plane_, hub_.get(),
+                                                  ServiceOptions{state_dir_});
+    ApiServerOptions so;
+    so.state_dir = state_dir_;
+    so.max_request_bytes = 64 * 1024;
+    auto server = ApiServer::start(so, service_.get());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = newChannel();
+    stub_ = v1::Appliance::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    if (server_) server_->shutdown(500ms);
+    server_.reset();
+    service_.reset();
+    if (hub_) hub_->stop();
+    hub_.reset();
+    manager_.reset();
+    store_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  // A channel of its own (own connection); no BDP probing so the stream flow-control window
+  // stays at its 64 KiB default (a client that does not read really stalls its stream).
+  std::shared_ptr<grpc::Channel> newChannel() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    return grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(),
+                                     args);
+  }
+
+  static void deadline(grpc::ClientContext* ctx, std::chrono::milliseconds d = 10s) {
+    ctx->set_deadline(std::chrono::system_clock::now() + d);
+  }
+
+  uint64_t committedVersion() {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::GetConfigResponse r;
+    EXPECT_TRUE(stub_->GetConfig(&ctx, v1::GetConfigRequest(), &r).ok());
+    return r.config().version();
+  }
+
+  grpc::Status apply(const v1::ApplianceConfig& cfg, uint64_t expected, bool force,
+                     v1::ApplyConfigResponse* resp) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::ApplyConfigRequest req;
+    *req.mutable_config() = cfg;
+    req.set_expected_version(expected);
+    req.set_force(force);
+    return stub_->ApplyConfig(&ctx, req, resp);
+  }
+
+  grpc::Status update(const v1::ApplianceConfig& cfg, std::vector<std::string> paths,
+                      uint64_t expected, v1::ApplyConfigResponse* resp) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::UpdateConfigRequest req;
+    *req.mutable_config() = cfg;
+    for (auto& p : paths) req.mutable_update_mask()->add_paths(p);
+    req.set_expected_version(expected);
+    return stub_->UpdateConfig(&ctx, req, resp);
+  }
+
+  static v1::ApplianceConfig parse(const std::string& json) {
+    v1::ApplianceConfig c;
+    auto st = google::protobuf::util::JsonStringToMessage(json, &c);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return c;
+  }
+
+  // The ConfigErrors in a status's details, decoded as any client would (RpcStatus has the
+  // wire format of google.rpc.Status).
+  static std::vector<v1::ConfigError> decodeErrors(const grpc::Status& st) {
+    std::vector<v1::ConfigError> out;
+    v1::RpcStatus rs;
+    EXPECT_TRUE(rs.ParseFromString(st.error_details()));
+    EXPECT_EQ(rs.code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+    EXPECT_EQ(rs.message(), st.error_message());
+    EXPECT_EQ(rs.details_size(), 1);
+    for (const auto& any : rs.details()) {
+      EXPECT_EQ(any.type_url(), "type.googleapis.com/dpu.v1.ConfigErrors");
+      v1::ConfigErrors list;
+      EXPECT_TRUE(any.UnpackTo(&list));
+      out.insert(out.end(), list.errors().begin(), list.errors().end());
+    }
+    return out;
+  }
+
+  FakePlane plane_;
+  std::string dir_, state_dir_;
+  std::unique_ptr<ConfigStore> store_;
+  std::unique_ptr<ConfigManager> manager_;
+  std::unique_ptr<EventHub> hub_;
+  std::unique_ptr<ApplianceService> service_;
+  std::unique_ptr<ApiServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Appliance::Stub> stub_;
+};
+
+// --- status, config ------------------------------------------------------------------------
+
+TEST_F(ServiceTest, StatusReportsIdentityVersionsWorkersPortsBuild) {
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  v1::StatusResponse s;
+  ASSERT_TRUE(stub_->GetStatus(&ctx, v1::GetStatusRequest(), &s).ok());
+  EXPECT_EQ(s.instance_id().size(), 32u);
+  EXPECT_EQ(s.instance_id().find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(s.instance_id(), service_->instanceId());
+  EXPECT_GE(s.uptime_seconds(), 0.0);
+  EXPECT_EQ(s.config_version(), 1u);
+  EXPECT_EQ(s.generation(), 1u);
+  ASSERT_EQ(s.workers_size(), 2);
+  EXPECT_EQ(s.workers(0).lcore(), 1u);
+  EXPECT_EQ(s.workers(0).generation(), 1u);
+  EXPECT_EQ(s.workers(1).generation(), 0u);
+  ASSERT_EQ(s.ports_size(), 2);
+  EXPECT_EQ(s.ports(0).side(), "A");
+  EXPECT_EQ(s.ports(0).name(), "net_pcap0");
+  EXPECT_EQ(s.ports(1).side(), "B");
+  EXPECT_EQ(s.ports(1).driver(), "net_null");
+  EXPECT_EQ(s.state_dir(), state_dir_);
+  EXPECT_EQ(s.build().version(), "0.1.0");
+  EXPECT_FALSE(s.build().git_commit().empty());
+  EXPECT_FALSE(s.build().compiler().empty());
+  EXPECT_THAT(s.build().dpdk_version(), HasSubstr("22.11"));
+}
+
+TEST_F(ServiceTest, InstanceIdsDifferPerService) {
+  ApplianceService other(manager_.get(), &plane_, nullptr, ServiceOptions{});
+  EXPECT_NE(other.instanceId(), service_->instanceId());
+}
+
+TEST_F(ServiceTest, ApplyCommitsPublishesAndPersists) {
+  v1::ApplyConfigResponse r;
+  auto cfg = parse(R"({"dataplane":{"non_ip":"DROP","timeouts":{"udp_s":30}}})");
+  grpc::Status st = apply(cfg, 1, false, &r);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(r.version(), 2u);
+  EXPECT_EQ(r.generation(), 2u);
+  EXPECT_GE(r.persist_ms(), 0.0);
+  EXPECT_EQ(plane_.publishes(), 1);
+  EXPECT_EQ(plane_.snapshotVersion(), 2u);
+  EXPECT_EQ(plane_.settings().non_ip, rules::Policy::kDrop);
+  EXPECT_EQ(plane_.settings().udp_s, 30u);
+
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  v1::GetConfigResponse got;
+  ASSERT_TRUE(stub_->GetConfig(&ctx, v1::GetConfigRequest(), &got).ok());
+  EXPECT_EQ(got.config().version(), 2u);
+  EXPECT_EQ(got.config().dataplane().non_ip(), v1::DROP);
+  EXPECT_EQ(got.config().dataplane().timeouts().udp_s(), 30u);
+
+  // Persisted: a store opened afresh on the directory sees it.
+  auto again = ConfigStore::open(state_dir_, nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->version(), 2u);
+  EXPECT_EQ((*again)->current().dataplane().non_ip(), v1::DROP);
+}
+
+TEST_F(ServiceTest, VersionConflictIsAbortedAndChangesNothing) {
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(apply(parse(R"({"dataplane":{"non_ip":"DROP"}})"), 1, false, &r).ok());
+  // A second client still based on version 1.
+  grpc::Status st = apply(parse(R"({"dataplane":{"malformed":"FORWARD"}})"), 1, false, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(st.error_message(), HasSubstr("expected 1"));
+  EXPECT_THAT(st.error_message(), HasSubstr("committed 2"));
+  EXPECT_EQ(committedVersion(), 2u);
+  EXPECT_EQ(plane_.publishes(), 1);
+  // expected_version 0 without force is a conflict too; with force it applies.
+  EXPECT_EQ(apply(parse("{}"), 0, false, &r).error_code(), grpc::StatusCode::ABORTED);
+  ASSERT_TRUE(apply(parse(R"({"dataplane":{"malformed":"FORWARD"}})"), 0, true, &r).ok());
+  EXPECT_EQ(r.version(), 3u);
+  EXPECT_EQ(plane_.settings().malformed, rules::Policy::kForward);
+  EXPECT_EQ(plane_.settings().non_ip, rules::Policy::kForward);  // whole document replaced
+}
+
+TEST_F(ServiceTest, InvalidConfigListsEveryErrorInStatusDetails) {
+  v1::ApplyConfigResponse r;
+  grpc::Status st = apply(parse(R"({"dataplane":{"flow_table":{"capacity_per_worker":5},
+                                    "timeouts":{"tcp_syn_s":999999999},
+                                    "fragments":{"max_fragments":1000}}})"),
+                          1, false, &r);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("3 errors"));
+  std::vector<v1::ConfigError> errs = decodeErrors(st);
+  ASSERT_EQ(errs.size(), 3u);
+  std::vector<std::string> fields;
+  for (const auto& e : errs) {
+    fields.push_back(e.field());
+    EXPECT_EQ(e.section(), "dataplane");
+    EXPECT_THAT(e.reason(), HasSubstr("out of range"));
+  }
+  EXPECT_THAT(fields, ::testing::UnorderedElementsAre("dataplane.flow_table.capacity_per_worker",
+                                                      "dataplane.timeouts.tcp_syn_s",
+                                                      "dataplane.fragments.max_fragments"));
+  EXPECT_EQ(committedVersion(), 1u);
+  EXPECT_EQ(plane_.publishes(), 0);
+}
+
+TEST_F(ServiceTest, UpdateMergesOnlyMaskedPaths) {
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(apply(parse(R"({"dataplane":{"timeouts":{"udp_s":30,"icmp_s":5},
+                                           "tcp":{"midstream":"DROP"}}})"),
+                    1, false, &r)
+                  .ok());
+  // The request carries more than the mask names: only the masked field is taken.
+  auto req = parse(R"({"dataplane":{"non_ip":"DROP","malformed":"FORWARD",
+                                    "timeouts":{"udp_s":99}}})");
+  grpc::Status st = update(req, {"dataplane.non_ip"}, 2, &r);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(r.version(), 3u);
+  auto d = plane_.settings();
+  EXPECT_EQ(d.non_ip, rules::Policy::kDrop);
+  EXPECT_EQ(d.malformed, rules::Policy::kDrop);  // default, not taken from the request
+  EXPECT_EQ(d.udp_s, 30u);
+  EXPECT_EQ(d.icmp_s, 5u);
+  EXPECT_EQ(d.tcp_midstream, rules::Policy::kDrop);
+
+  // A masked scalar inside a message.
+  ASSERT_TRUE(update(req, {"dataplane.timeouts.udp_s"}, 3, &r).ok());
+  EXPECT_EQ(plane_.settings().udp_s, 99u);
+  EXPECT_EQ(plane_.settings().icmp_s, 5u);
+
+  // A masked message absent from the request is cleared (back to defaults).
+  ASSERT_TRUE(update(parse("{}"), {"dataplane.timeouts"}, 4, &r).ok());
+  EXPECT_EQ(plane_.settings().udp_s, 120u);
+  EXPECT_EQ(plane_.settings().icmp_s, 30u);
+  EXPECT_EQ(plane_.settings().non_ip, rules::Policy::kDrop);  // untouched
+
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  v1::GetConfigResponse got;
+  ASSERT_TRUE(stub_->GetConfig(&ctx, v1::GetConfigRequest(), &got).ok());
+  EXPECT_EQ(got.config().version(), 5u);
+  EXPECT_FALSE(got.config().dataplane().has_timeouts());
+  EXPECT_EQ(got.config().dataplane().tcp().midstream(), v1::DROP);
+}
+
+TEST_F(ServiceTest, UpdateRejectsBadMasksAndInvalidResults) {
+  v1::ApplyConfigResponse r;
+  grpc::Status st = update(parse("{}"), {"dataplane.no_such_field"}, 1, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("'dataplane.no_such_field'"));
+  st = update(parse("{}"), {"dataplane.non_ip.x"}, 1, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("dataplane.non_ip.x"));
+  st = update(parse("{}"), {"version"}, 1, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  st = update(parse("{}"), {}, 1, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("update_mask"));
+  // Version conflict.
+  st = update(parse(R"({"dataplane":{"non_ip":"DROP"}})"), {"dataplane.non_ip"}, 7, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED);
+  // The merged document is invalid: same details as ApplyConfig.
+  st = update(parse(R"({"dataplane":{"flow_table":{"aging_slice":100000}}})"),
+              {"dataplane.flow_table.aging_slice"}, 1, &r);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto errs = decodeErrors(st);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].field(), "dataplane.flow_table.aging_slice");
+  EXPECT_EQ(committedVersion(), 1u);
+  EXPECT_EQ(plane_.publishes(), 0);
+}
+
+TEST_F(ServiceTest, ValidateReportsErrorsWithoutCommitting) {
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  v1::ValidateConfigRequest req;
+  *req.mutable_config() = parse(R"({"dataplane":{"non_ip":"DROP"}})");
+  v1::ValidateConfigResponse resp;
+  ASSERT_TRUE(stub_->ValidateConfig(&ctx, req, &resp).ok());
+  EXPECT_TRUE(resp.valid());
+  EXPECT_EQ(resp.errors_size(), 0);
+
+  grpc::ClientContext ctx2;
+  deadline(&ctx2);
+  *req.mutable_config() =
+      parse(R"({"dataplane":{"timeouts":{"udp_s":100000,"icmp_s":100000}}})");
+  ASSERT_TRUE(stub_->ValidateConfig(&ctx2, req, &resp).ok());
+  EXPECT_FALSE(resp.valid());
+  ASSERT_EQ(resp.errors_size(), 2);
+  EXPECT_EQ(resp.errors(0).field(), "dataplane.timeouts.udp_s");
+  EXPECT_EQ(resp.errors(1).field(), "dataplane.timeouts.icmp_s");
+  EXPECT_EQ(committedVersion(), 1u);
+  EXPECT_EQ(plane_.publishes(), 0);
+}
+
+// --- stats ---------------------------------------------------------------------------------
+
+TEST_F(ServiceTest, StatsMapCountersPortsAndWorkers) {
+  dp::CountersSnapshot c;
+  c.per_worker.resize(2);
+  c.per_worker[0].rx_packets[dp::kSideA] = 600;
+  c.per_worker[0].verdicts[static_cast<int>(dp::Verdict::kForward)] = 590;
+  c.per_worker[0].verdicts[static_cast<int>(dp::Verdict::kDrop)] = 10;
+  c.per_worker[0].drops[static_cast<int>(dp::DropReason::kNonIp)] = 10;
+  c.per_worker[0].stage_packets[static_cast<int>(dp::Stage::kParse)] = 600;
+  c.per_worker[0].stage_drops[static_cast<int>(dp::Stage::kParse)] = 10;
+  c.per_worker[0].generation = 1;
+  c.per_worker[1].rx_packets[dp::kSideB] = 400;
+  c.per_worker[1].verdicts[static_cast<int>(dp::Verdict::kForward)] = 400;
+  c.per_worker[1].flows_active = 7;
+  c.per_worker[1].events_lost = 2;
+  c.per_worker[1].generation = 1;
+  for (const auto& w : c.per_worker) dp::accumulate(c.total, w);
+  plane_.setCounters(c);
+
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  v1::Stats s;
+  ASSERT_TRUE(stub_->GetStats(&ctx, v1::GetStatsRequest(), &s).ok());
+  EXPECT_GT(s.timestamp_unix_ns(), 0);
+  EXPECT_EQ(s.config_version(), 1u);
+  EXPECT_EQ(s.generation(), 1u);
+  EXPECT_EQ(s.total().rx_packets_a(), 600u);
+  EXPECT_EQ(s.total().rx_packets_b(), 400u);
+  EXPECT_EQ(s.total().forwarded(), 990u);
+  EXPECT_EQ(s.total().dropped(), 10u);
+  ASSERT_EQ(s.total().drops_size(), 1);
+  EXPECT_EQ(s.total().drops().at("non_ip"), 10u);
+  ASSERT_EQ(s.total().stages_size(), 1);
+  EXPECT_EQ(s.total().stages(0).stage(), "parse");
+  EXPECT_EQ(s.total().stages(0).dropped(), 10u);
+  EXPECT_EQ(s.total().flows_active(), 7u);
+  EXPECT_EQ(s.total().events_lost(), 2u);
+  ASSERT_EQ(s.workers_size(), 2);
+  EXPECT_EQ(s.workers(1).counters().rx_packets_b(), 400u);
+  EXPECT_EQ(s.workers(0).generation(), 1u);
+  ASSERT_EQ(s.ports_size(), 2);
+  EXPECT_EQ(s.ports(0).side(), "A");
+  EXPECT_EQ(s.ports(0).rx_packets(), 1000u);
+  EXPECT_EQ(s.ports(0).rx_missed(), 3u);
+  EXPECT_EQ(s.ports(1).tx_errors(), 1u);
+}
+
+TEST_F(ServiceTest, WatchStatsStreamsAtTheIntervalUntilCancelled) {
+  grpc::ClientContext ctx;
+  v1::WatchStatsRequest req;
+  req.set_interval_ms(10);  // raised to the 100 ms minimum
+  auto reader = stub_->WatchStats(&ctx, req);
+  std::vector<int64_t> ts;
+  v1::Stats s;
+  auto t0 = std::chrono::steady_clock::now();
+  while (ts.size() < 3 && reader->Read(&s)) ts.push_back(s.timestamp_unix_ns());
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(ts.size(), 3u);
+  EXPECT_GE(ts[2] - ts[1], 90'000'000);
+  EXPECT_GE(elapsed, 180ms);
+  ctx.TryCancel();
+  while (reader->Read(&s)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(ServiceTest, ServerShutdownEndsStreams) {
+  grpc::ClientContext ctx;
+  v1::WatchStatsRequest req;
+  req.set_interval_ms(60000);
+  auto reader = stub_->WatchStats(&ctx, req);
+  v1::Stats s;
+  ASSERT_TRUE(reader->Read(&s));
+  auto t0 = std::chrono::steady_clock::now();
+  server_->shutdown(5s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);  // not waiting for the deadline
+  EXPECT_FALSE(reader->Read(&s));
+  EXPECT_FALSE(reader->Finish().ok());
+}
+
+// --- explain -------------------------------------------------------------------------------
+
+TEST_F(ServiceTest, ExplainFromTupleAndFromFrame) {
+  v1::ExplainRequest req;
+  req.mutable_tuple()->set_src_ip("10.0.0.1");
+  req.mutable_tuple()->set_dest_ip("10.0.0.2");
+  req.mutable_tuple()->set_proto("tcp");
+  req.mutable_tuple()->set_src_port(40000);
+  req.mutable_tuple()->set_dest_port(443);
+  req.mutable_tuple()->set_tcp_flags("S");
+  req.set_payload("hello");
+  v1::ExplainResponse resp;
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    grpc::Status st = stub_->Explain(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_EQ(resp.verdict(), "forward");
+  EXPECT_EQ(resp.generation(), 1u);
+  EXPECT_THAT(resp.summary(), HasSubstr("10.0.0.1:40000 -> 10.0.0.2:443"));
+  EXPECT_THAT(resp.summary(), HasSubstr("payload 5 bytes"));
+  ASSERT_GE(resp.steps_size(), 1);
+  EXPECT_EQ(resp.steps(0).stage(), "parse");
+
+  // An ARP frame given as bytes, with non-IP dropped by the committed config.
+  v1::ApplyConfigResponse ar;
+  ASSERT_TRUE(apply(parse(R"({"dataplane":{"non_ip":"DROP"}})"), 1, false, &ar).ok());
+  std::string arp(60, '\0');
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  v1::ExplainRequest fr;
+  fr.set_frame(arp);
+  fr.set_side("b");
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    ASSERT_TRUE(stub_->Explain(&ctx, fr, &resp).ok());
+  }
+  EXPECT_EQ(resp.verdict(), "drop");
+  EXPECT_EQ(resp.stage(), "parse");
+  EXPECT_EQ(resp.reason(), "non_ip");
+  EXPECT_EQ(resp.generation(), 2u);
+}
+
+TEST_F(ServiceTest, ExplainRejectsBadRequests) {
+  auto call = [&](const v1::ExplainRequest& req) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::ExplainResponse resp;
+    return stub_->Explain(&ctx, req, &resp);
+  };
+  v1::ExplainRequest req;
+  EXPECT_EQ(call(req).error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // nothing given
+  req.mutable_tuple()->set_src_ip("10.0.0.300");
+  req.mutable_tuple()->set_dest_ip("10.0.0.2");
+  req.mutable_tuple()->set_proto("udp");
+  grpc::Status st = call(req);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("tuple.src_ip"));
+  req.mutable_tuple()->set_src_ip("10.0.0.1");
+  req.set_side("C");
+  st = call(req);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("side"));
+}
+
+TEST_F(ServiceTest, OversizedRequestIsResourceExhausted) {
+  v1::ExplainRequest req;
+  req.set_frame(std::string(100 * 1024, 'x'));  // server limit is 64 KiB in this fixture
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  v1::ExplainResponse resp;
+  grpc::Status st = stub_->Explain(&ctx, req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(st.error_message(), HasSubstr("larger than max"));
+}
+
+// --- events --------------------------------------------------------------------------------
+
+struct Received {
+  std::vector<uint64_t> ids;  // flow_id of each event, in order
+  uint64_t lost_sum = 0;
+  uint64_t accounted = 0;     // sum over received events of (1 + lost)
+};
+
+void record(Received& r, const v1::Event& e) {
+  r.ids.push_back(e.flow_id());
+  r.lost_sum += e.lost();
+  r.accounted += 1 + e.lost();
+}
+
+TEST_F(ServiceTest, PumpDrainsWithoutSubscribers) {
+  for (uint64_t i = 0; i < 5000; ++i) plane_.pushEvent(dropEvent(i));
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (plane_.pendingEvents() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(plane_.pendingEvents(), 0u);
+  EXPECT_EQ(hub_->drained(), 5000u);
+}
+
+TEST_F(ServiceTest, SlowSubscriberLosesEventsWhileFastOneGetsAll) {
+  auto fast_channel = newChannel();
+  auto slow_channel = newChannel();
+  auto fast_stub = v1::Appliance::NewStub(fast_channel);
+  auto slow_stub = v1::Appliance::NewStub(slow_channel);
+
+  grpc::ClientContext fast_ctx, slow_ctx;
+  v1::WatchEventsRequest fast_req, slow_req;
+  fast_req.add_types("drop");  // default buffer (4096)
+  slow_req.set_buffer_size(16);
+  auto fast = fast_stub->WatchEvents(&fast_ctx, fast_req);
+  auto slow = slow_stub->WatchEvents(&slow_ctx, slow_req);
+  fast->WaitForInitialMetadata();
+  slow->WaitForInitialMetadata();
+  ASSERT_EQ(hub_->subscriberCount(), 2u);
+
+  Received fr;
+  std::atomic<uint64_t> fast_count{0};
+  std::thread fast_reader([&] {
+    v1::Event e;
+    while (fast->Read(&e)) {
+      record(fr, e);
+      fast_count.store(fr.ids.size());
+    }
+  });
+
+  // 20 batches of 1000 events (~5 MB on the wire), each handed to the pump only after the
+  // fast subscriber got the previous one. The slow client reads nothing meanwhile: its
+  // stream window (64 KiB) and its 16-event queue fill up. If the pump ever waited for the
+  // slow subscriber, the fast one would stall and this loop would time out.
+  constexpr uint64_t kBatches = 20, kBatch = 1000;
+  uint64_t next_id = 0;
+  for (uint64_t b = 0; b < kBatches; ++b) {
+    for (uint64_t i = 0; i < kBatch; ++i) plane_.pushEvent(dropEvent(next_id++));
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (fast_count.load() < next_id && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(fast_count.load(), next_id) << "fast subscriber stalled in batch " << b;
+  }
+
+  // Now the slow client reads; marker events follow until one reaches it, so the count of
+  // what it lost is carried by an event it receives.
+  Received sr;
+  std::atomic<bool> slow_got_marker{false};
+  const uint64_t first_marker = next_id;
+  std::thread slow_reader([&] {
+    v1::Event e;
+    while (slow->Read(&e)) {
+      record(sr, e);
+      if (e.flow_id() > first_marker) slow_got_marker.store(true);  // flow_id = seq + 1
+    }
+  });
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (!slow_got_marker.load() && std::chrono::steady_clock::now() < until) {
+    plane_.pushEvent(dropEvent(next_id++));
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(slow_got_marker.load());
+  // Let the fast subscriber catch up with the markers too, then end both streams.
+  until = std::chrono::steady_clock::now() + 10s;
+  while (fast_count.load() < next_id && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  fast_ctx.TryCancel();
+  slow_ctx.TryCancel();
+  fast_reader.join();
+  slow_reader.join();
+  fast->Finish();
+  slow->Finish();
+
+  std::printf("events: %lu emitted; fast got %zu; slow got %zu and was told of %lu lost\n",
+              static_cast<unsigned long>(next_id), fr.ids.size(), sr.ids.size(),
+              static_cast<unsigned long>(sr.lost_sum));
+  // Fast: everything, in order, nothing lost.
+  ASSERT_EQ(fr.ids.size(), next_id);
+  for (uint64_t i = 0; i < next_id; ++i) ASSERT_EQ(fr.ids[i], i + 1);
+  EXPECT_EQ(fr.lost_sum, 0u);
+
+  // Slow: lost events, counted exactly: the events it received plus the `lost` they carry
+  // add up to every event up to the last one it received; ids only increase.
+  ASSERT_FALSE(sr.ids.empty());
+  EXPECT_GT(sr.lost_sum, 0u);
+  EXPECT_LT(sr.ids.size(), kBatches * kBatch);
+  EXPECT_TRUE(std::is_sorted(sr.ids.begin(), sr.ids.end()));
+  EXPECT_EQ(sr.accounted, sr.ids.back());  // ids start at 1
+}
+
+TEST_F(ServiceTest, ConfigEventsOnApplyAndTypeFilter) {
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest req;
+  req.add_types("config");
+  auto reader = stub_->WatchEvents(&ctx, req);
+  reader->WaitForInitialMetadata();
+  plane_.pushEvent(dropEvent(0));  // filtered out
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(apply(parse(R"({"dataplane":{"non_ip":"DROP"}})"), 1, false, &r).ok());
+  v1::Event e;
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.type(), "config");
+  EXPECT_EQ(e.config_version(), 2u);
+  EXPECT_THAT(e.json(), HasSubstr("\"event_type\":\"config\""));
+  EXPECT_THAT(e.json(), HasSubstr("\"version\":2"));
+  ctx.TryCancel();
+  while (reader->Read(&e)) EXPECT_EQ(e.type(), "config");
+  reader->Finish();
+
+  grpc::ClientContext bad;
+  v1::WatchEventsRequest breq;
+  breq.add_types("nope");
+  auto br = stub_->WatchEvents(&bad, breq);
+  while (br->Read(&e)) {
+  }
+  grpc::Status st = br->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("nope"));
+}
+
+TEST_F(ServiceTest, DropEventMapping) {
+  dp::Event d = dropEvent(41);
+  d.ip_ver = 4;
+  d.proto = 6;
+  d.src.b[0] = 10, d.src.b[3] = 1;
+  d.dst.b[0] = 10, d.dst.b[3] = 2;
+  d.sport = 1234;
+  d.dport = 80;
+  d.vlan = 7;
+  v1::Event e = toApiEvent(d, 1000);
+  EXPECT_EQ(e.type(), "drop");
+  EXPECT_EQ(e.timestamp_unix_ns(), static_cast<int64_t>(d.ts_ns) + 1000);
+  EXPECT_EQ(e.src_ip(), "10.0.0.1");
+  EXPECT_EQ(e.dest_ip(), "10.0.0.2");
+  EXPECT_EQ(e.src_port(), 1234u);
+  EXPECT_EQ(e.proto(), "TCP");
+  EXPECT_EQ(e.vlan(), 7u);
+  EXPECT_EQ(e.reason(), "non_ip");
+  EXPECT_EQ(e.stage(), "parse");
+  EXPECT_EQ(e.verdict(), "drop");
+  EXPECT_THAT(e.json(), HasSubstr("\"pcap_cnt\":41"));
+}
+
+// --- health checking and reflection --------------------------------------------------------
+
+bool waitTag(grpc::CompletionQueue& cq, void* want) {
+  void* tag = nullptr;
+  bool ok = false;
+  auto st = cq.AsyncNext(&tag, &ok, std::chrono::system_clock::now() + 10s);
+  return st == grpc::CompletionQueue::GOT_EVENT && tag == want && ok;
+}
+
+std::string bufferToString(const grpc::ByteBuffer& bb) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!bb.Dump(&slices).ok()) return out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+TEST_F(ServiceTest, HealthCheckServesTheApplianceService) {
+  grpc::GenericStub stub(channel_);
+  // grpc.health.v1.HealthCheckRequest { service = "dpu.v1.Appliance" } (field 1, bytes).
+  std::string name = "dpu.v1.Appliance";
+  std::string req_bytes = std::string("\x0a", 1) + static_cast<char>(name.size()) + name;
+  grpc::Slice slice(req_bytes);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &resp,
+                 [&](grpc::Status s) { done.set_value(s); });
+  grpc::Status st = done.get_future().get();
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  // HealthCheckResponse { status = SERVING (1) } (field 1, varint).
+  EXPECT_EQ(bufferToString(resp), std::string("\x08\x01", 2));
+}
+
+TEST_F(ServiceTest, ReflectionListsTheApplianceService) {
+  grpc::GenericStub stub(channel_);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                               &cq);
+  int t1, t2, t3, t4, t5;
+  call->StartCall(&t1);
+  ASSERT_TRUE(waitTag(cq, &t1));
+  // ServerReflectionRequest { list_services = "" } (field 7, bytes).
+  grpc::Slice slice(std::string("\x3a\x00", 2));
+  grpc::ByteBuffer req(&slice, 1), resp;
+  call->Write(req, &t2);
+  ASSERT_TRUE(waitTag(cq, &t2));
+  call->WritesDone(&t3);
+  ASSERT_TRUE(waitTag(cq, &t3));
+  call->Read(&resp, &t4);
+  ASSERT_TRUE(waitTag(cq, &t4));
+  EXPECT_THAT(bufferToString(resp), HasSubstr("dpu.v1.Appliance"));
+  grpc::Status st;
+  call->Finish(&st, &t5);
+  ASSERT_TRUE(waitTag(cq, &t5));
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+// --- listening -----------------------------------------------------------------------------
+
+TEST_F(ServiceTest, UnixSocketIsPrivateAndNotShared) {
+  ASSERT_EQ(server_->address(), "unix:" + state_dir_ + "/api.sock");
+  struct stat st{};
+  ASSERT_EQ(::stat((state_dir_ + "/api.sock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A second server on the same state directory is refused while the first one serves.
+  ApplianceService other(manager_.get(), &plane_, nullptr, ServiceOptions{});
+  ApiServerOptions so;
+  so.state_dir = state_dir_;
+  auto second = ApiServer::start(so, &other);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("another process is serving"));
+  // The first one still works.
+  EXPECT_EQ(committedVersion(), 1u);
+}
+
+TEST(ListenAddress, LoopbackOnlyUnlessListenAny) {
+  ApiServerOptions o;
+  o.state_dir = "/var/lib/x";
+  EXPECT_EQ(*resolveListenAddress(o), "unix:/var/lib/x/api.sock");
+  for (const char* ok : {"127.0.0.1:50051", "127.1.2.3:1", "localhost:9", "[::1]:50051",
+                         "[::ffff:127.0.0.1]:5", "unix:/tmp/a.sock"}) {
+    o.listen = ok;
+    EXPECT_TRUE(resolveListenAddress(o).ok()) << ok;
+  }
+  for (const char* bad : {"0.0.0.0:50051", "[::]:50051", "192.0.2.10:50051", ":50051",
+                          "example.com:443", "[2001:db8::1]:1"}) {
+    o.listen = bad;
+    o.listen_any = false;
+    auto r = resolveListenAddress(o);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("--listen-any")) << bad;
+    o.listen_any = true;
+    EXPECT_TRUE(resolveListenAddress(o).ok()) << bad;
+  }
+  o.listen_any = false;
+  for (const char* malformed : {"127.0.0.1", "127.0.0.1:99999", "::1:50051", "[::1]50051",
+                                "unix-abstract:x"}) {
+    o.listen = malformed;
+    EXPECT_FALSE(resolveListenAddress(o).ok()) << malformed;
+  }
+}
+
+TEST(ListenAddress, TlsOptionsAreChecked) {
+  ApiServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.tls_cert = "/nonexistent/cert.pem";
+  auto r = ApiServer::start(o, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--tls-key"));
+  o.tls_key = "/nonexistent/key.pem";
+  r = ApiServer::start(o, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("/nonexistent/cert.pem"));
+  o.tls_cert.clear();
+  o.tls_key.clear();
+  o.tls_client_ca = "/nonexistent/ca.pem";
+  r = ApiServer::start(o, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--tls-client-ca"));
+}
+
+// --- frame builder -------------------------------------------------------------------------
+
+TEST(FrameBuilder, BuildsFramesTheParserAccepts) {
+  FrameSpec s;
+  s.src_ip = "10.0.0.1";
+  s.dst_ip = "10.0.0.2";
+  s.proto = "TCP";
+  s.src_port = 40000;
+  s.dst_port = 443;
+  s.tcp_flags = "SA";
+  s.vlan = 42;
+  s.payload = "abc";
+  auto f = buildFrame(s);
+  ASSERT_TRUE(f.ok()) << f.status();
+  dp::PacketMeta m;
+  ASSERT_EQ(dp::parsePacket(f->data(), static_cast<uint32_t>(f->size()), m), dp::ParseStatus::kOk);
+  EXPECT_EQ(m.l3, dp::L3Type::kIpv4);
+  EXPECT_EQ(m.l4_proto, 6);
+  EXPECT_EQ(m.sport, 40000);
+  EXPECT_EQ(m.dport, 443);
+  EXPECT_EQ(m.tcp_flags, dp::kTcpSyn | dp::kTcpAck);
+  EXPECT_EQ(m.vlan_outer, 42);
+  EXPECT_EQ(m.payload_len, 3);
+  EXPECT_EQ(m.l3_len, 20 + 20 + 3);
+
+  s = FrameSpec{};
+  s.src_ip = "2001:db8::1";
+  s.dst_ip = "2001:db8::2";
+  s.proto = "udp";
+  s.src_port = 5353;
+  s.dst_port = 53;
+  s.payload = std::string(100, 'q');
+  f = buildFrame(s);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(dp::parsePacket(f->data(), static_cast<uint32_t>(f->size()), m), dp::ParseStatus::kOk);
+  EXPECT_EQ(m.l3, dp::L3Type::kIpv6);
+  EXPECT_EQ(m.l4_proto, 17);
+  EXPECT_EQ(m.dport, 53);
+  EXPECT_EQ(m.payload_len, 100);
+
+  s.proto = "icmp";  // ICMPv6 for IPv6 addresses
+  s.src_port = 7;
+  s.payload.clear();
+  f = buildFrame(s);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(dp::parsePacket(f->data(), static_cast<uint32_t>(f->size()), m), dp::ParseStatus::kOk);
+  EXPECT_EQ(m.l4_proto, 58);
+  EXPECT_EQ(m.icmp_type, 128);
+
+  s.src_ip = "192.0.2.1";
+  s.dst_ip = "192.0.2.2";
+  s.proto = "47";  // GRE: raw payload after IPv4
+  s.payload = "xyz";
+  f = buildFrame(s);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(dp::parsePacket(f->data(), static_cast<uint32_t>(f->size()), m), dp::ParseStatus::kOk);
+  EXPECT_EQ(m.l4_proto, 47);
+  EXPECT_EQ(m.l3_len, 23);
+}
+
+TEST(FrameBuilder, ErrorsNameTheField) {
+  FrameSpec s;
+  s.src_ip = "10.0.0.1";
+  s.dst_ip = "2001:db8::1";
+  s.proto = "tcp";
+  EXPECT_THAT(std::string(buildFrame(s).status().message()), HasSubstr("address family"));
+  s.dst_ip = "10.0.0.2";
+  s.proto = "sctpx";
+  EXPECT_THAT(std::string(buildFrame(s).status().message()), HasSubstr("tuple.proto"));
+  s.proto = "tcp";
+  s.src_port = 70000;
+  EXPECT_THAT(std::string(buildFrame(s).status().message()), HasSubstr("tuple.src_port"));
+  s.src_port = 1;
+  s.tcp_flags = "SX";
+  EXPECT_THAT(std::string(buildFrame(s).status().message()), HasSubstr("'X'"));
+  s.tcp_flags.clear();
+  s.vlan = 4095;
+  EXPECT_THAT(std::string(buildFrame(s).status().message()), HasSubstr("tuple.vlan"));
+  s.vlan = 0;
+  s.proto = "udp";
+  s.tcp_flags = "S";
+  EXPECT_THAT(std::string(buildFrame(s).status().message()), HasSubstr("tcp_flags"));
+}
+
+}  // namespace
+}  // namespace dpu::ctl

@@ -1,0 +1,122 @@
+// dpuctl's offline pieces: `config set` assignments, config diffs, error details, hex.
+#include "control/cli/cli_format.h"
+
+#include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "control/api/appliance_service.h"
+
+namespace dpu::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::ApplianceConfig parse(const std::string& json) {
+  v1::ApplianceConfig c;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &c).ok()) << json;
+  return c;
+}
+
+TEST(ConfigSet, BuildsDocumentAndMask) {
+  google::protobuf::FieldMask mask;
+  auto c = configFromAssignments({"dataplane.non_ip=DROP", "dataplane.timeouts.udp_s=30",
+                                  "dataplane.flow_table.when_full=\"FORWARD\""},
+                                 &mask);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dataplane().non_ip(), v1::DROP);
+  EXPECT_EQ(c->dataplane().timeouts().udp_s(), 30u);
+  EXPECT_EQ(c->dataplane().flow_table().when_full(), v1::FORWARD);
+  EXPECT_THAT(mask.paths(), ::testing::ElementsAre("dataplane.non_ip", "dataplane.timeouts.udp_s",
+                                                   "dataplane.flow_table.when_full"));
+}
+
+TEST(ConfigSet, EmptyValueClearsAndObjectsWork) {
+  google::protobuf::FieldMask mask;
+  auto c = configFromAssignments({"dataplane.tcp.midstream=", "dataplane.timeouts={\"icmp_s\":5}"},
+                                 &mask);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dataplane().tcp().midstream(), v1::POLICY_DEFAULT);
+  EXPECT_EQ(c->dataplane().timeouts().icmp_s(), 5u);
+  EXPECT_EQ(mask.paths_size(), 2);
+}
+
+TEST(ConfigSet, RejectsBadArguments) {
+  google::protobuf::FieldMask mask;
+  auto c = configFromAssignments({"dataplane.non_ip"}, &mask);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("PATH=VALUE"));
+  c = configFromAssignments({"dataplane.nope=1"}, &mask);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("'dataplane.nope'"));
+  c = configFromAssignments({"version=3"}, &mask);
+  EXPECT_FALSE(c.ok());
+  c = configFromAssignments({"dataplane.timeouts={}", "dataplane.timeouts.udp_s=1"}, &mask);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("overlap"));
+  c = configFromAssignments({"dataplane.non_ip=MAYBE"}, &mask);
+  EXPECT_FALSE(c.ok());
+  c = configFromAssignments({"dataplane.timeouts.udp_s=abc"}, &mask);
+  EXPECT_FALSE(c.ok());
+  c = configFromAssignments({}, &mask);
+  EXPECT_FALSE(c.ok());
+}
+
+TEST(ConfigDiff, ListsChangedAddedRemovedLeaves) {
+  auto a = parse(R"({"version":"7","dataplane":{"non_ip":"DROP","timeouts":{"udp_s":30}}})");
+  auto b = parse(R"({"dataplane":{"non_ip":"FORWARD","tcp":{"midstream":"DROP"}}})");
+  auto d = diffConfigs(a, b);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->size(), 3u);
+  EXPECT_EQ((*d)[0].path, "dataplane.non_ip");
+  EXPECT_EQ((*d)[0].kind, DiffLine::kChanged);
+  EXPECT_EQ((*d)[0].committed, "\"DROP\"");
+  EXPECT_EQ((*d)[0].proposed, "\"FORWARD\"");
+  EXPECT_EQ((*d)[1].path, "dataplane.tcp.midstream");
+  EXPECT_EQ((*d)[1].kind, DiffLine::kAdded);
+  EXPECT_EQ((*d)[2].path, "dataplane.timeouts.udp_s");
+  EXPECT_EQ((*d)[2].kind, DiffLine::kRemoved);
+  EXPECT_EQ((*d)[2].committed, "30");
+  std::string text = formatDiff(*d);
+  EXPECT_THAT(text, HasSubstr("~ dataplane.non_ip: \"DROP\" -> \"FORWARD\""));
+  // Versions are not content.
+  auto same = diffConfigs(a, parse(R"({"version":"9","dataplane":{"non_ip":"DROP",
+                                       "timeouts":{"udp_s":30}}})"));
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->empty());
+}
+
+TEST(ErrorDetails, ServerEncodingDecodesOnTheClient) {
+  ctl::ApplyError err;
+  rules::ConfigError e1;
+  e1.section = "dataplane";
+  e1.field = "dataplane.timeouts.udp_s";
+  e1.reason = "0 is out of range [1, 86400]";
+  rules::ConfigError e2 = e1;
+  e2.field = "dataplane.fragments.max_fragments";
+  e2.file = "rules.txt";
+  e2.line = 12;
+  err.errors = {e1, e2};
+  err.status = rules::errorsToStatus(err.errors);
+  grpc::Status st = ctl::applyErrorToGrpc(err);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto errs = configErrorsFromStatus(st);
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_EQ(formatConfigError(errs[0]), "dataplane.timeouts.udp_s: 0 is out of range [1, 86400]");
+  EXPECT_EQ(formatConfigError(errs[1]),
+            "rules.txt:12: dataplane.fragments.max_fragments: 0 is out of range [1, 86400]");
+  // Other failures carry no details.
+  ctl::ApplyError conflict;
+  conflict.status = absl::AbortedError("config version moved");
+  grpc::Status c = ctl::applyErrorToGrpc(conflict);
+  EXPECT_EQ(c.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_TRUE(configErrorsFromStatus(c).empty());
+}
+
+TEST(Hex, ParsesSeparatedBytes) {
+  EXPECT_EQ(*parseHex("0x0a0B"), std::string("\x0a\x0b", 2));
+  EXPECT_EQ(*parseHex("de:ad be-ef"), std::string("\xde\xad\xbe\xef", 4));
+  EXPECT_FALSE(parseHex("abc").ok());
+  EXPECT_FALSE(parseHex("zz").ok());
+  EXPECT_FALSE(parseHex("").ok());
+}
+
+}  // namespace
+}  // namespace dpu::cli

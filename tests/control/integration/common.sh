@@ -1,0 +1,126 @@
+# Shared helpers of the control-plane integration tests (sourced, not run).
+#   usage in a test: source common.sh "$@"   (args: DPU_APPLIANCE DPUCTL)
+# Provides: $WORK (temp dir, removed on exit), $APPLIANCE, $DPUCTL, PY (/usr/bin/python3),
+# make_pcap, start_appliance, stop_appliance, kill9_appliance, ctl, fail, pass, skip, jq_py.
+set -euo pipefail
+
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 DPU_APPLIANCE DPUCTL" >&2
+  exit 2
+fi
+APPLIANCE=$1
+DPUCTL=$2
+TEST_NAME=$(basename "$0" .sh)
+PY=/usr/bin/python3
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() {
+  echo "FAIL $TEST_NAME: $*"
+  if [[ -n ${APP_LOG:-} && -f ${APP_LOG:-} ]]; then
+    echo "--- appliance log ($APP_LOG), last 40 lines ---"
+    tail -n 40 "$APP_LOG"
+  fi
+  exit 1
+}
+pass() { echo "ok   $TEST_NAME: $*"; }
+
+[[ -x $APPLIANCE ]] || fail "dpu-appliance '$APPLIANCE' is not executable"
+[[ -x $DPUCTL ]] || fail "dpuctl '$DPUCTL' is not executable"
+[[ -x $PY ]] || skip "$PY not found (apt-get install python3 python3-scapy)"
+$PY -c 'import scapy.all' 2>/dev/null || skip "python3-scapy missing (apt-get install python3-scapy)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/dpu_${TEST_NAME}.XXXXXX")
+APP_PIDS=()
+cleanup() {
+  local rc=$?
+  for p in "${APP_PIDS[@]:-}"; do
+    [[ -n $p ]] && kill -9 "$p" 2>/dev/null || true
+  done
+  for p in "${BG_PIDS[@]:-}"; do
+    [[ -n $p ]] && kill -9 "$p" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  if [[ $rc -ne 0 && -n ${KEEP_WORK:-} ]]; then
+    echo "work directory kept: $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+}
+BG_PIDS=()
+trap cleanup EXIT
+
+# make_pcap OUT: ARP, IPv4 TCP and UDP frames; 2 of every 8 frames are non-IP (ARP).
+make_pcap() {
+  $PY - "$1" <<'PYEOF'
+import sys
+from scapy.all import Ether, ARP, IP, TCP, UDP, Raw, wrpcap
+a, b = "02:00:00:00:00:01", "02:00:00:00:00:02"
+pk = [
+    Ether(src=a, dst="ff:ff:ff:ff:ff:ff") / ARP(op=1, psrc="10.0.0.1", pdst="10.0.0.2"),
+    Ether(src=a, dst=b) / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=40000, dport=80, flags="S"),
+    Ether(src=a, dst=b) / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=40000, dport=80, flags="A") / Raw(b"GET / HTTP/1.1\r\n\r\n"),
+    Ether(src=a, dst=b) / IP(src="10.0.0.3", dst="10.0.0.4") / UDP(sport=5000, dport=53) / Raw(b"q" * 30),
+    Ether(src=b, dst=a) / ARP(op=2, psrc="10.0.0.2", pdst="10.0.0.1"),
+    Ether(src=a, dst=b) / IP(src="10.0.0.5", dst="10.0.0.6") / UDP(sport=5001, dport=123) / Raw(b"n" * 48),
+    Ether(src=a, dst=b) / IP(src="10.0.0.7", dst="10.0.0.8") / TCP(sport=40001, dport=443, flags="S"),
+    Ether(src=a, dst=b) / IP(src="10.0.0.9", dst="10.0.0.10") / UDP(sport=5002, dport=514) / Raw(b"l" * 20),
+]
+wrpcap(sys.argv[1], pk)
+PYEOF
+}
+
+PREFIX_N=0
+# start_appliance STATE_DIR [run options...]: starts `dpu-appliance run` in the background on
+# net_pcap (side A, $PCAP replayed forever) -> net_null (side B, no rx), waits until the API
+# listens. Sets APP_PID, APP_LOG, APP_OUT, APP_ADDR.
+start_appliance() {
+  local state=$1
+  shift
+  PREFIX_N=$((PREFIX_N + 1))
+  APP_LOG=$WORK/appliance.$PREFIX_N.log
+  APP_OUT=$WORK/appliance.$PREFIX_N.out
+  "$APPLIANCE" run --state-dir "$state" "$@" -- \
+    -l 0,1 --no-huge --no-pci --no-shconf --file-prefix="dpuit_${TEST_NAME}_$$_$PREFIX_N" \
+    -m 1024 --log-level=lib.eal:error \
+    --vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev net_null0,no-rx=1 \
+    >"$APP_OUT" 2>"$APP_LOG" &
+  APP_PID=$!
+  APP_PIDS+=("$APP_PID")
+  local i
+  for ((i = 0; i < 600; i++)); do
+    if grep -q "API listening on" "$APP_LOG" 2>/dev/null && grep -q "forwarding between" "$APP_LOG"; then
+      APP_ADDR=$(sed -n 's/^dpu-appliance: API listening on \([^ ]*\) .*/\1/p' "$APP_LOG" | head -1)
+      return 0
+    fi
+    if ! kill -0 "$APP_PID" 2>/dev/null; then
+      wait "$APP_PID" || true
+      fail "dpu-appliance exited during start-up"
+    fi
+    sleep 0.1
+  done
+  fail "dpu-appliance did not start listening within 60 s"
+}
+
+# stop_appliance: SIGTERM, wait, require exit status 0.
+stop_appliance() {
+  kill -TERM "$APP_PID"
+  local rc=0
+  wait "$APP_PID" || rc=$?
+  [[ $rc -eq 0 ]] || fail "dpu-appliance exited with $rc after SIGTERM"
+}
+
+kill9_appliance() {
+  kill -9 "$APP_PID"
+  wait "$APP_PID" 2>/dev/null || true
+}
+
+# ctl ARGS...: dpuctl against the running appliance.
+ctl() { "$DPUCTL" --server "$APP_ADDR" "$@"; }
+
+# jq_py FILE EXPR: evaluates the Python expression EXPR with `d` = the JSON in FILE.
+jq_py() {
+  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+PCAP=$WORK/traffic.pcap
+make_pcap "$PCAP"
