@@ -29,7 +29,8 @@ struct Event {
   FlowEndReason end_reason;   // flow end
   uint16_t sport, dport;      // orig direction for flow end, packet direction for drops
   uint16_t vlan;
-  uint16_t rule;
+  uint32_t rule;              // rule index in the snapshot of `generation`
+  uint32_t generation;
   uint64_t ts_ns;
   uint64_t seq;               // packet index (drops)
   uint64_t flow_id;

@@ -83,11 +83,19 @@ absl::StatusOr<std::unique_ptr<FlowTable>> FlowTable::create(const FlowTableOpti
         "flow table '", opts.name, "': cannot allocate ", slots * sizeof(FlowEntry),
         " bytes for ", slots, " flow entries: ", rte_strerror(rte_errno)));
   }
+  t->cold_ = static_cast<FlowCold*>(rte_zmalloc_socket(
+      "flow_cold", slots * sizeof(FlowCold), RTE_CACHE_LINE_SIZE, params.socket_id));
+  if (t->cold_ == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "flow table '", opts.name, "': cannot allocate ", slots * sizeof(FlowCold),
+        " bytes for ", slots, " cold flow entries: ", rte_strerror(rte_errno)));
+  }
   t->capacity_ = entries;
   return t;
 }
 
 FlowTable::~FlowTable() {
+  rte_free(cold_);
   rte_free(entries_);
   rte_hash_free(hash_);
 }
@@ -125,9 +133,11 @@ int32_t FlowTable::insert(const FlowKey& key, uint64_t now_ns) {
   FlowEntry& e = entries_[p];
   if (e.flags & kFlowInUse) return p;  // key already present: leave the flow as it is
   std::memset(&e, 0, sizeof(e));
-  e.first_seen_ns = now_ns;
+  std::memset(&cold_[p], 0, sizeof(FlowCold));
+  cold_[p].first_seen_ns = now_ns;
   e.last_seen_ns = now_ns;
-  e.rule = 0xffff;
+  e.rule = ~0u;
+  e.backend = 0xffff;
   e.proto = key.proto;
   e.flags = kFlowInUse;
   ++size_;

@@ -38,21 +38,32 @@ constexpr uint8_t kFlowInUse = 0x80;
 // Hot per-flow state: exactly one cache line. Direction index 0 = initiator -> responder
 // ("orig"), 1 = responder -> initiator ("reply").
 struct alignas(64) FlowEntry {
-  uint64_t first_seen_ns;
   uint64_t last_seen_ns;
   uint64_t packets[2];
   uint64_t bytes[2];
   uint32_t generation;   // snapshot generation whose verdict is cached below
-  uint16_t rule;         // stage-local rule index of the cached verdict (0xffff = none)
+  uint32_t rule;         // rule index (in that snapshot) of the cached verdict, ~0u = none
+  uint32_t flow_seq;     // per-worker creation number, set by the caller (flow id in events)
+  uint16_t backend;      // load-balancer backend index, 0xffff = none
   uint8_t verdict;       // cached Verdict (dataplane/pipeline/verdict.h), 0 = not decided
   uint8_t stage;         // stage that decided the cached verdict
   uint8_t proto;         // IPPROTO_* (copied from the key, used for timeouts)
   TcpState tcp_state;
   uint8_t flags;         // kFlow*
-  uint8_t reserved;
-  uint32_t flow_seq;     // per-worker creation number, set by the caller (flow id in events)
+  uint8_t reserved[5];
 };
 static_assert(sizeof(FlowEntry) == 64, "FlowEntry is one cache line");
+
+// Per-flow state that no per-packet path touches: read and written when a flow starts,
+// is (re)classified or ends. Same positions as FlowEntry, separate array.
+struct FlowCold {
+  uint64_t first_seen_ns;
+  char src_country[2];   // ISO 3166 alpha-2 of the initiator's address ("\0\0" = unknown /
+  char dst_country[2];   // not looked up); snapshot-independent, so kept across reloads
+  uint8_t countries_known;  // 1 once the GeoIP lookup was done for this flow
+  uint8_t reserved[3];
+};
+static_assert(sizeof(FlowCold) == 16, "FlowCold is 16 bytes");
 
 // TCP state transition for one packet with `tcp_flags` travelling in direction `dir`
 // (0 = from initiator). Updates e.tcp_state and the FIN flags. Pure logic, exposed for tests.
@@ -86,6 +97,8 @@ class FlowTable {
 
   FlowEntry& entry(int32_t pos) { return entries_[pos]; }
   const FlowEntry& entry(int32_t pos) const { return entries_[pos]; }
+  FlowCold& cold(int32_t pos) { return cold_[pos]; }
+  const FlowCold& cold(int32_t pos) const { return cold_[pos]; }
   // The key stored at `pos` (from the rte_hash key store); nullptr when `pos` holds no flow.
   const FlowKey* keyAt(int32_t pos) const;
 
@@ -109,6 +122,7 @@ class FlowTable {
   FlowTable() = default;
   rte_hash* hash_ = nullptr;
   FlowEntry* entries_ = nullptr;
+  FlowCold* cold_ = nullptr;
   uint32_t capacity_ = 0;
   uint32_t size_ = 0;
   uint32_t cursor_ = 0;

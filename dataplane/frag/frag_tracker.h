@@ -59,7 +59,7 @@ enum class FragAction : uint8_t {
 struct FragVerdict {
   uint8_t verdict = 0;   // Verdict value (dataplane/pipeline/verdict.h)
   uint8_t stage = 0;
-  uint16_t rule = 0xffff;
+  uint32_t rule = 0xffffffffu;
   uint8_t reason = 0;    // DropReason when verdict is drop
   uint64_t flow_id = 0;  // flow of the first fragment (0 = untracked)
 };

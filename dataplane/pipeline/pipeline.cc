@@ -352,7 +352,8 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
       bool stale = t > old.last_seen_ns && t - old.last_seen_ns > flowTimeout(old, timeouts_);
       bool reused = syn_only && old.tcp_state == TcpState::kClosed;
       if (stale || reused) {
-        emitFlowEnd(old, b.keys[i], t, stale ? FlowEndReason::kTimeout : FlowEndReason::kReused);
+        emitFlowEnd(p, old, b.keys[i], t,
+                    stale ? FlowEndReason::kTimeout : FlowEndReason::kReused);
         flows_->remove(p);
         if (stale) c_->flows_expired.add();
         p = -1;
@@ -516,6 +517,7 @@ void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t n
   ev->reason = v.reason;
   ev->verdict = v.verdict;
   ev->rule = v.rule;
+  ev->generation = v.generation;
   ev->ts_ns = now;
   ev->seq = v.seq;
   ev->flow_id = v.flow_id;
@@ -534,7 +536,8 @@ void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t n
   }
 }
 
-void Worker::emitFlowEnd(const FlowEntry& e, const FlowKey& k, uint64_t now, FlowEndReason why) {
+void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
+                         FlowEndReason why) {
   if (!events_ || !shared_.event_pool) return;
   void* obj = nullptr;
   if (rte_mempool_get(shared_.event_pool, &obj) != 0) {
@@ -552,7 +555,8 @@ void Worker::emitFlowEnd(const FlowEntry& e, const FlowKey& k, uint64_t now, Flo
   ev->rule = e.rule;
   ev->ts_ns = now;
   ev->flow_id = (static_cast<uint64_t>(opts_.id + 1) << 32) | e.flow_seq;
-  ev->first_seen_ns = e.first_seen_ns;
+  ev->first_seen_ns = flows_->cold(pos).first_seen_ns;
+  ev->generation = e.generation;
   ev->proto = k.proto;
   ev->ip_ver = k.ip_ver;
   ev->vlan = k.vlan;
@@ -574,8 +578,8 @@ void Worker::emitFlowEnd(const FlowEntry& e, const FlowKey& k, uint64_t now, Flo
 
 void Worker::age() {
   uint32_t expired = flows_->age(now_ns_, aging_slice_, timeouts_,
-                                 [&](int32_t, const FlowEntry& e, const FlowKey& k) {
-                                   emitFlowEnd(e, k, now_ns_, FlowEndReason::kTimeout);
+                                 [&](int32_t pos, const FlowEntry& e, const FlowKey& k) {
+                                   emitFlowEnd(pos, e, k, now_ns_, FlowEndReason::kTimeout);
                                  });
   if (expired) {
     c_->flows_expired.add(expired);
@@ -612,8 +616,8 @@ bool Worker::drainFragments(uint32_t budget) {
 }
 
 bool Worker::endFlows(uint32_t budget) {
-  flows_->age(UINT64_MAX, budget, timeouts_, [&](int32_t, const FlowEntry& e, const FlowKey& k) {
-    emitFlowEnd(e, k, now_ns_, FlowEndReason::kShutdown);
+  flows_->age(UINT64_MAX, budget, timeouts_, [&](int32_t pos, const FlowEntry& e, const FlowKey& k) {
+    emitFlowEnd(pos, e, k, now_ns_, FlowEndReason::kShutdown);
   });
   return flows_->size() == 0;
 }

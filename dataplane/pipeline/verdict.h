@@ -53,7 +53,7 @@ const char* verdictName(Verdict v);
 enum Side : uint8_t { kSideA = 0, kSideB = 1 };
 inline const char* sideName(uint8_t s) { return s == kSideA ? "A" : "B"; }
 
-constexpr uint16_t kNoRule = 0xffff;
+constexpr uint32_t kNoRule = 0xffffffffu;
 constexpr uint16_t kNoBackend = 0xffff;
 
 // What happened to one packet (replay --verdicts, Explain, tests).
@@ -65,7 +65,7 @@ struct PacketVerdict {
   Stage stage = Stage::kNone;        // stage that decided (kNone: passed every stage)
   DropReason reason = DropReason::kNone;
   uint8_t in_side = kSideA;
-  uint16_t rule = kNoRule;
+  uint32_t rule = kNoRule;     // rule index in the judging snapshot's stage
   uint16_t backend = kNoBackend;
   bool flow_new = false;
 };

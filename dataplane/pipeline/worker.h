@@ -107,7 +107,8 @@ class Worker {
   void refreshSnapshot();
   void applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);
-  void emitFlowEnd(const FlowEntry& e, const FlowKey& k, uint64_t now, FlowEndReason why);
+  void emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
+                   FlowEndReason why);
   void releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now);
   uint64_t packetTime(rte_mbuf* m) const;
   void age();

@@ -212,13 +212,14 @@ TEST(FlowTableTest, InsertLookupRemove) {
   EXPECT_EQ(t->size(), 1u);
   EXPECT_EQ(t->lookup(k), pos);
   const FlowEntry& e = t->entry(pos);
-  EXPECT_EQ(e.first_seen_ns, 5 * kSec);
+  EXPECT_EQ(t->cold(pos).first_seen_ns, 5 * kSec);
   EXPECT_EQ(e.last_seen_ns, 5 * kSec);
   EXPECT_EQ(e.proto, 6);
   EXPECT_EQ(e.flags, kFlowInUse);
   EXPECT_EQ(e.tcp_state, TcpState::kNone);
   EXPECT_EQ(e.verdict, 0);
-  EXPECT_EQ(e.rule, 0xffff);
+  EXPECT_EQ(e.rule, ~0u);
+  EXPECT_EQ(e.backend, 0xffff);
   EXPECT_EQ(e.packets[0] + e.packets[1] + e.bytes[0] + e.bytes[1], 0u);
   ASSERT_NE(t->keyAt(pos), nullptr);
   EXPECT_TRUE(sameKey(*t->keyAt(pos), k));
@@ -227,7 +228,7 @@ TEST(FlowTableTest, InsertLookupRemove) {
   t->entry(pos).packets[0] = 7;
   EXPECT_EQ(t->insert(k, 9 * kSec), pos);
   EXPECT_EQ(t->entry(pos).packets[0], 7u);
-  EXPECT_EQ(t->entry(pos).first_seen_ns, 5 * kSec);
+  EXPECT_EQ(t->cold(pos).first_seen_ns, 5 * kSec);
   EXPECT_EQ(t->size(), 1u);
 
   t->remove(pos);
@@ -240,7 +241,7 @@ TEST(FlowTableTest, InsertLookupRemove) {
 
   int32_t again = t->insert(k, 10 * kSec);
   ASSERT_GE(again, 0);
-  EXPECT_EQ(t->entry(again).first_seen_ns, 10 * kSec);
+  EXPECT_EQ(t->cold(again).first_seen_ns, 10 * kSec);
   EXPECT_EQ(t->entry(again).packets[0], 0u);
   EXPECT_EQ(t->size(), 1u);
 }
