@@ -10,7 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "rules/compile/config_errors.h"
+#include "rules/compiled/firewall.h"
 #include "rules/model/dataplane_settings.h"
+#include "rules/model/firewall.h"
 
 namespace dpu::rules {
 
@@ -18,12 +20,15 @@ namespace dpu::rules {
 struct ConfigModel {
   uint64_t version = 0;
   DataplaneSettings dataplane;
+  FirewallModel firewall;
 };
 
 struct Snapshot {
   uint32_t generation = 0;   // increases by one per publish; recorded per packet
   uint64_t config_version = 0;
   DataplaneSettings dataplane;
+  // Shared between consecutive snapshots when the firewall section did not change.
+  std::shared_ptr<const CompiledFirewall> firewall;
 };
 
 // Validates `model` (every field, errors name the field) and compiles it into a snapshot.
