@@ -9,19 +9,6 @@
 #include "dataplane/flow/tcp_state.h"
 
 namespace dpu::ctl {
-namespace {
-
-std::string isoTime(int64_t ns) {
-  time_t sec = static_cast<time_t>(ns / 1000000000ll);
-  int64_t us = (ns % 1000000000ll) / 1000;
-  std::tm tm{};
-  gmtime_r(&sec, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  return absl::StrFormat("%s.%06dZ", buf, us);
-}
-
-}  // namespace
 
 v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns) {
   v1::Event ev;
@@ -60,7 +47,7 @@ v1::Event configEvent(uint64_t version, uint32_t generation, int64_t now_unix_ns
   ev.set_timestamp_unix_ns(now_unix_ns);
   ev.set_type("config");
   ev.set_config_version(version);
-  ev.set_json(absl::StrCat("{\"timestamp\":\"", isoTime(now_unix_ns),
+  ev.set_json(absl::StrCat("{\"timestamp\":\"", isoTime(static_cast<uint64_t>(now_unix_ns)),
                            "\",\"event_type\":\"config\",\"config\":{\"version\":", version,
                            ",\"generation\":", generation, "}}"));
   return ev;

@@ -11,6 +11,11 @@
 namespace dpu::ctl {
 namespace {
 
+
+std::string jsonStrOrNull(const char* s) { return s ? absl::StrCat("\"", s, "\"") : "null"; }
+
+}  // namespace
+
 std::string isoTime(uint64_t ns) {
   time_t sec = static_cast<time_t>(ns / 1000000000ull);
   uint64_t us = (ns % 1000000000ull) / 1000;
@@ -20,10 +25,6 @@ std::string isoTime(uint64_t ns) {
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
   return absl::StrFormat("%s.%06uZ", buf, us);
 }
-
-std::string jsonStrOrNull(const char* s) { return s ? absl::StrCat("\"", s, "\"") : "null"; }
-
-}  // namespace
 
 std::string ipToString(const dp::IpAddr& a, uint8_t ip_ver) {
   char buf[INET6_ADDRSTRLEN] = {0};

@@ -43,6 +43,8 @@ std::string verdictJson(const dp::PacketVerdict& v);
 std::string eventJson(const dp::Event& e, int64_t wall_offset_ns);
 
 std::string ipToString(const dp::IpAddr& a, uint8_t ip_ver);
+// RFC 3339 UTC with microseconds: 2024-01-02T03:04:05.123456Z.
+std::string isoTime(uint64_t unix_ns);
 std::string protoName(uint8_t proto);
 
 }  // namespace dpu::ctl
