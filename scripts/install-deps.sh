@@ -4,10 +4,11 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libdpdk-dev dpdk-dev dpdk            # DPDK 22.11: libraries, PMDs, dpdk-testpmd, dpdk-test-acl
-  libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin
+  libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin nlohmann-json3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
   python3 python3-scapy tcpdump iproute2 ethtool
+  clang libclang-rt-14-dev             # scripts/fuzz: libFuzzer + ASan/UBSan runtimes for clang 14
 )
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi

@@ -3,6 +3,8 @@
 #include <google/protobuf/util/field_mask_util.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <random>
 
 #include "absl/strings/ascii.h"
@@ -11,6 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "control/api/build_info.h"
 #include "control/api/frame_builder.h"
+#include "control/config/config_loader.h"
+#include "rules/compile/firewall_parsers.h"
+#include "rules/compile/geoip_db.h"
 
 namespace dpu::ctl {
 namespace {
@@ -408,6 +413,231 @@ grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRe
     step->set_detail(st.detail);
   }
   resp->set_summary(r.summary);
+  return grpc::Status::OK;
+}
+
+// --- firewall and GeoIP ------------------------------------------------------------------
+
+namespace {
+
+int findInlineRule(const v1::ApplianceConfig& doc, const std::string& id) {
+  const auto& rules = doc.firewall().rules();
+  for (int i = 0; i < rules.size(); ++i) {
+    if (rules[i].id() == id) return i;
+  }
+  return -1;
+}
+
+v1::FirewallAction apiAction(rules::FwAction a) {
+  switch (a) {
+    case rules::FwAction::kAllow: return v1::ALLOW;
+    case rules::FwAction::kDeny: return v1::DENY;
+    case rules::FwAction::kReject: return v1::REJECT;
+  }
+  return v1::ACTION_DEFAULT;
+}
+
+}  // namespace
+
+grpc::Status ApplianceService::updateWith(
+    const std::function<absl::Status(v1::ApplianceConfig&)>& mutate, uint64_t expected_version,
+    bool force, v1::ApplyConfigResponse* resp) {
+  ApplyError err;
+  auto r = config_->update(mutate, expected_version, force, &err);
+  if (!r.ok()) {
+    if (err.status.ok()) err.status = r.status();
+    return applyErrorToGrpc(err);
+  }
+  fillApplyResponse(*r, resp);
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::AddFirewallRule(grpc::ServerContext*,
+                                               const v1::AddFirewallRuleRequest* req,
+                                               v1::ApplyConfigResponse* resp) {
+  if (!req->has_rule()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rule: missing");
+  }
+  const v1::FirewallRule& rule = req->rule();
+  if (absl::Status st = rules::checkRuleId(rule.id()); !st.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("rule.id: ", st.message()));
+  }
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    auto* list = doc.mutable_firewall()->mutable_rules();
+    const int n = list->size();
+    if (int i = findInlineRule(doc, rule.id()); i >= 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("firewall.rules[", i, "] already has id '", rule.id(), "'"));
+    }
+    int pos = n;
+    switch (req->position_case()) {
+      case v1::AddFirewallRuleRequest::kIndex:
+        if (req->index() > static_cast<uint32_t>(n)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "index: ", req->index(), " is beyond the end of firewall.rules (", n, " rules)"));
+        }
+        pos = static_cast<int>(req->index());
+        break;
+      case v1::AddFirewallRuleRequest::kBeforeId:
+      case v1::AddFirewallRuleRequest::kAfterId: {
+        const bool before = req->position_case() == v1::AddFirewallRuleRequest::kBeforeId;
+        const std::string& ref = before ? req->before_id() : req->after_id();
+        int i = findInlineRule(doc, ref);
+        if (i < 0) {
+          return absl::NotFoundError(absl::StrCat(before ? "before_id" : "after_id",
+                                                  ": no rule with id '", ref,
+                                                  "' in firewall.rules"));
+        }
+        pos = before ? i : i + 1;
+        break;
+      }
+      default:
+        break;
+    }
+    *list->Add() = rule;
+    for (int i = n; i > pos; --i) list->SwapElements(i, i - 1);
+    return absl::OkStatus();
+  };
+  return updateWith(mutate, req->expected_version(), req->force(), resp);
+}
+
+grpc::Status ApplianceService::RemoveFirewallRule(grpc::ServerContext*,
+                                                  const v1::RemoveFirewallRuleRequest* req,
+                                                  v1::ApplyConfigResponse* resp) {
+  if (req->id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "id: required");
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    int i = findInlineRule(doc, req->id());
+    if (i >= 0) {
+      doc.mutable_firewall()->mutable_rules()->DeleteSubrange(i, 1);
+      return absl::OkStatus();
+    }
+    // A rule of a rule file cannot be removed here: say where it is.
+    ModelDetails details;
+    if (toModel(doc, nullptr, &details).ok()) {
+      for (const rules::FirewallRuleSpec& s : details.firewall_rules) {
+        if (s.id == req->id() && !s.file.empty()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "rule '", req->id(), "' comes from the rule file ", s.file, ":", s.line,
+              "; edit the file (or remove it from firewall.rule_files) and apply again"));
+        }
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("no rule with id '", req->id(), "'"));
+  };
+  return updateWith(mutate, req->expected_version(), req->force(), resp);
+}
+
+grpc::Status ApplianceService::ListFirewallRules(grpc::ServerContext*,
+                                                 const v1::ListFirewallRulesRequest*,
+                                                 v1::ListFirewallRulesResponse* resp) {
+  auto view = config_->firewallView();
+  if (!view.ok()) return toGrpc(view.status());
+  const rules::CompiledFirewall& fw = *view->compiled;
+  resp->set_config_version(view->version);
+  std::map<std::string, const rules::FirewallRuleSpec*> by_id;
+  for (const auto& s : view->rules) by_id.emplace(s.id, &s);
+  std::map<std::string, dp::RuleCounters> counters;
+  for (auto& c : plane_->ruleCounters()) counters.emplace(c.id, c);
+  std::vector<uint64_t> entries(fw.rules.size(), 0);
+  for (const auto* list : {&fw.v4, &fw.v6}) {
+    for (const rules::AclEntry& e : *list) {
+      if (e.rule < entries.size()) ++entries[e.rule];
+    }
+  }
+  for (size_t rank = 0; rank < fw.rules.size(); ++rank) {
+    const rules::FwRuleInfo& info = fw.rules[rank];
+    v1::FirewallRuleStatus* st = resp->add_rules();
+    if (auto it = by_id.find(info.id); it != by_id.end()) {
+      *st->mutable_rule() = protoFromSpec(*it->second);
+      st->set_source(it->second->file.empty()
+                         ? std::string("config")
+                         : absl::StrCat(it->second->file, ":", it->second->line));
+    } else {
+      st->mutable_rule()->set_id(info.id);
+      st->mutable_rule()->set_priority(info.priority);
+      st->mutable_rule()->set_action(apiAction(info.action));
+      st->mutable_rule()->set_description(info.description);
+    }
+    st->set_rank(static_cast<uint32_t>(rank));
+    st->set_acl_entries(entries[rank]);
+    if (auto it = counters.find(info.id); it != counters.end()) {
+      st->set_packets(it->second.packets);
+      st->set_bytes(it->second.bytes);
+      st->set_flows(it->second.flows);
+      if (it->second.last_hit_ns) {
+        st->set_last_hit_unix_ns(static_cast<int64_t>(it->second.last_hit_ns) +
+                                 opts_.wall_offset_ns);
+      }
+    }
+  }
+  resp->set_default_a_to_b(apiAction(fw.default_action[0]));
+  resp->set_default_b_to_a(apiAction(fw.default_action[1]));
+  resp->set_keep_established_on_change(!fw.reevaluate_on_change);
+  resp->set_geoip_database(fw.geoip_database);
+  resp->set_acl_entries_v4(fw.v4.size());
+  resp->set_acl_entries_v6(fw.v6.size());
+  for (const auto& cc : fw.countries) resp->add_countries(rules::countryString(cc));
+  return grpc::Status::OK;
+}
+
+grpc::Status ApplianceService::SetGeoipDatabase(grpc::ServerContext*,
+                                                const v1::SetGeoipDatabaseRequest* req,
+                                                v1::ApplyConfigResponse* resp) {
+  std::string path = req->path();
+  if (!path.empty()) {
+    // Stored absolute: the document must mean the same file whatever reads it later.
+    std::error_code ec;
+    std::filesystem::path abs = std::filesystem::absolute(path, ec);
+    if (!ec) path = abs.lexically_normal().string();
+    // Checked before anything changes (and again, with the whole document, by the apply).
+    if (absl::Status st = rules::checkGeoipDatabase(path); !st.ok()) {
+      return toGrpc(absl::Status(st.code(), absl::StrCat("path: ", st.message())));
+    }
+  }
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    if (path.empty()) {
+      doc.clear_geoip();
+    } else {
+      doc.mutable_geoip()->set_database(path);
+    }
+    return absl::OkStatus();
+  };
+  return updateWith(mutate, req->expected_version(), req->force(), resp);
+}
+
+grpc::Status ApplianceService::LookupCountry(grpc::ServerContext*,
+                                             const v1::LookupCountryRequest* req,
+                                             v1::LookupCountryResponse* resp) {
+  auto addr = rules::parseAddress(req->ip());
+  if (!addr.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("ip: ", addr.status().message()));
+  }
+  std::string path = req->database();
+  if (path.empty()) path = config_->current().geoip().database();
+  if (path.empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "no GeoIP database is configured (geoip.database); set one "
+                        "(SetGeoipDatabase) or name one in 'database'");
+  }
+  auto db = rules::GeoipDb::open(path);
+  if (!db.ok()) return toGrpc(db.status());
+  auto r = (*db)->lookup(*addr);
+  if (!r.ok()) return toGrpc(r.status());
+  resp->set_ip(rules::formatPrefix(*addr, true));
+  resp->set_found(r->found);
+  resp->set_country(r->country);
+  resp->set_registered_country(r->registered_country);
+  if (r->found) resp->set_network(rules::formatPrefix(r->network));
+  resp->set_database(path);
+  resp->set_database_type((*db)->databaseType());
+  resp->set_database_build_epoch((*db)->buildEpoch());
+  if (r->country.size() == 2) {
+    if (auto view = config_->firewallView(); view.ok() && view->compiled) {
+      resp->set_country_index(view->compiled->countryIndex(r->country.c_str()));
+    }
+  }
   return grpc::Status::OK;
 }
 

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -29,6 +30,8 @@ namespace dpu::ctl {
 
 struct ServiceOptions {
   std::string state_dir;  // reported by GetStatus
+  // Added to dataplane times (rule counters' last hit) to get Unix time (as EventHubOptions).
+  int64_t wall_offset_ns = 0;
 };
 
 class ApplianceService final : public v1::Appliance::Service {
@@ -61,9 +64,24 @@ class ApplianceService final : public v1::Appliance::Service {
                            grpc::ServerWriter<v1::Event>* writer) override;
   grpc::Status Explain(grpc::ServerContext* ctx, const v1::ExplainRequest* req,
                        v1::ExplainResponse* resp) override;
+  grpc::Status AddFirewallRule(grpc::ServerContext* ctx, const v1::AddFirewallRuleRequest* req,
+                               v1::ApplyConfigResponse* resp) override;
+  grpc::Status RemoveFirewallRule(grpc::ServerContext* ctx,
+                                  const v1::RemoveFirewallRuleRequest* req,
+                                  v1::ApplyConfigResponse* resp) override;
+  grpc::Status ListFirewallRules(grpc::ServerContext* ctx,
+                                 const v1::ListFirewallRulesRequest* req,
+                                 v1::ListFirewallRulesResponse* resp) override;
+  grpc::Status SetGeoipDatabase(grpc::ServerContext* ctx, const v1::SetGeoipDatabaseRequest* req,
+                                v1::ApplyConfigResponse* resp) override;
+  grpc::Status LookupCountry(grpc::ServerContext* ctx, const v1::LookupCountryRequest* req,
+                             v1::LookupCountryResponse* resp) override;
 
  private:
   void fillStats(v1::Stats* out) const;
+  // ConfigManager::update with `mutate`, answered like UpdateConfig.
+  grpc::Status updateWith(const std::function<absl::Status(v1::ApplianceConfig&)>& mutate,
+                          uint64_t expected_version, bool force, v1::ApplyConfigResponse* resp);
   // Sleeps up to `d`; false when the call was cancelled or the server is shutting down.
   bool waitFor(grpc::ServerContext* ctx, std::chrono::milliseconds d);
 

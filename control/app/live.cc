@@ -83,7 +83,8 @@ absl::Status runLive(const LiveOptions& o) {
   }
   // The dataplane needs its first snapshot before the manager can be bound to it; this
   // manager only compiles (it never applies).
-  auto snap = ConfigManager(store.get(), nullptr).compileCurrent();
+  ConfigManager boot(store.get(), nullptr);
+  auto snap = boot.compileCurrent();
   if (!snap.ok()) return snap.status();
 
   std::vector<std::string> eal = {"dpu-appliance"};
@@ -104,6 +105,7 @@ absl::Status runLive(const LiveOptions& o) {
   if (!dpr.ok()) return dpr.status();
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
   ConfigManager manager(store.get(), plane.get());
+  manager.inheritCompiled(boot);  // the first apply shares the running compiled firewall
 
   // Events carry TSC-based nanoseconds; this offset turns them into wall-clock time.
   timespec now{};
@@ -121,6 +123,7 @@ absl::Status runLive(const LiveOptions& o) {
   if (!st.ok()) return st;
   ServiceOptions sopts;
   sopts.state_dir = store->stateDir();
+  sopts.wall_offset_ns = wall_offset;
   ApplianceService service(&manager, plane.get(), &hub, sopts);
 
   std::signal(SIGINT, onSignal);

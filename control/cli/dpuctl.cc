@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "control/cli/cli_format.h"
+#include "control/cli/fw_format.h"
 #include "control/config/config_loader.h"
 #include "proto/appliance_api.grpc.pb.h"
 
@@ -59,6 +61,13 @@ commands:
   events [--types drop,flow,config] [--count N] [--buffer N]
   explain (--frame-hex HEX | --src IP --dst IP --proto P [--sport N] [--dport N]
            [--flags F] [--vlan N] [--payload TEXT]) [--side A|B]
+  fw list                                   firewall rules in evaluation order, with counters
+  fw add "RULE" [--index N | --before ID | --after ID] [--expected-version N | --force]
+  fw remove ID [--expected-version N | --force]
+  fw load FILE [--expected-version N | --force]
+  geo set FILE.mmdb [--expected-version N | --force]
+  geo clear [--expected-version N | --force]
+  geo lookup IP [--database FILE.mmdb]
 
 'dpuctl <command> --help' shows each command's options and examples.
 
@@ -70,6 +79,7 @@ examples:
   dpuctl status
   dpuctl --server 127.0.0.1:50051 --tls-ca ca.pem --tls-cert me.pem --tls-key me.key status
   dpuctl config set dataplane.non_ip=DROP
+  dpuctl fw add "deny tcp any any -> 192.0.2.0/24 22 prio 10 id ssh-block"
 )";
 
 constexpr const char* kStatusHelp = R"(usage: dpuctl status
@@ -150,6 +160,57 @@ examples:
   dpuctl explain --src 10.0.0.1 --dst 10.0.0.2 --proto tcp --sport 40000 --dport 443 --flags S
   dpuctl explain --src 2001:db8::1 --dst 2001:db8::2 --proto udp --sport 5353 --dport 53
   dpuctl explain --frame-hex ffffffffffff020000000001080600010800060400010200000000010a0000010000000000000a000002
+)";
+
+constexpr const char* kFwHelp = R"(usage:
+  dpuctl fw list
+      Every firewall rule of the running configuration in evaluation order (priority, then
+      order: inline rules, then rule files): id, action, priority, packets, bytes, flows,
+      last hit, ACL entries, where it comes from, and the match. --json prints the API
+      message.
+  dpuctl fw add "RULE" [--index N | --before ID | --after ID] [--expected-version N | --force]
+      Adds one rule to firewall.rules, in the syntax of text rule files:
+        ACTION PROTO SRC SPORT -> DST DPORT [prio N] [id ID] [dir a->b|b->a|both]
+               [vlan N] [src-country CC,..] [dst-country CC,..] [desc "text"]
+      ACTION allow|deny|reject; PROTO tcp,udp,icmp,icmpv6,sctp,gre,0..255 or any; SRC/DST
+      prefixes, addresses, @set or any; ports "80", "1024-65535" or any (lists are
+      comma-separated). The id is required. Quote the rule: '->' means a redirection to
+      the shell. The rule goes last unless --index (0 = first), --before or --after (an
+      inline rule's id) says otherwise; order only matters between equal priorities.
+  dpuctl fw remove ID [--expected-version N | --force]
+      Removes the inline rule ID. Rules of rule files are edited in their file.
+  dpuctl fw load FILE [--expected-version N | --force]
+      Replaces the rule set with FILE's rules (a text rule file, or JSON for *.json): they
+      become firewall.rules, and firewall.rule_files is cleared. IP sets, defaults and the
+      GeoIP database are kept. The file is read here, on the client.
+
+Without --expected-version or --force, changes are based on the version read just before
+(exit 3 if someone commits in between).
+
+examples:
+  dpuctl fw list
+  dpuctl fw add "deny tcp any any -> 192.0.2.0/24 22 prio 10 id ssh-block"
+  dpuctl fw add "allow udp 10.0.0.0/8 any -> any 53 id dns" --before ssh-block
+  dpuctl fw add "reject tcp any any -> any any src-country RU,KP id geo-block prio 5"
+  dpuctl fw remove ssh-block
+  dpuctl fw load /etc/dpu/rules.txt
+)";
+
+constexpr const char* kGeoHelp = R"(usage:
+  dpuctl geo set FILE.mmdb [--expected-version N | --force]
+      Uses FILE.mmdb (a MaxMind DB with country data, e.g. GeoLite2-Country) for country
+      rules: the appliance opens and checks it before anything changes. A relative path is
+      made absolute here (the file must be on the appliance's host).
+  dpuctl geo clear [--expected-version N | --force]
+      Removes the database (rules with countries then make the configuration invalid).
+  dpuctl geo lookup IP [--database FILE.mmdb]
+      The country of IP in the configured database (or FILE.mmdb), the database network
+      that holds it, and its index in the running firewall.
+
+examples:
+  dpuctl geo set /var/lib/GeoIP/GeoLite2-Country.mmdb
+  dpuctl geo lookup 81.2.69.142
+  dpuctl --json geo lookup 2001:db8::1
 )";
 
 struct Global {
@@ -653,6 +714,229 @@ int cmdExplain(Client& c, const std::vector<std::string>& a) {
   return kOk;
 }
 
+// Consumes the version options of fw / geo commands; the rest are positional or other
+// options (returned in `rest`). Prints usage (rc 2) on a bad option.
+bool fwOptions(const std::vector<std::string>& a, size_t from, const char* help, VersionOpts& v,
+               std::vector<std::string>* rest, int* rc) {
+  for (size_t i = from; i < a.size(); ++i) {
+    std::string err;
+    if (versionOpt(a, i, v, &err)) {
+      if (!err.empty()) {
+        *rc = usage(err, help);
+        return false;
+      }
+      continue;
+    }
+    rest->push_back(a[i]);
+  }
+  if (v.force && v.have_expected) {
+    *rc = usage("--expected-version and --force exclude each other", help);
+    return false;
+  }
+  return true;
+}
+
+// Failure of a firewall change; errors about firewall.rules[i] also name the rule file
+// line the rule came from (fw load).
+int fwFail(const Global& g, const std::string& what, const grpc::Status& st,
+           const std::string& file = "", const std::vector<int>& lines = {}) {
+  if (file.empty() || st.error_code() != grpc::INVALID_ARGUMENT) return rpcFail(g, what, st);
+  std::fprintf(stderr, "dpuctl: %s failed: %s: %s\n", what.c_str(), codeName(st.error_code()),
+               st.error_message().c_str());
+  for (const auto& e : dpu::cli::configErrorsFromStatus(st)) {
+    std::string where;
+    const std::string prefix = "firewall.rules[";
+    if (e.field().rfind(prefix, 0) == 0) {
+      size_t idx = 0;
+      if (absl::SimpleAtoi(e.field().substr(prefix.size(),
+                                            e.field().find(']') - prefix.size()),
+                           &idx) &&
+          idx < lines.size()) {
+        where = absl::StrCat(" (", file, ":", lines[idx], ")");
+      }
+    }
+    std::fprintf(stderr, "  error: %s%s\n", dpu::cli::formatConfigError(e).c_str(),
+                 where.c_str());
+  }
+  return kInvalid;
+}
+
+int printApply(const Client& c, const dpu::v1::ApplyConfigResponse& resp) {
+  std::fputs(c.global().json ? dpu::cli::toJson(resp, true).c_str()
+                             : dpu::cli::formatApply(resp).c_str(),
+             stdout);
+  return kOk;
+}
+
+int cmdFw(Client& c, const std::vector<std::string>& a) {
+  if (a.empty()) return usage("fw: which one? list, add, remove or load", kFwHelp);
+  if (wantsHelp(a)) return std::fputs(kFwHelp, stdout), kOk;
+  const std::string sub = a[0];
+  if (sub == "list") {
+    if (a.size() != 1) return usage("fw list: unexpected argument '" + a[1] + "'", kFwHelp);
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    dpu::v1::ListFirewallRulesResponse resp;
+    grpc::Status st =
+        c.stub().ListFirewallRules(&ctx, dpu::v1::ListFirewallRulesRequest(), &resp);
+    if (!st.ok()) return rpcFail(c.global(), "fw list", st);
+    std::fputs(c.global().json ? dpu::cli::toJson(resp, true).c_str()
+                               : dpu::cli::formatFirewallRules(resp).c_str(),
+               stdout);
+    return kOk;
+  }
+  if (sub != "add" && sub != "remove" && sub != "load") {
+    return usage("fw: unknown subcommand '" + sub + "'", kFwHelp);
+  }
+  VersionOpts v;
+  std::vector<std::string> rest;
+  int rc = kOk;
+  if (!fwOptions(a, 1, kFwHelp, v, &rest, &rc)) return rc;
+  dpu::v1::ApplyConfigResponse resp;
+  if (sub == "add") {
+    dpu::v1::AddFirewallRuleRequest req;
+    std::vector<std::string> words;
+    for (size_t i = 0; i < rest.size(); ++i) {
+      const std::string& o = rest[i];
+      if (o == "--index" || o == "--before" || o == "--after") {
+        if (req.position_case() != dpu::v1::AddFirewallRuleRequest::POSITION_NOT_SET) {
+          return usage("fw add: give one of --index, --before, --after", kFwHelp);
+        }
+        uint32_t n = 0;
+        if (i + 1 >= rest.size()) return usage("fw add: " + o + " needs a value", kFwHelp);
+        const std::string& val = rest[++i];
+        if (o == "--index") {
+          if (!absl::SimpleAtoi(val, &n)) return usage("fw add: --index needs a number", kFwHelp);
+          req.set_index(n);
+        } else if (o == "--before") {
+          req.set_before_id(val);
+        } else {
+          req.set_after_id(val);
+        }
+      } else if (o.size() > 2 && o.rfind("--", 0) == 0) {
+        return usage("fw add: unknown option '" + o + "'", kFwHelp);
+      } else {
+        words.push_back(o);
+      }
+    }
+    if (words.empty()) return usage("fw add: give the rule, e.g. \"deny tcp any any -> any 22 id ssh\"", kFwHelp);
+    std::string text;
+    for (const auto& w : words) absl::StrAppend(&text, text.empty() ? "" : " ", w);
+    auto rule = dpu::cli::firewallRuleFromText(text);
+    if (!rule.ok()) {
+      std::fprintf(stderr, "dpuctl: fw add: %s\n", std::string(rule.status().message()).c_str());
+      return kInvalid;
+    }
+    if ((rc = resolveExpected(c, v)) != kOk) return rc;
+    *req.mutable_rule() = *rule;
+    req.set_expected_version(v.expected);
+    req.set_force(v.force);
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    grpc::Status st = c.stub().AddFirewallRule(&ctx, req, &resp);
+    if (!st.ok()) return rpcFail(c.global(), "fw add", st);
+    return printApply(c, resp);
+  }
+  if (sub == "remove") {
+    if (rest.size() != 1 || rest[0].rfind("--", 0) == 0) {
+      return usage("fw remove: give exactly one rule ID", kFwHelp);
+    }
+    if ((rc = resolveExpected(c, v)) != kOk) return rc;
+    dpu::v1::RemoveFirewallRuleRequest req;
+    req.set_id(rest[0]);
+    req.set_expected_version(v.expected);
+    req.set_force(v.force);
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    grpc::Status st = c.stub().RemoveFirewallRule(&ctx, req, &resp);
+    if (!st.ok()) return rpcFail(c.global(), "fw remove", st);
+    return printApply(c, resp);
+  }
+  // load
+  if (rest.size() != 1 || rest[0].rfind("--", 0) == 0) {
+    return usage("fw load: give exactly one FILE", kFwHelp);
+  }
+  const std::string& file = rest[0];
+  std::vector<std::string> errors;
+  std::vector<int> lines;
+  auto rules = dpu::cli::firewallRulesFromFile(file, &errors, &lines);
+  if (!rules.ok()) {
+    std::fprintf(stderr, "dpuctl: fw load: %s\n", std::string(rules.status().message()).c_str());
+    return rules.status().code() == absl::StatusCode::kNotFound ? kFailed : kInvalid;
+  }
+  if ((rc = resolveExpected(c, v)) != kOk) return rc;
+  dpu::v1::UpdateConfigRequest req;
+  for (auto& r : *rules) *req.mutable_config()->mutable_firewall()->add_rules() = std::move(r);
+  req.mutable_update_mask()->add_paths("firewall.rules");
+  req.mutable_update_mask()->add_paths("firewall.rule_files");
+  req.set_expected_version(v.expected);
+  req.set_force(v.force);
+  grpc::ClientContext ctx;
+  c.unary(&ctx);
+  grpc::Status st = c.stub().UpdateConfig(&ctx, req, &resp);
+  if (!st.ok()) return fwFail(c.global(), "fw load", st, file, lines);
+  if (!c.global().json) {
+    std::printf("%s: %zu rule(s) loaded\n", file.c_str(), lines.size());
+  }
+  return printApply(c, resp);
+}
+
+int cmdGeo(Client& c, const std::vector<std::string>& a) {
+  if (a.empty()) return usage("geo: which one? set, clear or lookup", kGeoHelp);
+  if (wantsHelp(a)) return std::fputs(kGeoHelp, stdout), kOk;
+  const std::string sub = a[0];
+  if (sub == "lookup") {
+    dpu::v1::LookupCountryRequest req;
+    for (size_t i = 1; i < a.size(); ++i) {
+      if (a[i] == "--database") {
+        if (i + 1 >= a.size()) return usage("geo lookup: --database needs a FILE", kGeoHelp);
+        std::error_code ec;
+        auto abs = std::filesystem::absolute(a[++i], ec);
+        req.set_database(ec ? a[i] : abs.lexically_normal().string());
+      } else if (a[i].rfind("--", 0) == 0 || !req.ip().empty()) {
+        return usage("geo lookup: bad argument '" + a[i] + "'", kGeoHelp);
+      } else {
+        req.set_ip(a[i]);
+      }
+    }
+    if (req.ip().empty()) return usage("geo lookup: give an IP address", kGeoHelp);
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    dpu::v1::LookupCountryResponse resp;
+    grpc::Status st = c.stub().LookupCountry(&ctx, req, &resp);
+    if (!st.ok()) return rpcFail(c.global(), "geo lookup", st);
+    std::fputs(c.global().json ? dpu::cli::toJson(resp, true).c_str()
+                               : dpu::cli::formatLookupCountry(resp).c_str(),
+               stdout);
+    return kOk;
+  }
+  if (sub != "set" && sub != "clear") return usage("geo: unknown subcommand '" + sub + "'", kGeoHelp);
+  VersionOpts v;
+  std::vector<std::string> rest;
+  int rc = kOk;
+  if (!fwOptions(a, 1, kGeoHelp, v, &rest, &rc)) return rc;
+  dpu::v1::SetGeoipDatabaseRequest req;
+  if (sub == "set") {
+    if (rest.size() != 1 || rest[0].empty() || rest[0].rfind("--", 0) == 0) {
+      return usage("geo set: give exactly one FILE.mmdb", kGeoHelp);
+    }
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(rest[0], ec);
+    req.set_path(ec ? rest[0] : abs.lexically_normal().string());
+  } else if (!rest.empty()) {
+    return usage("geo clear: unexpected argument '" + rest[0] + "'", kGeoHelp);
+  }
+  if ((rc = resolveExpected(c, v)) != kOk) return rc;
+  req.set_expected_version(v.expected);
+  req.set_force(v.force);
+  grpc::ClientContext ctx;
+  c.unary(&ctx);
+  dpu::v1::ApplyConfigResponse resp;
+  grpc::Status st = c.stub().SetGeoipDatabase(&ctx, req, &resp);
+  if (!st.ok()) return rpcFail(c.global(), "geo " + sub, st);
+  return printApply(c, resp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -708,5 +992,7 @@ int main(int argc, char** argv) {
   if (cmd == "stats") return run(cmdStats);
   if (cmd == "events") return run(cmdEvents);
   if (cmd == "explain") return run(cmdExplain);
+  if (cmd == "fw") return run(cmdFw);
+  if (cmd == "geo") return run(cmdGeo);
   return usage("unknown command '" + cmd + "'");
 }

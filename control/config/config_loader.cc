@@ -4,13 +4,18 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rules/compile/firewall_compiler.h"
+#include "rules/compile/geoip_db.h"
 
 namespace dpu::ctl {
 namespace {
@@ -76,11 +81,256 @@ absl::StatusOr<v1::ApplianceConfig> loadConfigFile(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
   std::stringstream ss;
   ss << in.rdbuf();
-  return parseConfig(ss.str(), formatForPath(path), path);
+  auto cfg = parseConfig(ss.str(), formatForPath(path), path);
+  if (cfg.ok()) resolveRelativePaths(&*cfg, std::filesystem::path(path).parent_path().string());
+  return cfg;
 }
 
+void resolveRelativePaths(v1::ApplianceConfig* cfg, const std::string& base_dir) {
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::absolute(
+      base_dir.empty() ? std::filesystem::path(".") : std::filesystem::path(base_dir), ec);
+  if (ec) return;  // no working directory: leave the paths as they are
+  auto fix = [&](std::string* p) {
+    if (p->empty() || (*p)[0] == '/') return;
+    *p = (base / *p).lexically_normal().string();
+  };
+  // Only sections that are present are touched (the document stays byte-identical
+  // otherwise).
+  if (cfg->has_firewall()) {
+    v1::FirewallConfig* fw = cfg->mutable_firewall();
+    for (std::string& f : *fw->mutable_rule_files()) fix(&f);
+    for (v1::IpSet& set : *fw->mutable_ip_sets()) fix(set.mutable_file());
+  }
+  if (cfg->has_geoip()) fix(cfg->mutable_geoip()->mutable_database());
+}
+
+rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& r, int index) {
+  rules::FirewallRuleSpec s;
+  s.syntax = rules::RuleSyntax::kConfig;
+  s.index = index;
+  s.id = r.id();
+  s.priority = r.priority();
+  switch (r.action()) {
+    case v1::ALLOW: s.action = rules::FwAction::kAllow; break;
+    case v1::DENY: s.action = rules::FwAction::kDeny; break;
+    case v1::REJECT: s.action = rules::FwAction::kReject; break;
+    default: break;  // unset (or unknown): "action required"
+  }
+  s.direction = r.direction() == v1::A_TO_B   ? rules::FwDirection::kAtoB
+                : r.direction() == v1::B_TO_A ? rules::FwDirection::kBtoA
+                                              : rules::FwDirection::kBoth;
+  s.protocols.assign(r.protocols().begin(), r.protocols().end());
+  s.src.assign(r.src().begin(), r.src().end());
+  s.dst.assign(r.dst().begin(), r.dst().end());
+  s.src_ports.assign(r.src_ports().begin(), r.src_ports().end());
+  s.dst_ports.assign(r.dst_ports().begin(), r.dst_ports().end());
+  if (r.has_vlan()) s.vlan = r.vlan();
+  s.src_countries.assign(r.src_countries().begin(), r.src_countries().end());
+  s.dst_countries.assign(r.dst_countries().begin(), r.dst_countries().end());
+  s.description = r.description();
+  return s;
+}
+
+v1::FirewallRule protoFromSpec(const rules::FirewallRuleSpec& s) {
+  v1::FirewallRule r;
+  r.set_id(s.id);
+  r.set_priority(s.priority);
+  if (s.action) {
+    r.set_action(*s.action == rules::FwAction::kAllow  ? v1::ALLOW
+                 : *s.action == rules::FwAction::kDeny ? v1::DENY
+                                                       : v1::REJECT);
+  }
+  r.set_direction(s.direction == rules::FwDirection::kAtoB   ? v1::A_TO_B
+                  : s.direction == rules::FwDirection::kBtoA ? v1::B_TO_A
+                                                             : v1::BOTH);
+  for (const auto& x : s.protocols) r.add_protocols(x);
+  for (const auto& x : s.src) r.add_src(x);
+  for (const auto& x : s.dst) r.add_dst(x);
+  for (const auto& x : s.src_ports) r.add_src_ports(x);
+  for (const auto& x : s.dst_ports) r.add_dst_ports(x);
+  if (s.vlan) r.set_vlan(*s.vlan);
+  for (const auto& x : s.src_countries) r.add_src_countries(x);
+  for (const auto& x : s.dst_countries) r.add_dst_countries(x);
+  r.set_description(s.description);
+  return r;
+}
+
+namespace {
+
+rules::ConfigError fwError(std::string field, std::string reason, std::string section = "firewall") {
+  rules::ConfigError e;
+  e.section = std::move(section);
+  e.field = std::move(field);
+  e.reason = std::move(reason);
+  return e;
+}
+
+bool actionOr(v1::FirewallAction a, rules::FwAction* out) {
+  switch (a) {
+    case v1::ACTION_DEFAULT: *out = rules::FwAction::kAllow; return true;
+    case v1::ALLOW: *out = rules::FwAction::kAllow; return true;
+    case v1::DENY: *out = rules::FwAction::kDeny; return true;
+    case v1::REJECT: *out = rules::FwAction::kReject; return true;
+    default: return false;
+  }
+}
+
+// The firewall and geoip sections into m->firewall; errors appended.
+void firewallToModel(const v1::ApplianceConfig& cfg, rules::FirewallModel* fw,
+                     rules::ConfigErrorList& errors, ModelDetails* details) {
+  const v1::FirewallConfig& fc = cfg.firewall();
+  const size_t before = errors.size();
+  for (auto [field, value, out] :
+       {std::tuple{"firewall.default_a_to_b", fc.default_a_to_b(), &fw->default_a_to_b},
+        std::tuple{"firewall.default_b_to_a", fc.default_b_to_a(), &fw->default_b_to_a}}) {
+    if (!actionOr(value, out)) {
+      errors.push_back(fwError(field, absl::StrCat(static_cast<int>(value),
+                                                   " is not an action (ALLOW, DENY or REJECT)")));
+    }
+  }
+  fw->reevaluate_on_change = !fc.keep_established_on_change();
+
+  // GeoIP database: opened and checked now, so a bad one never reaches the dataplane.
+  fw->geoip_database = cfg.geoip().database();
+  if (!fw->geoip_database.empty()) {
+    absl::Status st = rules::checkGeoipDatabase(fw->geoip_database);
+    if (!st.ok()) {
+      std::string reason(st.message());
+      if (absl::StartsWith(reason, fw->geoip_database + ": ")) {
+        reason = reason.substr(fw->geoip_database.size() + 2);
+      }
+      errors.push_back(fwError("geoip.database", absl::StrCat(fw->geoip_database, ": ", reason),
+                               "geoip"));
+    } else {
+      fw->geoip_database_stamp = rules::geoipDatabaseStamp(fw->geoip_database);
+    }
+  }
+  const bool geoip = !fw->geoip_database.empty();
+
+  // IP sets.
+  rules::IpSetTable sets;
+  for (int i = 0; i < fc.ip_sets_size(); ++i) {
+    const v1::IpSet& set = fc.ip_sets(i);
+    const std::string base = absl::StrCat("firewall.ip_sets[", i, "]");
+    auto err = [&](std::string field, std::string reason) {
+      rules::ConfigError e = fwError(std::move(field), std::move(reason));
+      e.rule = set.name();
+      e.index = i;
+      errors.push_back(std::move(e));
+    };
+    if (absl::Status st = rules::checkSetName(set.name()); !st.ok()) {
+      err(base + ".name", std::string(st.message()));
+      continue;
+    }
+    if (sets.count(set.name())) {
+      err(base + ".name", absl::StrCat("duplicate IP set name '", set.name(), "'"));
+      continue;
+    }
+    std::vector<rules::IpPrefix> prefixes;
+    bool ok = true;
+    for (int j = 0; j < set.prefixes_size(); ++j) {
+      const std::string& text = set.prefixes(j);
+      const std::string field = absl::StrCat(base, ".prefixes[", j, "]");
+      if (!text.empty() && text[0] == '@') {
+        err(field, absl::StrCat("'", text, "': IP sets cannot reference other sets"));
+        ok = false;
+        continue;
+      }
+      auto p = rules::parsePrefix(text);
+      if (!p.ok()) {
+        err(field, std::string(p.status().message()));
+        ok = false;
+        continue;
+      }
+      prefixes.push_back(*p);
+    }
+    if (!set.file().empty()) {
+      auto more = rules::loadCidrListFile(set.file(), set.name(), &errors, base + ".file");
+      if (more.ok()) {
+        prefixes.insert(prefixes.end(), more->begin(), more->end());
+      } else {
+        ok = false;
+      }
+    }
+    if (set.prefixes_size() == 0 && set.file().empty()) {
+      err(base, "an IP set needs prefixes or a file");
+      ok = false;
+    }
+    if (ok) sets.emplace(set.name(), std::move(prefixes));
+    else sets.emplace(set.name(), std::vector<rules::IpPrefix>{});  // no "unknown set" errors
+  }
+
+  // Rules: inline ones, then each rule file's, in order.
+  std::vector<rules::FirewallRuleSpec> specs;
+  for (int i = 0; i < fc.rules_size(); ++i) {
+    const v1::FirewallRule& r = fc.rules(i);
+    bool enums_ok = true;
+    auto enumError = [&](const char* field, int v, const char* names) {
+      rules::ConfigError e = fwError(absl::StrCat("firewall.rules[", i, "].", field),
+                                     absl::StrCat(v, " is not one of ", names));
+      e.rule = r.id();
+      e.index = i;
+      errors.push_back(std::move(e));
+      enums_ok = false;
+    };
+    if (!v1::FirewallAction_IsValid(r.action())) enumError("action", r.action(), "ALLOW, DENY, REJECT");
+    if (!v1::RuleDirection_IsValid(r.direction())) {
+      enumError("direction", r.direction(), "BOTH, A_TO_B, B_TO_A");
+    }
+    if (!enums_ok) continue;
+    specs.push_back(specFromProto(r, i));
+  }
+  for (int k = 0; k < fc.rule_files_size(); ++k) {
+    const std::string& path = fc.rule_files(k);
+    const std::string field = absl::StrCat("firewall.rule_files[", k, "]");
+    if (path.empty()) {
+      errors.push_back(fwError(field, "empty path"));
+      continue;
+    }
+    auto file_specs = rules::loadRuleFile(path, &errors, field);
+    if (file_specs.ok()) specs.insert(specs.end(), file_specs->begin(), file_specs->end());
+  }
+  // Unique ids over all of them (named the way each source names fields).
+  std::map<std::string, const rules::FirewallRuleSpec*> ids;
+  for (const rules::FirewallRuleSpec& s : specs) {
+    if (s.id.empty()) continue;
+    auto [it, fresh] = ids.emplace(s.id, &s);
+    if (fresh) continue;
+    const rules::FirewallRuleSpec& first = *it->second;
+    rules::ConfigError e = fwError(rules::ruleFieldName(s.syntax, s.index, rules::RuleField::kId),
+                                   "");
+    e.rule = s.id;
+    e.index = s.index;
+    e.file = s.file;
+    e.line = s.line;
+    std::string where =
+        first.file.empty()
+            ? rules::ruleFieldName(first.syntax, first.index, rules::RuleField::kRule)
+            : absl::StrCat(first.file, ":", first.line);
+    e.reason = absl::StrCat("duplicate id '", s.id, "': also used by ", where);
+    errors.push_back(std::move(e));
+  }
+  constexpr size_t kMaxErrors = 1000;  // enough to fix; a garbage file could give millions
+  for (const rules::FirewallRuleSpec& s : specs) {
+    if (errors.size() - before >= kMaxErrors) {
+      errors.push_back(fwError("firewall.rules", absl::StrCat("more than ", kMaxErrors,
+                                                              " errors: the other rules are not "
+                                                              "checked")));
+      break;
+    }
+    if (auto r = rules::convertRuleSpec(s, sets, geoip, errors)) fw->rules.push_back(std::move(*r));
+  }
+  // The rule set as a whole (the cap), once every rule is valid on its own.
+  if (errors.size() == before) rules::validateFirewallSet(*fw, errors);
+  if (details && errors.size() == before) details->firewall_rules = std::move(specs);
+}
+
+}  // namespace
+
 absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
-                                           rules::ConfigErrorList* out) {
+                                           rules::ConfigErrorList* out,
+                                           ModelDetails* details) {
   rules::ConfigModel m;
   m.version = cfg.version();
   rules::DataplaneSettings& d = m.dataplane;
@@ -107,6 +357,7 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   d.tcp_midstream = policyOr(dp.tcp().midstream(), d.tcp_midstream);
   rules::ConfigErrorList errors;
   rules::validateDataplane(d, errors);
+  firewallToModel(cfg, &m.firewall, errors, details);
   if (!errors.empty()) {
     absl::Status st = rules::errorsToStatus(errors);
     if (out) out->insert(out->end(), errors.begin(), errors.end());

@@ -4,10 +4,11 @@
 #pragma once
 
 #include <string>
-
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/appliance.pb.h"
+#include "rules/compile/firewall_parsers.h"
 #include "rules/compiled/snapshot.h"
 
 namespace dpu::ctl {
@@ -22,12 +23,36 @@ ConfigFormat formatForPath(const std::string& path);
 absl::StatusOr<v1::ApplianceConfig> parseConfig(const std::string& text, ConfigFormat format,
                                                 const std::string& source);
 
+// Reads and parses a config file. Relative paths in it (firewall.rule_files,
+// firewall.ip_sets[].file, geoip.database) are made absolute against the file's directory,
+// so the document means the same wherever it is applied or persisted.
 absl::StatusOr<v1::ApplianceConfig> loadConfigFile(const std::string& path);
+
+// Makes the relative file paths of `cfg` (see loadConfigFile) absolute against `base_dir`
+// (itself made absolute against the working directory).
+void resolveRelativePaths(v1::ApplianceConfig* cfg, const std::string& base_dir);
+
+// What toModel learned besides the model.
+struct ModelDetails {
+  // Every firewall rule as written, in model order (firewall.rules, then each rule file's
+  // rules): what ListFirewallRules shows.
+  std::vector<rules::FirewallRuleSpec> firewall_rules;
+};
 
 // Applies defaults (unset = documented default) and validates ranges; errors name the
 // field path, e.g. "dataplane.flow_table.capacity_per_worker: 5 is out of range [...]".
-// `errors` (optional) receives every error, one by one.
+// The firewall section is converted too: rule files and IP set files are read (relative
+// paths against the working directory), every rule is checked on its own (errors name
+// "firewall.rules[3].dst_ports", or file:line and the file's field name) and the rule set as
+// a whole (unique ids, the ACL entry cap); geoip.database is opened and must hold country
+// data. `errors` (optional) receives every error, one by one.
 absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
-                                           rules::ConfigErrorList* errors = nullptr);
+                                           rules::ConfigErrorList* errors = nullptr,
+                                           ModelDetails* details = nullptr);
+
+// A firewall rule of the config document as a rule spec (index = its position in
+// firewall.rules, -1 when it is not in the document yet), and back.
+rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& rule, int index);
+v1::FirewallRule protoFromSpec(const rules::FirewallRuleSpec& spec);
 
 }  // namespace dpu::ctl

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "control/config/config_loader.h"
+#include "rules/compile/firewall_compiler.h"
 #include "rules/compiled/snapshot.h"
 
 namespace dpu::ctl {
@@ -52,12 +53,17 @@ absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent()
   std::lock_guard<std::mutex> lock(mu_);
   const v1::ApplianceConfig& cfg = store_->current();
   rules::ConfigErrorList errors;
-  auto model = toModel(cfg, &errors);
+  ModelDetails details;
+  auto model = toModel(cfg, &errors, &details);
   absl::Status st = model.status();
   if (model.ok()) {
     model->version = cfg.version();
-    auto snap = rules::compileSnapshot(*model, 0, &errors);
-    if (snap.ok()) return snap;
+    auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_);
+    if (snap.ok()) {
+      published_fw_ = rules::FirewallReuse{model->firewall, (*snap)->firewall};
+      view_ = FirewallView{cfg.version(), std::move(details.firewall_rules), (*snap)->firewall};
+      return snap;
+    }
     st = snap.status();
   }
   return absl::Status(st.code(), absl::StrCat("committed config ", store_->path(), " (version ",
@@ -119,6 +125,31 @@ void ConfigManager::setOnApplied(std::function<void(const ApplyResult&)> fn) {
   on_applied_ = std::move(fn);
 }
 
+absl::StatusOr<ConfigManager::FirewallView> ConfigManager::firewallView() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (view_.compiled && view_.version == store_->version()) return view_;
+  // Not compiled by this manager yet (e.g. no apply since start): compile it now.
+  const v1::ApplianceConfig& cfg = store_->current();
+  rules::ConfigErrorList errors;
+  ModelDetails details;
+  auto model = toModel(cfg, &errors, &details);
+  if (!model.ok()) return model.status();
+  auto fw = published_fw_.compiled && published_fw_.model == model->firewall
+                ? absl::StatusOr<std::shared_ptr<const rules::CompiledFirewall>>(
+                      published_fw_.compiled)
+                : rules::compileFirewall(model->firewall, &errors);
+  if (!fw.ok()) return fw.status();
+  view_ = FirewallView{cfg.version(), std::move(details.firewall_rules), *fw};
+  return view_;
+}
+
+void ConfigManager::inheritCompiled(const ConfigManager& other) {
+  if (&other == this) return;
+  std::scoped_lock lock(mu_, other.mu_);
+  published_fw_ = other.published_fw_;
+  view_ = other.view_;
+}
+
 absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
                                                        ApplyError* error) {
   ApplyResult result;
@@ -127,7 +158,8 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
 
   rules::ConfigErrorList errors;
   auto t = Clock::now();
-  auto model = toModel(next, &errors);
+  ModelDetails details;
+  auto model = toModel(next, &errors, &details);
   result.validate_ms = msSince(t);
   if (!model.ok()) {
     absl::Status st = errors.empty() ? model.status() : rules::errorsToStatus(errors);
@@ -136,18 +168,35 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   model->version = new_version;
 
   t = Clock::now();
-  auto snap = rules::compileSnapshot(*model, 0, &errors);
+  // The compiled firewall of the running snapshot is shared when the section is unchanged.
+  auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_);
   result.compile_ms = msSince(t);
   if (!snap.ok()) {
     absl::Status st = errors.empty() ? snap.status() : rules::errorsToStatus(errors);
     return fail(error, std::move(st), std::move(errors));
   }
+  std::shared_ptr<const rules::CompiledFirewall> compiled_fw = (*snap)->firewall;
 
   // The committed document is valid (it was compiled when applied); if it no longer is
   // (hand-edited state file), there is nothing to compare against.
   if (auto was = toModel(store_->current()); was.ok()) {
     startOnlyWarnings(was->dataplane, model->dataplane, result.warnings);
   }
+
+  // The dataplane builds what it needs for the snapshot (it may refuse it, e.g. a GeoIP
+  // database that does not open): a failure here is a failed apply, nothing persisted.
+  std::unique_ptr<dp::PreparedSnapshot> prepared;
+  t = Clock::now();
+  if (plane_ != nullptr) {
+    auto p = plane_->prepare(std::move(*snap));
+    if (!p.ok()) {
+      rules::ConfigError e;
+      e.reason = std::string(p.status().message());
+      return fail(error, p.status(), {std::move(e)});
+    }
+    prepared = std::move(*p);
+  }
+  result.prepare_ms = msSince(t);
 
   // Persist before publishing: the dataplane never runs a config that a restart would lose.
   t = Clock::now();
@@ -157,8 +206,10 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   result.version = store_->version();
 
   t = Clock::now();
-  if (plane_ != nullptr) result.generation = plane_->publish(std::move(*snap));
+  if (plane_ != nullptr) result.generation = plane_->publish(std::move(prepared));
   result.publish_ms = msSince(t);
+  published_fw_ = rules::FirewallReuse{std::move(model->firewall), compiled_fw};
+  view_ = FirewallView{new_version, std::move(details.firewall_rules), std::move(compiled_fw)};
 
   if (on_applied_) on_applied_(result);
   if (error) *error = ApplyError{};

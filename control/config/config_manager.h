@@ -1,5 +1,6 @@
 // The one place where configuration changes happen: validate -> compile (off the packet
-// path) -> persist -> publish to the dataplane (RCU) -> acknowledge. Changes are serialized;
+// path) -> prepare the dataplane objects (ACL contexts, GeoIP database; may fail, before
+// anything is persisted) -> persist -> publish to the dataplane (RCU) -> acknowledge. Changes are serialized;
 // a change applies entirely or not at all.
 #pragma once
 
@@ -15,13 +16,15 @@
 #include "dataplane/api/control.h"
 #include "proto/appliance.pb.h"
 #include "rules/compile/config_errors.h"
+#include "rules/compile/firewall_parsers.h"
+#include "rules/compiled/snapshot.h"
 
 namespace dpu::ctl {
 
 struct ApplyResult {
   uint64_t version = 0;
   uint32_t generation = 0;
-  double validate_ms = 0, compile_ms = 0, persist_ms = 0, publish_ms = 0;
+  double validate_ms = 0, compile_ms = 0, prepare_ms = 0, persist_ms = 0, publish_ms = 0;
   std::vector<std::string> warnings;
 };
 
@@ -58,12 +61,31 @@ class ConfigManager {
   // "config" event.
   void setOnApplied(std::function<void(const ApplyResult&)> fn);
 
+  // The firewall of the committed configuration: its rules as written (inline, then rule
+  // files) and the compiled form (ranks, entries). The one compiled for the last publish
+  // (or compileCurrent) when the version matches; compiled again otherwise.
+  struct FirewallView {
+    uint64_t version = 0;
+    std::vector<rules::FirewallRuleSpec> rules;  // model order
+    std::shared_ptr<const rules::CompiledFirewall> compiled;
+  };
+  absl::StatusOr<FirewallView> firewallView() const;
+
+  // Takes over what `other` compiled last (compileCurrent at start-up by a manager without
+  // a dataplane), so the first apply shares the running compiled firewall when the firewall
+  // section does not change.
+  void inheritCompiled(const ConfigManager& other);
+
  private:
   absl::StatusOr<ApplyResult> applyLocked(v1::ApplianceConfig next, ApplyError* error);
   mutable std::mutex mu_;
   ConfigStore* store_;
   dp::DataplaneControl* plane_;
   std::function<void(const ApplyResult&)> on_applied_;
+  // The compiled firewall of the snapshot handed to the dataplane last, with its model
+  // (compileSnapshot shares it when the firewall section did not change), and its view.
+  mutable rules::FirewallReuse published_fw_;
+  mutable FirewallView view_;
 };
 
 }  // namespace dpu::ctl

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "dataplane/api/events.h"
+#include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/verdict.h"
 #include "rules/compiled/snapshot.h"
@@ -43,12 +45,44 @@ struct ExplainResult {
   std::string summary;  // parsed headers, one line
 };
 
+// Totals of one firewall rule over all workers, by rule id. Counters of a rule that keeps
+// its id across reloads carry over. `last_hit_ns` is on the clock of Event::ts_ns (0 = never).
+struct RuleCounters {
+  std::string id;
+  uint64_t packets = 0, bytes = 0, flows = 0, last_hit_ns = 0;
+};
+
+// A snapshot with everything the dataplane needs next to it already built (firewall ACL
+// contexts, the GeoIP database opened, per-rule counters): what can fail has failed in
+// prepare(), so publishing it cannot. Only the DataplaneControl that prepared it may publish
+// it. Implementations extend it with their own objects.
+struct PreparedSnapshot {
+  virtual ~PreparedSnapshot() = default;
+  std::unique_ptr<rules::Snapshot> snap;
+};
+
+// Country of an address for Explain (the dataplane's GeoIP database).
+class CountryLookup {
+ public:
+  virtual ~CountryLookup() = default;
+  // ISO 3166 alpha-2 code of `a` into cc; false (cc = "\0\0") when the database has none.
+  virtual bool country(const IpAddr& a, bool v6, char cc[2]) const = 0;
+};
+
 class DataplaneControl {
  public:
   virtual ~DataplaneControl() = default;
-  // Publishes `next` (generation assigned here, previous + 1); returns when no worker can
-  // still see the previous snapshot and it has been freed.
-  virtual uint32_t publish(std::unique_ptr<rules::Snapshot> next) = 0;
+  // Builds the dataplane-side objects for `next` off the packet path (rte_acl contexts for
+  // next->firewall, reused when it is the same object as the running one; the GeoIP
+  // database). Fails with a clear error, e.g. an mmdb that does not open or not enough
+  // memory for the ACL; nothing changes in the running dataplane either way.
+  virtual absl::StatusOr<std::unique_ptr<PreparedSnapshot>> prepare(
+      std::unique_ptr<rules::Snapshot> next) = 0;
+  // Publishes a prepared snapshot (generation assigned here, previous + 1); returns when no
+  // worker can still see the previous one and it has been freed. Cannot fail.
+  virtual uint32_t publish(std::unique_ptr<PreparedSnapshot> next) = 0;
+  // Per-rule firewall counters of the running rule set, in rule (rank) order.
+  virtual std::vector<RuleCounters> ruleCounters() const = 0;
   virtual uint32_t currentGeneration() const = 0;
   virtual CountersSnapshot counters() const = 0;
   virtual std::vector<WorkerInfo> workers() const = 0;
@@ -59,8 +93,10 @@ class DataplaneControl {
   virtual ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const = 0;
 };
 
-// The explain logic itself, usable on any snapshot (no DPDK state involved).
+// The explain logic itself, usable on any snapshot (no DPDK state involved). Firewall rules
+// are matched with rules::referenceMatch; `countries` (optional) resolves the countries of
+// rules that name some (without it every address is of an unknown country).
 ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
-                            uint8_t side);
+                            uint8_t side, const CountryLookup* countries = nullptr);
 
 }  // namespace dpu::dp

@@ -101,14 +101,23 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
   }
   dp->ports_started_ = true;
 
-  initial->generation = 1;
+  if (!initial) return absl::InvalidArgumentError("no initial snapshot");
   rules::DataplaneSettings settings = initial->dataplane;
-  dp->current_.store(initial.release(), std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(dp->change_mu_);
+    auto st = dp->prepareLocked(std::move(initial), nullptr);
+    if (!st.ok()) return st.status();
+    (*st)->snap->generation = 1;
+    (*st)->fw_since = 1;
+    dp->adoptUids(**st);
+    dp->current_.store(st->release(), std::memory_order_release);
+  }
 
   WorkerShared shared;
-  shared.snapshot = &dp->current_;
+  shared.state = &dp->current_;
   shared.qsbr = dp->qsbr_;
   shared.event_pool = dp->event_pool_;
+  shared.pkt_pool = dp->pool_;
   shared.seq_dynfield = registerSeqField();
   if (shared.seq_dynfield < 0) {
     return absl::InternalError(absl::StrCat("cannot register the packet sequence mbuf field: ",
@@ -167,28 +176,141 @@ Dataplane::~Dataplane() {
   if (pool_) rte_mempool_free(pool_);
 }
 
-uint32_t Dataplane::publish(std::unique_ptr<rules::Snapshot> next) {
+absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
+    std::unique_ptr<rules::Snapshot> next, const PublishedState* cur) {
+  if (!next) return absl::InvalidArgumentError("no snapshot to prepare");
+  auto st = std::make_unique<PublishedState>();
+  const std::shared_ptr<const rules::CompiledFirewall>& fw = next->firewall;
+  st->nworkers = opts_.workers;
+  if (fw) {
+    if (cur && cur->fw && cur->fw->compiledPtr().get() == fw.get()) {
+      st->fw = cur->fw;  // same compiled firewall: same tables
+    } else {
+      auto t = FirewallTables::build(fw);
+      if (!t.ok()) return t.status();
+      st->fw = std::move(*t);
+    }
+    if (!fw->geoip_database.empty()) {
+      if (cur && cur->geoip && cur->geoip->sameFile(fw->geoip_database)) {
+        st->geoip = cur->geoip;
+      } else {
+        auto g = GeoIpDb::open(fw->geoip_database);
+        if (!g.ok()) return g.status();
+        st->geoip = std::move(*g);
+      }
+    }
+    st->fw_active = !fw->rules.empty() || fw->default_action[0] != rules::FwAction::kAllow ||
+                    fw->default_action[1] != rules::FwAction::kAllow;
+    st->nrules = static_cast<uint32_t>(fw->rules.size());
+    st->rule_uid.resize(st->nrules);
+    st->uid_index.resize(st->nrules);
+    st->base.resize(st->nrules);
+    for (uint32_t r = 0; r < st->nrules; ++r) {
+      const std::string& id = fw->rules[r].id;
+      auto it = uid_by_id_.find(id);
+      if (it == uid_by_id_.end()) it = uid_by_id_.emplace(id, next_uid_++).first;
+      st->rule_uid[r] = it->second;
+      st->uid_index[r] = {it->second, r};
+      st->base[r].id = id;
+    }
+    std::sort(st->uid_index.begin(), st->uid_index.end());
+    if (st->nrules) {
+      st->hit_pairs = (st->nrules + 1) / 2;
+      st->hits.reset(new RuleHitPair[static_cast<size_t>(st->nworkers) * st->hit_pairs]);
+    }
+  }
+  st->snap = std::move(next);
+  return st;
+}
+
+void Dataplane::adoptUids(const PublishedState& st) {
+  uid_by_id_.clear();
+  for (uint32_t r = 0; r < st.nrules; ++r) uid_by_id_[st.base[r].id] = st.rule_uid[r];
+}
+
+absl::StatusOr<std::unique_ptr<PreparedSnapshot>> Dataplane::prepare(
+    std::unique_ptr<rules::Snapshot> next) {
+  std::lock_guard<std::mutex> lock(change_mu_);
+  auto st = prepareLocked(std::move(next), current_.load(std::memory_order_acquire));
+  if (!st.ok()) return st.status();
+  return std::unique_ptr<PreparedSnapshot>(std::move(*st));
+}
+
+uint32_t Dataplane::publish(std::unique_ptr<PreparedSnapshot> next) {
+  std::lock_guard<std::mutex> lock(change_mu_);
+  // Only prepare() makes PreparedSnapshots for this class: the cast is exact.
+  return publishLocked(std::unique_ptr<PublishedState>(static_cast<PublishedState*>(next.release())));
+}
+
+absl::StatusOr<uint32_t> Dataplane::prepareAndPublish(std::unique_ptr<rules::Snapshot> next) {
+  std::lock_guard<std::mutex> lock(change_mu_);
+  auto st = prepareLocked(std::move(next), current_.load(std::memory_order_acquire));
+  if (!st.ok()) return st.status();
+  return publishLocked(std::move(*st));
+}
+
+uint32_t Dataplane::publishLocked(std::unique_ptr<PublishedState> next) {
   std::lock_guard<std::mutex> lock(publish_mu_);
-  const rules::Snapshot* old = current_.load(std::memory_order_acquire);
-  next->generation = old->generation + 1;
-  uint32_t gen = next->generation;
-  current_.store(next.release(), std::memory_order_release);
+  const PublishedState* old = current_.load(std::memory_order_acquire);
+  uint32_t gen = old->snap->generation + 1;
+  next->snap->generation = gen;
+  // Flow verdicts cached under the same firewall object stay valid (the worker re-stamps
+  // them instead of classifying again).
+  next->fw_since = old->snap->firewall.get() == next->snap->firewall.get() ? old->fw_since : gen;
+  PublishedState* now = next.release();
+  current_.store(now, std::memory_order_release);
   // Wait until every worker has passed a quiescent state after the store: none can still
   // hold `old`. In offline mode the caller is itself the worker, between two bursts.
   rte_rcu_qsbr_synchronize(qsbr_, attached_caller_ >= 0
                                       ? static_cast<unsigned>(attached_caller_)
                                       : RTE_QSBR_THRID_INVALID);
+  // The old counters are final now: carry them over to the rules that keep their id.
+  for (uint32_t r = 0; r < now->nrules; ++r) {
+    uint32_t o = old->indexOfUid(now->rule_uid[r]);
+    if (o == kNoRule) continue;
+    RuleCounters& b = now->base[r];
+    const RuleCounters& ob = old->base[o];
+    b.packets = ob.packets;
+    b.bytes = ob.bytes;
+    b.flows = ob.flows;
+    b.last_hit_ns = ob.last_hit_ns;
+    for (uint32_t w = 0; w < old->nworkers; ++w) {
+      const RuleHit& h = old->hitsOf(w)[o];
+      b.packets += h.packets.load();
+      b.bytes += h.bytes.load();
+      b.flows += h.flows.load();
+      b.last_hit_ns = std::max(b.last_hit_ns, h.last_hit_ns.load());
+    }
+  }
+  adoptUids(*now);
   delete old;
   return gen;
 }
 
+std::vector<RuleCounters> Dataplane::ruleCounters() const {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  const PublishedState* st = current_.load(std::memory_order_acquire);
+  std::vector<RuleCounters> out(st->base.begin(), st->base.end());
+  for (uint32_t w = 0; w < st->nworkers && st->nrules; ++w) {
+    const RuleHit* h = st->hitsOf(w);
+    for (uint32_t r = 0; r < st->nrules; ++r) {
+      out[r].packets += h[r].packets.load();
+      out[r].bytes += h[r].bytes.load();
+      out[r].flows += h[r].flows.load();
+      out[r].last_hit_ns = std::max(out[r].last_hit_ns, h[r].last_hit_ns.load());
+    }
+  }
+  return out;
+}
+
 uint32_t Dataplane::currentGeneration() const {
-  return current_.load(std::memory_order_acquire)->generation;
+  return current_.load(std::memory_order_acquire)->snap->generation;
 }
 
 ExplainResult Dataplane::explain(const uint8_t* frame, uint32_t len, uint8_t side) const {
   std::lock_guard<std::mutex> lock(publish_mu_);
-  return explainPacket(*current_.load(std::memory_order_acquire), frame, len, side);
+  const PublishedState* st = current_.load(std::memory_order_acquire);
+  return explainPacket(*st->snap, frame, len, side, st->geoip.get());
 }
 
 std::vector<WorkerInfo> Dataplane::workers() const {

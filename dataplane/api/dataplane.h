@@ -2,10 +2,12 @@
 // counters and events. The control thread calls everything here; workers only read the
 // snapshot pointer and write their own counters and event rings.
 //
-// Snapshot publication: publish() stores the new pointer with release semantics, waits for
-// an rte_rcu_qsbr grace period (every worker has passed a quiescent state, i.e. finished
-// the burst that might still use the old pointer), then frees the old snapshot. Workers
-// never block and never see a half-built snapshot.
+// Snapshot publication: prepare() builds the dataplane objects of a snapshot off the packet
+// path (PublishedState: firewall ACL contexts, GeoIP database, per-rule counters);
+// publish() stores the new state pointer with release semantics, waits for an
+// rte_rcu_qsbr grace period (every worker has passed a quiescent state, i.e. finished the
+// burst that might still use the old pointer), carries the per-rule counters over, then
+// frees the old state. Workers never block and never see a half-built state.
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,14 +54,25 @@ class Dataplane : public DataplaneControl {
       const DataplaneOptions& opts, std::unique_ptr<rules::Snapshot> initial);
   ~Dataplane() override;
 
-  // Publishes a new snapshot (generation = previous + 1, assigned here) and frees the old
-  // one after a grace period. Control thread only. Returns the new generation.
-  uint32_t publish(std::unique_ptr<rules::Snapshot> next) override;
+  // See DataplaneControl. prepare() may run while workers forward (it only reads the
+  // running state, to reuse its firewall tables and GeoIP database); prepare and publish
+  // are serialized with each other. publish() takes only states this Dataplane prepared;
+  // it assigns generation = previous + 1 and returns it.
+  absl::StatusOr<std::unique_ptr<PreparedSnapshot>> prepare(
+      std::unique_ptr<rules::Snapshot> next) override;
+  uint32_t publish(std::unique_ptr<PreparedSnapshot> next) override;
+  // prepare() then publish(); returns the new generation.
+  absl::StatusOr<uint32_t> prepareAndPublish(std::unique_ptr<rules::Snapshot> next);
+  std::vector<RuleCounters> ruleCounters() const override;
   uint32_t currentGeneration() const override;
   std::vector<WorkerInfo> workers() const override;
   std::vector<PortInfo> ports() const override;
   ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override;
-  const rules::Snapshot& current() const { return *current_.load(std::memory_order_acquire); }
+  const rules::Snapshot& current() const {
+    return *current_.load(std::memory_order_acquire)->snap;
+  }
+  // The running state (control thread; valid until the next publish).
+  const PublishedState& state() const { return *current_.load(std::memory_order_acquire); }
 
   // Live mode: runs each worker on its lcore until stop().
   absl::Status launch();
@@ -80,9 +95,18 @@ class Dataplane : public DataplaneControl {
 
  private:
   Dataplane() = default;
+  absl::StatusOr<std::unique_ptr<PublishedState>> prepareLocked(
+      std::unique_ptr<rules::Snapshot> next, const PublishedState* cur);
+  uint32_t publishLocked(std::unique_ptr<PublishedState> next);
+  void adoptUids(const PublishedState& st);
   DataplaneOptions opts_;
-  std::atomic<const rules::Snapshot*> current_{nullptr};
-  mutable std::mutex publish_mu_;  // control threads: publish vs explain (never workers)
+  std::atomic<const PublishedState*> current_{nullptr};
+  std::mutex change_mu_;           // control threads: prepare vs publish (never workers)
+  mutable std::mutex publish_mu_;  // control threads: publish vs explain / ruleCounters
+  // Rule identity (under change_mu_): uid per rule id of the published rule set (plus the
+  // ids prepared since); uids are never reused.
+  std::unordered_map<std::string, uint32_t> uid_by_id_;
+  uint32_t next_uid_ = 1;
   std::atomic<bool> stop_{false};
   rte_rcu_qsbr* qsbr_ = nullptr;
   rte_mempool* pool_ = nullptr;

@@ -22,6 +22,8 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTcpMidstream: return "tcp_midstream";
     case DropReason::kMultiSegment: return "multi_segment";
     case DropReason::kTxFailed: return "tx_failed";
+    case DropReason::kFirewallDeny: return "firewall_deny";
+    case DropReason::kFirewallReject: return "firewall_reject";
     default: return "unknown";
   }
 }
@@ -84,6 +86,14 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.frag_overlaps = c.frag_overlaps.load();
   f.frag_timeouts = c.frag_timeouts.load();
   f.frag_datagrams_active = c.frag_datagrams_active.load();
+  f.fw_allowed = c.fw_allowed.load();
+  f.fw_denied = c.fw_denied.load();
+  f.fw_rejected = c.fw_rejected.load();
+  f.fw_rst_sent = c.fw_rst_sent.load();
+  f.fw_icmp_sent = c.fw_icmp_sent.load();
+  f.fw_reject_nombuf = c.fw_reject_nombuf.load();
+  f.fw_reject_suppressed = c.fw_reject_suppressed.load();
+  f.geoip_lookups = c.geoip_lookups.load();
   f.events_lost = c.events_lost.load();
   f.loops = c.loops.load();
   f.busy_loops = c.busy_loops.load();
@@ -118,6 +128,14 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.frag_overlaps += w.frag_overlaps;
   a.frag_timeouts += w.frag_timeouts;
   a.frag_datagrams_active += w.frag_datagrams_active;
+  a.fw_allowed += w.fw_allowed;
+  a.fw_denied += w.fw_denied;
+  a.fw_rejected += w.fw_rejected;
+  a.fw_rst_sent += w.fw_rst_sent;
+  a.fw_icmp_sent += w.fw_icmp_sent;
+  a.fw_reject_nombuf += w.fw_reject_nombuf;
+  a.fw_reject_suppressed += w.fw_reject_suppressed;
+  a.geoip_lookups += w.geoip_lookups;
   a.events_lost += w.events_lost;
   a.loops += w.loops;
   a.busy_loops += w.busy_loops;

@@ -35,6 +35,12 @@ struct alignas(64) WorkerCounters {
   Counter flow_table_full;          // new flows that found the table full (either policy)
   Counter flow_cache_hits;          // packets judged by the verdict cached in their flow
   Counter frag_packets, frag_held, frag_overlaps, frag_timeouts, frag_datagrams_active;
+  // Firewall: flows (or untracked packets) judged by the rules, by outcome; reject
+  // responses sent, and rejects that sent nothing (no mbuf, or not allowed to answer:
+  // RST to a RST, ICMP error about an ICMP error, multicast/broadcast).
+  Counter fw_allowed, fw_denied, fw_rejected;
+  Counter fw_rst_sent, fw_icmp_sent, fw_reject_nombuf, fw_reject_suppressed;
+  Counter geoip_lookups;            // GeoIP lookups (two per flow whose countries are needed)
   Counter events_lost;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
@@ -53,6 +59,9 @@ struct CountersSnapshot {
     uint64_t flow_table_full = 0, flow_cache_hits = 0;
     uint64_t frag_packets = 0, frag_held = 0, frag_overlaps = 0, frag_timeouts = 0;
     uint64_t frag_datagrams_active = 0;
+    uint64_t fw_allowed = 0, fw_denied = 0, fw_rejected = 0;
+    uint64_t fw_rst_sent = 0, fw_icmp_sent = 0, fw_reject_nombuf = 0, fw_reject_suppressed = 0;
+    uint64_t geoip_lookups = 0;
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
     uint64_t totalDrops() const;
   };

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "dataplane/api/control.h"
 #include "dataplane/packet/parser.h"
+#include "dataplane/stages/firewall_stage.h"
 
 namespace dpu::dp {
 namespace {
@@ -52,10 +53,23 @@ std::string summarize(const PacketMeta& m) {
   return s;
 }
 
+const char* actionName(rules::FwAction a) {
+  switch (a) {
+    case rules::FwAction::kAllow: return "allow";
+    case rules::FwAction::kDeny: return "deny";
+    case rules::FwAction::kReject: return "reject";
+  }
+  return "unknown";
+}
+
+std::string countryText(const char cc[2]) {
+  return cc[0] ? std::string(cc, 2) : std::string("unknown");
+}
+
 }  // namespace
 
 ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
-                            uint8_t side) {
+                            uint8_t side, const CountryLookup* countries) {
   ExplainResult r;
   PacketVerdict& v = r.verdict;
   v.generation = snap.generation;
@@ -116,23 +130,83 @@ ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, u
     step(Stage::kFragment, "pass", "first fragment: its verdict applies to the whole datagram");
   }
 
+  const rules::CompiledFirewall* fw = snap.firewall.get();
+  bool fw_active = fw && (!fw->rules.empty() || fw->default_action[0] != rules::FwAction::kAllow ||
+                          fw->default_action[1] != rules::FwAction::kAllow);
   bool is_tcp = m.l4_proto == 6 && m.has_l4;
   if (is_tcp && !(m.tcp_flags & kTcpSyn)) {
     if (m.tcp_flags & kTcpRst) {
-      v.verdict = Verdict::kForward;
-      step(Stage::kFlow, "forward", "TCP reset for an unknown flow: passed on, not tracked");
-      return r;
-    }
-    if (d.tcp_midstream == rules::Policy::kDrop) {
+      if (!fw_active) {
+        v.verdict = Verdict::kForward;
+        step(Stage::kFlow, "forward", "TCP reset for an unknown flow: passed on, not tracked");
+        return r;
+      }
+      step(Stage::kFlow, "untracked",
+           "TCP reset for an unknown flow: not tracked, judged by the firewall on its own");
+    } else if (d.tcp_midstream == rules::Policy::kDrop) {
       drop(Stage::kFlow, DropReason::kTcpMidstream,
            "TCP without SYN for an unknown flow; policy dataplane.tcp.midstream = DROP");
       return r;
+    } else {
+      step(Stage::kFlow, "new", "new flow picked up mid-stream (TCP without SYN), as established");
     }
-    step(Stage::kFlow, "new", "new flow picked up mid-stream (TCP without SYN), as established");
   } else {
     step(Stage::kFlow, "new", "new flow (a packet of a tracked flow reuses its cached verdict)");
   }
-  // Rule stages join here as features land; with none configured the flow is forwarded.
+  if (fw_active) {
+    // The packet is the flow's first: the initiator is its source, the side its side.
+    rules::FwQuery q;
+    fwQueryForPacket(m, side, q);
+    std::string where;
+    if (fw->uses_countries) {
+      char scc[2] = {0, 0}, dcc[2] = {0, 0};
+      if (countries) {
+        countries->country(m.src, m.l3 == L3Type::kIpv6, scc);
+        countries->country(m.dst, m.l3 == L3Type::kIpv6, dcc);
+      }
+      q.src_cc = fw->countryIndex(scc);
+      q.dst_cc = fw->countryIndex(dcc);
+      where = absl::StrCat(" (source country ", countryText(scc), ", destination country ",
+                           countryText(dcc), countries ? "" : ": no GeoIP database here", ")");
+    }
+    int64_t rule = rules::referenceMatch(*fw, q);
+    rules::FwAction a;
+    std::string detail;
+    if (rule >= 0) {
+      const rules::FwRuleInfo& ri = fw->rules[rule];
+      a = ri.action;
+      detail = absl::StrCat("rule '", ri.id, "' (priority ", ri.priority, ", #", rule, "): ",
+                            actionName(a), where);
+      v.rule = static_cast<uint32_t>(rule);
+    } else {
+      a = fw->default_action[side == kSideB ? 1 : 0];
+      detail = absl::StrCat("no rule matches: default action for flows from side ",
+                            sideName(side), ": ", actionName(a), where);
+    }
+    if (a == rules::FwAction::kAllow) {
+      if (rule >= 0) v.stage = Stage::kFirewall;
+      step(Stage::kFirewall, "allow", detail);
+    } else {
+      v.verdict = a == rules::FwAction::kDeny ? Verdict::kDrop : Verdict::kReject;
+      v.stage = Stage::kFirewall;
+      v.reason = a == rules::FwAction::kDeny ? DropReason::kFirewallDeny
+                                             : DropReason::kFirewallReject;
+      if (a == rules::FwAction::kDeny) {
+        absl::StrAppend(&detail, "; dropped");
+      } else if (is_tcp) {
+        absl::StrAppend(&detail, (m.tcp_flags & kTcpRst) ? "; dropped (a reset is not answered)"
+                                                         : "; dropped, TCP RST sent back out of side ",
+                        (m.tcp_flags & kTcpRst) ? "" : sideName(side));
+      } else {
+        absl::StrAppend(&detail, "; dropped, ICMP", m.l3 == L3Type::kIpv6 ? "v6" : "",
+                        " destination unreachable (administratively prohibited) sent back out "
+                        "of side ", sideName(side));
+      }
+      step(Stage::kFirewall, a == rules::FwAction::kDeny ? "deny" : "reject", detail);
+      return r;
+    }
+  }
+  // Later rule stages join here as features land.
   v.verdict = Verdict::kForward;
   step(Stage::kNone, "forward", side == kSideA ? "out of side B" : "out of side A");
   return r;

@@ -4,6 +4,7 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
+#include <rte_prefetch.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
@@ -47,12 +48,26 @@ inline bool isIpv6ExtHeader(uint8_t proto) {
 
 }  // namespace
 
+// Per-burst scratch state, indexed by the packet's position in the burst.
+struct Worker::Burst {
+  PacketMeta meta[kBurst];
+  PacketVerdict v[kBurst];
+  FlowKey keys[kBurst];
+  const FlowKey* kp[kBurst];
+  uint8_t flow_idx[kBurst];  // packets of the current segment going to the flow stage
+  bool src_is_hi[kBurst];
+  int32_t frag_slot[kBurst];
+  uint64_t ts[kBurst];
+  uint32_t nflow = 0;
+};
+
 absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts,
                                                        const WorkerShared& shared,
                                                        const rules::DataplaneSettings& settings,
                                                        WorkerCounters* counters,
                                                        rte_ring* events) {
   std::unique_ptr<Worker> w(new Worker());
+  w->burst_ = std::make_unique<Burst>();
   w->opts_ = opts;
   w->shared_ = shared;
   w->c_ = counters;
@@ -73,6 +88,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   auto fg = FragTracker::create(fr);
   if (!fg.ok()) return fg.status();
   w->frags_ = std::move(*fg);
+  w->flow_uid_.reset(new uint32_t[w->flows_->capacity()]());
   w->tsc_hz_ = rte_get_tsc_hz();
   return w;
 }
@@ -88,8 +104,21 @@ Worker::~Worker() {
 }
 
 void Worker::refreshSnapshot() {
-  const rules::Snapshot* s = shared_.snapshot->load(std::memory_order_acquire);
+  // Every loop, without an early return on an unchanged pointer: a freed state's address
+  // can come back for a later state.
+  const PublishedState* st = shared_.state->load(std::memory_order_acquire);
+  state_ = st;
+  const rules::Snapshot* s = st->snap.get();
   snap_ = s;
+  fw_ = st->fw.get();
+  fwc_ = fw_ ? &fw_->compiled() : nullptr;
+  geo_ = st->geoip.get();
+  fw_active_ = st->fw_active && fw_ != nullptr;
+  fw_since_ = st->fw_since;
+  fw_reevaluate_ = fwc_ ? fwc_->reevaluate_on_change : true;
+  fw_countries_ = fwc_ ? fwc_->uses_countries : false;
+  fw_nrules_ = st->nrules;
+  hits_ = st->hitsOf(opts_.id);
   if (s->generation != generation_) {
     generation_ = s->generation;
     timeouts_ = toTimeouts(s->dataplane);
@@ -107,7 +136,10 @@ uint64_t Worker::packetTime(rte_mbuf* m) const {
   if (opts_.clock == ClockMode::kPacketTimestamp && shared_.ts_dynfield >= 0 &&
       (m->ol_flags & shared_.ts_dynflag)) {
     uint64_t us = *RTE_MBUF_DYNFIELD(m, shared_.ts_dynfield, uint64_t*);
-    return us * 1000ull;
+    // Captures can carry absurd times (a negative tv_sec read as unsigned): clamp to 2^63 ns
+    // (year 2262) so times never wrap and "now = UINT64_MAX" drains still end everything.
+    constexpr uint64_t kMaxUs = (1ull << 63) / 1000;
+    return (us > kMaxUs ? kMaxUs : us) * 1000ull;
   }
   return now_ns_;
 }
@@ -180,22 +212,9 @@ uint32_t Worker::pollOnce() {
   return total;
 }
 
-// Per-burst scratch state, indexed by the packet's position in the burst.
-struct Worker::Burst {
-  PacketMeta meta[kBurst];
-  PacketVerdict v[kBurst];
-  FlowKey keys[kBurst];
-  const FlowKey* kp[kBurst];
-  int32_t pos[kBurst];
-  uint8_t flow_idx[kBurst];  // packets of the current segment going to the flow stage
-  bool src_is_hi[kBurst];
-  int32_t frag_slot[kBurst];
-  uint64_t ts[kBurst];
-  uint32_t nflow = 0;
-};
 
 void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
-  Burst b;
+  Burst& b = *burst_;
   if (n > kBurst) n = kBurst;
   // The burst is judged in segments that end right after a fragment, so every fragment is
   // judged (and a completed datagram forgotten) before the next fragment is looked at:
@@ -300,7 +319,11 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
         v.stage = static_cast<Stage>(fv.stage);
         v.rule = fv.rule;
         v.flow_id = fv.flow_id;
-        if (v.verdict == Verdict::kDrop) drop(Stage::kFragment, DropReason::kFragDatagramDropped);
+        // Dropped or rejected datagram: its later fragments are dropped (a reject answers
+        // the first fragment only).
+        if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
+          drop(Stage::kFragment, DropReason::kFragDatagramDropped);
+        }
         return true;
       }
       case FragAction::kHold:
@@ -327,13 +350,21 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
   return pm.is_fragment;
 }
 
-// Stage 2: the flow table for the packets classify() queued, one bulk lookup.
+// Stage 2: the flow table for the packets classify() queued, one bulk lookup; then the
+// firewall for the flows that need a verdict, one classification for the segment.
 void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
   if (b.nflow == 0) return;
   int32_t looked[kBurst];
   flows_->lookupBurst(b.kp, b.nflow, looked);
-  uint32_t inserted = 0;
+  for (uint32_t j = 0; j < b.nflow; ++j) {
+    if (looked[j] >= 0) rte_prefetch0(&flows_->entry(looked[j]));
+  }
+  // Positions from the bulk lookup are only valid until this segment inserts or removes a
+  // flow; after that, each later packet looks its key up again.
+  bool changed = false;
   const auto& dps = snap_->dataplane;
+  fwb_.n = 0;
+  fwb_.npkt = 0;
   for (uint32_t j = 0; j < b.nflow; ++j) {
     uint8_t i = b.flow_idx[j];
     const PacketMeta& pm = b.meta[i];
@@ -342,7 +373,7 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
     uint64_t t = b.ts[i];
     c_->stage_packets[static_cast<int>(Stage::kFlow)].add();
     int32_t p = looked[j];
-    if (p < 0 && inserted) p = flows_->lookup(b.keys[i]);  // created earlier in this segment
+    if (changed) p = flows_->lookup(b.keys[i]);
     bool is_tcp = pm.l4_proto == kProtoTcp && pm.has_l4;
     bool syn_only = is_tcp && (pm.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
     if (p >= 0) {
@@ -354,7 +385,9 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
       if (stale || reused) {
         emitFlowEnd(p, old, b.keys[i], t,
                     stale ? FlowEndReason::kTimeout : FlowEndReason::kReused);
+        if (fwb_.n) fwForget(p);
         flows_->remove(p);
+        changed = true;
         if (stale) c_->flows_expired.add();
         p = -1;
       }
@@ -363,8 +396,12 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
       bool midstream = false;
       if (is_tcp && !syn_only) {
         if (pm.tcp_flags & kTcpRst) {  // stray reset: pass it on, track nothing
-          v.verdict = Verdict::kForward;
-          c_->untracked_forwarded.add();
+          if (fw_active_) {
+            fwQueueUntracked(i, b);  // still judged by the rules, on its own
+          } else {
+            v.verdict = Verdict::kForward;
+            c_->untracked_forwarded.add();
+          }
           continue;
         }
         // Anything but a bare SYN (data, ACK, FIN, SYN+ACK) means the connection started
@@ -384,13 +421,15 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
           v.verdict = Verdict::kDrop;
           v.stage = Stage::kFlow;
           v.reason = DropReason::kFlowTableFull;
+        } else if (fw_active_) {
+          fwQueueUntracked(i, b);
         } else {
           v.verdict = Verdict::kForward;
           c_->untracked_forwarded.add();
         }
         continue;
       }
-      ++inserted;
+      changed = true;
       FlowEntry& ne = flows_->entry(p);
       if (b.src_is_hi[i]) ne.flags |= kFlowInitiatorIsHi;
       if (v.in_side == kSideB) ne.flags |= kFlowInitiatorSideB;
@@ -412,20 +451,158 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
     e.bytes[dir] += m->pkt_len;
     if (is_tcp) tcpAdvance(e, pm.tcp_flags, dir);
     v.flow_id = (static_cast<uint64_t>(opts_.id + 1) << 32) | e.flow_seq;
+    if (e.verdict != 0 && e.generation != generation_ && fw_active_) {
+      // A verdict from an earlier generation stays when the firewall did not change since,
+      // and, with keep-established (reevaluate_on_change off), for an allowed flow.
+      if (e.generation >= fw_since_ ||
+          (!fw_reevaluate_ && e.verdict == static_cast<uint8_t>(Verdict::kForward))) {
+        fwRestamp(p, e);
+      }
+    }
     if (e.verdict != 0 && e.generation == generation_) {
       v.verdict = static_cast<Verdict>(e.verdict);
       v.stage = static_cast<Stage>(e.stage);
       v.rule = e.rule;
+      if (v.stage == Stage::kFirewall && v.verdict != Verdict::kForward) {
+        v.reason = v.verdict == Verdict::kDrop ? DropReason::kFirewallDeny
+                                               : DropReason::kFirewallReject;
+      }
+      countRuleHit(e.rule, e.stage, m->pkt_len, t);
       c_->flow_cache_hits.add();
       continue;
     }
-    // Rule stages (firewall, geoip, dns, dpi, lb) run here on a flow's first packet and
-    // after a snapshot change; with none configured every flow is forwarded.
+    if (fw_active_) {
+      fwQueueFlow(i, p, e, b);
+      continue;
+    }
+    // Rule stages (geoip, dns, dpi, lb) join here on a flow's first packet and after a
+    // snapshot change; with none configured every flow is forwarded.
     v.verdict = Verdict::kForward;
     e.verdict = static_cast<uint8_t>(Verdict::kForward);
     e.stage = static_cast<uint8_t>(Stage::kNone);
     e.rule = kNoRule;
     e.generation = generation_;
+  }
+  if (fwb_.n) fwClassify(pkts, b);
+}
+
+void Worker::fwLookupCountries(const rules::FwQuery& q, char src[2], char dst[2]) {
+  src[0] = src[1] = dst[0] = dst[1] = 0;
+  if (geo_ == nullptr) return;
+  IpAddr a;
+  std::memcpy(a.b, q.src.data(), 16);
+  geo_->country(a, q.v6, src);
+  std::memcpy(a.b, q.dst.data(), 16);
+  geo_->country(a, q.v6, dst);
+  c_->geoip_lookups.add(2);
+}
+
+void Worker::fwQueueFlow(uint8_t i, int32_t pos, const FlowEntry& e, const Burst& b) {
+  uint32_t k = 0;
+  while (k < fwb_.n && fwb_.pos[k] != pos) ++k;  // a second packet of a queued flow
+  if (k == fwb_.n) {
+    rules::FwQuery& q = fwb_.q[k];
+    fwQueryForFlow(b.keys[i], e.flags, q);
+    if (fw_countries_) {
+      FlowCold& c = flows_->cold(pos);
+      if (!c.countries_known) {
+        fwLookupCountries(q, c.src_country, c.dst_country);
+        // Without a database nothing is known yet: look again once there is one.
+        c.countries_known = geo_ != nullptr;
+      }
+      q.src_cc = fwc_->countryIndex(c.src_country);
+      q.dst_cc = fwc_->countryIndex(c.dst_country);
+    }
+    fwb_.qp[k] = &q;
+    fwb_.pos[k] = pos;
+    fwb_.is_flow[k] = true;
+    ++fwb_.n;
+  }
+  fwb_.pkt[fwb_.npkt] = i;
+  fwb_.pkt_q[fwb_.npkt++] = static_cast<uint8_t>(k);
+}
+
+void Worker::fwQueueUntracked(uint8_t i, const Burst& b) {
+  uint32_t k = fwb_.n++;
+  rules::FwQuery& q = fwb_.q[k];
+  fwQueryForPacket(b.meta[i], b.v[i].in_side, q);
+  if (fw_countries_) {
+    char src[2], dst[2];
+    fwLookupCountries(q, src, dst);
+    q.src_cc = fwc_->countryIndex(src);
+    q.dst_cc = fwc_->countryIndex(dst);
+  }
+  fwb_.qp[k] = &q;
+  fwb_.pos[k] = -1;
+  fwb_.is_flow[k] = false;
+  fwb_.pkt[fwb_.npkt] = i;
+  fwb_.pkt_q[fwb_.npkt++] = static_cast<uint8_t>(k);
+}
+
+void Worker::fwForget(int32_t pos) {
+  for (uint32_t k = 0; k < fwb_.n; ++k) {
+    if (fwb_.pos[k] == pos) fwb_.pos[k] = -1;
+  }
+}
+
+void Worker::fwRestamp(int32_t pos, FlowEntry& e) {
+  if (e.generation < fw_since_ && e.stage == static_cast<uint8_t>(Stage::kFirewall) &&
+      e.rule != kNoRule) {
+    // Kept across a change of the rules: the rule is found again by its identity.
+    e.rule = state_->indexOfUid(flow_uid_[pos]);
+  }
+  e.generation = generation_;
+}
+
+void Worker::fwClassify(rte_mbuf** pkts, Burst& b) {
+  fw_->classifyBurst(fwb_.qp, fwb_.n, fwb_.rule);
+  for (uint32_t k = 0; k < fwb_.n; ++k) {
+    int64_t r = fwb_.rule[k];
+    rules::FwAction a = r >= 0 ? fwc_->rules[r].action
+                               : fwc_->default_action[fwb_.q[k].dir == 2 ? 1 : 0];
+    Verdict vd = a == rules::FwAction::kAllow  ? Verdict::kForward
+                 : a == rules::FwAction::kDeny ? Verdict::kDrop
+                                               : Verdict::kReject;
+    switch (vd) {
+      case Verdict::kForward: c_->fw_allowed.add(); break;
+      case Verdict::kDrop: c_->fw_denied.add(); break;
+      default: c_->fw_rejected.add(); break;
+    }
+    if (r >= 0 && fwb_.is_flow[k] && static_cast<uint32_t>(r) < fw_nrules_) {
+      hits_[r].flows.add();
+    }
+    int32_t pos = fwb_.pos[k];
+    if (pos >= 0) {
+      FlowEntry& e = flows_->entry(pos);
+      e.verdict = static_cast<uint8_t>(vd);
+      e.stage = static_cast<uint8_t>(r >= 0 || vd != Verdict::kForward ? Stage::kFirewall
+                                                                        : Stage::kNone);
+      e.rule = r >= 0 ? static_cast<uint32_t>(r) : kNoRule;
+      e.generation = generation_;
+      flow_uid_[pos] = r >= 0 ? state_->rule_uid[r] : 0;
+    }
+  }
+  for (uint32_t n = 0; n < fwb_.npkt; ++n) {
+    uint8_t i = fwb_.pkt[n];
+    uint32_t k = fwb_.pkt_q[n];
+    int64_t r = fwb_.rule[k];
+    rules::FwAction a = r >= 0 ? fwc_->rules[r].action
+                               : fwc_->default_action[fwb_.q[k].dir == 2 ? 1 : 0];
+    PacketVerdict& v = b.v[i];
+    c_->stage_packets[static_cast<int>(Stage::kFirewall)].add();
+    v.rule = r >= 0 ? static_cast<uint32_t>(r) : kNoRule;
+    if (a == rules::FwAction::kAllow) {
+      v.verdict = Verdict::kForward;
+      v.stage = r >= 0 ? Stage::kFirewall : Stage::kNone;
+      if (!fwb_.is_flow[k]) c_->untracked_forwarded.add();
+    } else {
+      v.verdict = a == rules::FwAction::kDeny ? Verdict::kDrop : Verdict::kReject;
+      v.stage = Stage::kFirewall;
+      v.reason = a == rules::FwAction::kDeny ? DropReason::kFirewallDeny
+                                             : DropReason::kFirewallReject;
+    }
+    if (r >= 0) countRuleHit(static_cast<uint32_t>(r), static_cast<uint8_t>(Stage::kFirewall),
+                             pkts[i]->pkt_len, b.ts[i]);
   }
 }
 
@@ -440,9 +617,58 @@ void Worker::finish(rte_mbuf* m, uint16_t i, Burst& b) {
                    static_cast<uint8_t>(v.reason), v.flow_id};
     frags_->setVerdict(slot, fv);
   }
-  if (v.verdict == Verdict::kDrop) emitDrop(&b.meta[i], v, b.ts[i]);
+  if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
+    emitDrop(&b.meta[i], v, b.ts[i]);
+  }
+  if (v.verdict == Verdict::kReject) sendReject(m, b.meta[i], v.in_side);
   applyVerdict(m, v, v.in_side);
   if (slot >= 0) releaseFragments(slot, v, b.ts[i]);
+}
+
+// Answers a rejected packet out of its ingress port: a TCP RST to the sender (and, for a
+// segment of a connection, one to the receiver out of the other port), else an ICMP /
+// ICMPv6 administratively-prohibited unreachable. The mbufs come from the packet pool; the
+// frames are stamped with the rejected packet's receive time (pcap outputs).
+void Worker::sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side) {
+  const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  bool tcp = pm.l4_proto == kProtoTcp && pm.has_l4;
+  auto send = [&](uint8_t out_side, bool to_sender) {
+    if (shared_.pkt_pool == nullptr) {
+      c_->fw_reject_nombuf.add();
+      return;
+    }
+    rte_mbuf* r = rte_pktmbuf_alloc(shared_.pkt_pool);
+    if (r == nullptr) {
+      c_->fw_reject_nombuf.add();
+      return;
+    }
+    uint8_t* out = rte_pktmbuf_mtod(r, uint8_t*);
+    uint32_t cap = rte_pktmbuf_tailroom(r);
+    uint16_t len = tcp ? buildTcpReset(f, m->data_len, pm, to_sender, out, cap)
+                       : buildIcmpUnreachable(f, m->data_len, pm, out, cap);
+    if (len == 0) {
+      rte_pktmbuf_free(r);
+      c_->fw_reject_suppressed.add();
+      return;
+    }
+    r->data_len = len;
+    r->pkt_len = len;
+    r->port = opts_.port[out_side];
+    if (shared_.ts_dynfield >= 0 && (m->ol_flags & shared_.ts_dynflag)) {
+      *RTE_MBUF_DYNFIELD(r, shared_.ts_dynfield, uint64_t*) =
+          *RTE_MBUF_DYNFIELD(m, shared_.ts_dynfield, uint64_t*);
+      r->ol_flags |= shared_.ts_dynflag;
+    }
+    if (ntx_[out_side] == kTxCap) flushTx();
+    tx_[out_side][ntx_[out_side]++] = r;
+    if (tcp) {
+      c_->fw_rst_sent.add();
+    } else {
+      c_->fw_icmp_sent.add();
+    }
+  };
+  send(in_side, true);
+  if (tcp && (pm.tcp_flags & kTcpAck) && !(pm.tcp_flags & kTcpRst)) send(in_side ^ 1, false);
 }
 
 void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now) {
@@ -455,7 +681,8 @@ void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t
                                        : 0;
     hv.in_side = sideOf(hm);
     hv.flow_new = false;
-    if (hv.verdict == Verdict::kDrop) {
+    if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
+      hv.verdict = Verdict::kDrop;
       hv.reason = DropReason::kFragDatagramDropped;
       hv.stage = Stage::kFragment;
       PacketMeta hmeta;
@@ -576,16 +803,39 @@ void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint
   }
 }
 
+// Slots to examine now: the whole table is swept once per kAgingSweepNs of (packet or TSC)
+// time, at most aging_slice_ slots per call, so an idle worker or a small table costs nearly
+// nothing per loop. Flows past their timeout are also ended when their next packet comes.
+uint32_t Worker::agingBudget(AgingClock& c, uint32_t capacity) {
+  constexpr uint64_t kAgingSweepNs = 1000000000ull;
+  if (c.last_ns == 0 || now_ns_ < c.last_ns) {
+    c.last_ns = now_ns_;
+    return 0;
+  }
+  uint64_t dt = now_ns_ - c.last_ns;
+  c.last_ns = now_ns_;
+  unsigned __int128 add = static_cast<unsigned __int128>(dt) * capacity / kAgingSweepNs;
+  c.credit = static_cast<uint64_t>(std::min<unsigned __int128>(c.credit + add, capacity));
+  uint32_t budget = static_cast<uint32_t>(std::min<uint64_t>(c.credit, aging_slice_));
+  c.credit -= budget;
+  return budget;
+}
+
 void Worker::age() {
-  uint32_t expired = flows_->age(now_ns_, aging_slice_, timeouts_,
-                                 [&](int32_t pos, const FlowEntry& e, const FlowKey& k) {
-                                   emitFlowEnd(pos, e, k, now_ns_, FlowEndReason::kTimeout);
-                                 });
+  uint32_t budget = agingBudget(flow_aging_, flows_->capacity());
+  uint32_t expired = 0;
+  if (budget) {
+    expired = flows_->age(now_ns_, budget, timeouts_,
+                          [&](int32_t pos, const FlowEntry& e, const FlowKey& k) {
+                            emitFlowEnd(pos, e, k, now_ns_, FlowEndReason::kTimeout);
+                          });
+  }
   if (expired) {
     c_->flows_expired.add(expired);
     c_->flows_active.set(flows_->size());
   }
-  ageFragments(now_ns_, aging_slice_);
+  uint32_t frag_budget = agingBudget(frag_aging_, frags_->capacity());
+  if (frag_budget) ageFragments(now_ns_, frag_budget);
 }
 
 void Worker::dropHeldFragment(void* p, uint64_t now) {
@@ -604,8 +854,9 @@ void Worker::dropHeldFragment(void* p, uint64_t now) {
   applyVerdict(hm, hv, hv.in_side);
 }
 
-void Worker::ageFragments(uint64_t now, uint32_t budget) {
-  frags_->age(now, budget, [&](void* p) { dropHeldFragment(p, now); });
+// `expire_at` decides what is stale; events carry the worker's current time.
+void Worker::ageFragments(uint64_t expire_at, uint32_t budget) {
+  frags_->age(expire_at, budget, [&](void* p) { dropHeldFragment(p, now_ns_); });
   c_->frag_datagrams_active.set(frags_->size());
 }
 

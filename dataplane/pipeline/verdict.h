@@ -40,6 +40,9 @@ enum class DropReason : uint8_t {
   kTcpMidstream,       // TCP without SYN for an unknown flow, policy drop
   kMultiSegment,       // frame spans several mbufs (jumbo without linear buffer)
   kTxFailed,           // egress queue full
+  kFirewallDeny,       // firewall: a deny rule or a deny default action
+  kFirewallReject,     // firewall: reject (the original is dropped; a TCP RST / ICMP
+                       // unreachable goes back out of the ingress port)
   kCount
 };
 

@@ -17,6 +17,7 @@
 #include "dataplane/frag/frag_tracker.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/counters.h"
+#include "dataplane/pipeline/published_state.h"
 #include "dataplane/pipeline/verdict.h"
 #include "rules/compiled/snapshot.h"
 
@@ -52,9 +53,10 @@ struct WorkerOptions {
 
 // Shared, read-mostly context every worker gets from the Dataplane.
 struct WorkerShared {
-  const std::atomic<const rules::Snapshot*>* snapshot = nullptr;
+  const std::atomic<const PublishedState*>* state = nullptr;
   rte_rcu_qsbr* qsbr = nullptr;
   rte_mempool* event_pool = nullptr;
+  rte_mempool* pkt_pool = nullptr;  // mbufs for packets the worker sends itself (rejects)
   int seq_dynfield = -1;        // mbuf dynfield offset holding the packet's input index
   int ts_dynfield = -1;         // rx timestamp dynfield (microseconds from net_pcap), or -1
   uint64_t ts_dynflag = 0;
@@ -105,6 +107,23 @@ class Worker {
   void dropHeldFragment(void* pkt, uint64_t now);
   uint8_t sideOf(const rte_mbuf* m) const;
   void refreshSnapshot();
+  // Firewall (pipeline.cc): queue a flow / an untracked packet for classification in this
+  // segment, classify the queue and apply the verdicts, keep a cached verdict across a
+  // generation change, count a rule hit, send the reject responses.
+  void fwQueueFlow(uint8_t i, int32_t pos, const FlowEntry& e, const Burst& b);
+  void fwQueueUntracked(uint8_t i, const Burst& b);
+  void fwForget(int32_t pos);
+  void fwClassify(rte_mbuf** pkts, Burst& b);
+  void fwRestamp(int32_t pos, FlowEntry& e);
+  void fwLookupCountries(const rules::FwQuery& q, char src[2], char dst[2]);
+  void countRuleHit(uint32_t rule, uint8_t stage, uint32_t bytes, uint64_t t) {
+    if (stage != static_cast<uint8_t>(Stage::kFirewall) || rule >= fw_nrules_) return;
+    RuleHit& h = hits_[rule];
+    h.packets.add();
+    h.bytes.add(bytes);
+    if (t > h.last_hit_ns.load()) h.last_hit_ns.set(t);
+  }
+  void sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side);
   void applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);
   void emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
@@ -112,7 +131,12 @@ class Worker {
   void releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now);
   uint64_t packetTime(rte_mbuf* m) const;
   void age();
-  void ageFragments(uint64_t now, uint32_t budget);
+  struct AgingClock {
+    uint64_t last_ns = 0;
+    uint64_t credit = 0;
+  };
+  uint32_t agingBudget(AgingClock& c, uint32_t capacity);
+  void ageFragments(uint64_t expire_at, uint32_t budget);
   uint32_t pollMerged(rte_mbuf** out);
 
   WorkerOptions opts_;
@@ -120,14 +144,44 @@ class Worker {
   WorkerCounters* c_ = nullptr;
   rte_ring* events_ = nullptr;
   VerdictSink* sink_ = nullptr;
+  std::unique_ptr<Burst> burst_;  // per-burst scratch, allocated once (not zeroed per burst)
   std::unique_ptr<FlowTable> flows_;
   std::unique_ptr<FragTracker> frags_;
 
+  const PublishedState* state_ = nullptr;
   const rules::Snapshot* snap_ = nullptr;
   uint32_t generation_ = 0;
+  // Firewall view of state_ (refreshed with it).
+  const FirewallTables* fw_ = nullptr;
+  const rules::CompiledFirewall* fwc_ = nullptr;
+  const GeoIpDb* geo_ = nullptr;
+  RuleHit* hits_ = nullptr;
+  uint32_t fw_nrules_ = 0;
+  uint32_t fw_since_ = 0;
+  bool fw_active_ = false;
+  bool fw_reevaluate_ = true;
+  bool fw_countries_ = false;
+  // Uid (PublishedState::rule_uid) of the rule behind each flow's cached firewall verdict,
+  // by flow position: finds the rule again in a new rule set for flows that keep their
+  // verdict (keep established). Touched only when a flow is (re)classified.
+  std::unique_ptr<uint32_t[]> flow_uid_;
+  // Firewall scratch for one burst segment (a member, so bursts without firewall work do
+  // not pay for initializing it).
+  struct FwBurst {
+    rules::FwQuery q[kBurst];
+    const rules::FwQuery* qp[kBurst];
+    int64_t rule[kBurst];
+    int32_t pos[kBurst];      // flow position; -1: untracked packet or flow gone meanwhile
+    bool is_flow[kBurst];
+    uint8_t pkt[kBurst];      // packets judged by the queue, and their query
+    uint8_t pkt_q[kBurst];
+    uint32_t n = 0, npkt = 0;
+  } fwb_;
   FlowTimeouts timeouts_;
   uint32_t aging_slice_ = 64;
 
+  AgingClock flow_aging_;
+  AgingClock frag_aging_;
   uint64_t tsc_hz_ = 0;
   uint64_t now_ns_ = 0;
   uint64_t next_seq_ = 0;

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "rules/compile/firewall_compiler.h"
 
 namespace dpu::rules {
 namespace {
@@ -39,10 +40,33 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
 absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
                                                           uint32_t generation,
                                                           ConfigErrorList* errors) {
+  return compileSnapshot(model, generation, errors, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors,
+                                                          const FirewallReuse* reuse) {
   ConfigErrorList local;
   ConfigErrorList& errs = errors ? *errors : local;
   size_t before = errs.size();
   validateDataplane(model.dataplane, errs);
+  std::shared_ptr<const CompiledFirewall> firewall;
+  if (reuse && reuse->compiled && reuse->model == model.firewall) {
+    firewall = reuse->compiled;
+  } else {
+    // Errors go to `errs` (the status repeats them).
+    auto fw = compileFirewall(model.firewall, &errs);
+    if (fw.ok()) {
+      firewall = std::move(*fw);
+    } else if (errs.size() == before) {
+      ConfigError e;
+      e.section = "firewall";
+      e.field = "firewall";
+      e.reason = std::string(fw.status().message());
+      errs.push_back(std::move(e));
+    }
+  }
   if (errs.size() != before) {
     return errorsToStatus(ConfigErrorList(errs.begin() + before, errs.end()));
   }
@@ -50,6 +74,7 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
   snap->generation = generation;
   snap->config_version = model.version;
   snap->dataplane = model.dataplane;
+  snap->firewall = std::move(firewall);
   return snap;
 }
 

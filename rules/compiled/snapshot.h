@@ -37,6 +37,19 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           uint32_t generation,
                                                           ConfigErrorList* errors = nullptr);
 
+// A firewall compiled before (normally the one of the snapshot published last) and the model
+// it was compiled from. When the new model's firewall section equals `model`, compileSnapshot
+// shares `compiled` (the same pointer) instead of compiling it again: the dataplane sees that
+// the rule set did not change.
+struct FirewallReuse {
+  FirewallModel model;
+  std::shared_ptr<const CompiledFirewall> compiled;
+};
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors,
+                                                          const FirewallReuse* reuse);
+
 // Validation of the dataplane section alone: appends one error per bad field.
 void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors);
 

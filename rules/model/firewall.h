@@ -19,11 +19,13 @@ struct IpPrefix {
   std::array<uint8_t, 16> addr{};
   uint8_t len = 0;   // prefix length (0..32 for v4, 0..128 for v6)
   bool v6 = false;
+  bool operator==(const IpPrefix&) const = default;
 };
 
 struct PortRange {
   uint16_t lo = 0;
   uint16_t hi = 65535;
+  bool operator==(const PortRange&) const = default;
 };
 
 using CountryCode = std::array<char, 2>;  // ISO 3166-1 alpha-2, upper case
@@ -44,6 +46,7 @@ struct FirewallRule {
   std::string description;
   std::string file;                // where the rule came from (rule file), for errors
   int line = 0;
+  bool operator==(const FirewallRule&) const = default;
 };
 
 struct FirewallModel {
@@ -52,6 +55,11 @@ struct FirewallModel {
   FwAction default_b_to_a = FwAction::kAllow;
   bool reevaluate_on_change = true;  // existing flows are judged again by a new rule set
   std::string geoip_database;        // path of a MaxMind mmdb with country data; "" = none
+  // Identifies the database file's content (device, inode, size, mtime) when the control side
+  // checked it; a replaced file changes the model, so the firewall is compiled (and
+  // published) anew even when the path stays the same. 0 = not checked / no database.
+  uint64_t geoip_database_stamp = 0;
+  bool operator==(const FirewallModel&) const = default;
 };
 
 }  // namespace dpu::rules

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -45,12 +46,23 @@ class FakePlane : public dp::DataplaneControl {
     current_ = std::move(s);
   }
 
-  uint32_t publish(std::unique_ptr<rules::Snapshot> next) override {
+  absl::StatusOr<std::unique_ptr<dp::PreparedSnapshot>> prepare(
+      std::unique_ptr<rules::Snapshot> next) override {
+    auto p = std::make_unique<dp::PreparedSnapshot>();
+    p->snap = std::move(next);
+    return p;
+  }
+  uint32_t publish(std::unique_ptr<dp::PreparedSnapshot> prepared) override {
     std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<rules::Snapshot> next = std::move(prepared->snap);
     next->generation = current_->generation + 1;
     current_ = std::move(next);
     ++publishes_;
     return current_->generation;
+  }
+  std::vector<dp::RuleCounters> ruleCounters() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rule_counters_;
   }
   uint32_t currentGeneration() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -123,11 +135,20 @@ class FakePlane : public dp::DataplaneControl {
     std::lock_guard<std::mutex> lock(mu_);
     return current_->config_version;
   }
+  std::shared_ptr<const rules::CompiledFirewall> firewall() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_->firewall;
+  }
+  void setRuleCounters(std::vector<dp::RuleCounters> c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rule_counters_ = std::move(c);
+  }
 
  private:
   mutable std::mutex mu_;
   std::unique_ptr<rules::Snapshot> current_;
   dp::CountersSnapshot counters_;
+  std::vector<dp::RuleCounters> rule_counters_;
   int publishes_ = 0;
   mutable std::mutex ev_mu_;
   std::deque<dp::Event> events_;
@@ -1001,6 +1022,312 @@ TEST(FrameBuilder, ErrorsNameTheField) {
   s.proto = "udp";
   s.tcp_flags = "S";
   EXPECT_THAT(std::string(buildFrame(s).status().message()), HasSubstr("tcp_flags"));
+}
+
+// --- firewall rules and GeoIP ---------------------------------------------------------------
+
+#ifndef DPU_MMDB_DIR
+#define DPU_MMDB_DIR ""
+#endif
+// Normalized: SetGeoipDatabase stores paths absolute and normalized.
+const std::string kCountryDb =
+    std::filesystem::path(std::string(DPU_MMDB_DIR) +
+                          "/maxmind+MaxMind-DB/test-data/GeoLite2-Country-Test.mmdb")
+        .lexically_normal()
+        .string();
+const std::string kAsnDb =
+    std::filesystem::path(std::string(DPU_MMDB_DIR) +
+                          "/maxmind+MaxMind-DB/test-data/GeoLite2-ASN-Test.mmdb")
+        .lexically_normal()
+        .string();
+
+class FirewallApiTest : public ServiceTest {
+ protected:
+  static v1::FirewallRule rule(const std::string& json) {
+    v1::FirewallRule r;
+    auto st = google::protobuf::util::JsonStringToMessage(json, &r);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return r;
+  }
+  grpc::Status add(const v1::FirewallRule& r, uint64_t expected, v1::ApplyConfigResponse* resp,
+                   std::function<void(v1::AddFirewallRuleRequest&)> pos = nullptr) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::AddFirewallRuleRequest req;
+    *req.mutable_rule() = r;
+    req.set_expected_version(expected);
+    if (pos) pos(req);
+    return stub_->AddFirewallRule(&ctx, req, resp);
+  }
+  grpc::Status remove(const std::string& id, uint64_t expected, v1::ApplyConfigResponse* resp) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::RemoveFirewallRuleRequest req;
+    req.set_id(id);
+    req.set_expected_version(expected);
+    return stub_->RemoveFirewallRule(&ctx, req, resp);
+  }
+  v1::ListFirewallRulesResponse list() {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::ListFirewallRulesResponse r;
+    grpc::Status st = stub_->ListFirewallRules(&ctx, v1::ListFirewallRulesRequest(), &r);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return r;
+  }
+  std::vector<std::string> inlineIds() {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::GetConfigResponse got;
+    EXPECT_TRUE(stub_->GetConfig(&ctx, v1::GetConfigRequest(), &got).ok());
+    std::vector<std::string> ids;
+    for (const auto& r : got.config().firewall().rules()) ids.push_back(r.id());
+    return ids;
+  }
+  grpc::Status setGeoip(const std::string& path, uint64_t expected, v1::ApplyConfigResponse* r) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::SetGeoipDatabaseRequest req;
+    req.set_path(path);
+    req.set_expected_version(expected);
+    return stub_->SetGeoipDatabase(&ctx, req, r);
+  }
+  grpc::Status lookup(const std::string& ip, v1::LookupCountryResponse* r,
+                      const std::string& db = "") {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::LookupCountryRequest req;
+    req.set_ip(ip);
+    req.set_database(db);
+    return stub_->LookupCountry(&ctx, req, r);
+  }
+  static bool haveDbs() {
+    return std::filesystem::exists(kCountryDb) && std::filesystem::exists(kAsnDb);
+  }
+};
+
+TEST_F(FirewallApiTest, AddPlacesRulesAndPublishesThem) {
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(add(rule(R"({"id":"ssh","action":"DENY","protocols":["tcp"],"dst_ports":["22"],
+                           "priority":10})"),
+                  1, &r)
+                  .ok());
+  EXPECT_EQ(r.version(), 2u);
+  auto fw = plane_.firewall();
+  ASSERT_TRUE(fw);
+  ASSERT_EQ(fw->rules.size(), 1u);
+  EXPECT_EQ(fw->rules[0].id, "ssh");
+  EXPECT_EQ(fw->v4.size(), 1u);
+  ASSERT_TRUE(add(rule(R"({"id":"last","action":"ALLOW"})"), 2, &r).ok());
+  ASSERT_TRUE(add(rule(R"({"id":"first","action":"ALLOW"})"), 3, &r,
+                  [](v1::AddFirewallRuleRequest& q) { q.set_index(0); })
+                  .ok());
+  ASSERT_TRUE(add(rule(R"({"id":"before-last","action":"ALLOW"})"), 4, &r,
+                  [](v1::AddFirewallRuleRequest& q) { q.set_before_id("last"); })
+                  .ok());
+  ASSERT_TRUE(add(rule(R"({"id":"after-first","action":"REJECT"})"), 5, &r,
+                  [](v1::AddFirewallRuleRequest& q) { q.set_after_id("first"); })
+                  .ok());
+  EXPECT_THAT(inlineIds(), ::testing::ElementsAre("first", "after-first", "ssh", "before-last",
+                                                  "last"));
+  EXPECT_EQ(committedVersion(), 6u);
+  // Evaluation order: priority 0 rules in list order, then ssh (priority 10).
+  std::vector<std::string> ranked;
+  for (const auto& ri : plane_.firewall()->rules) ranked.push_back(ri.id);
+  EXPECT_THAT(ranked, ::testing::ElementsAre("first", "after-first", "before-last", "last", "ssh"));
+
+  // Persisted like any apply.
+  auto again = ConfigStore::open(state_dir_, nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->current().firewall().rules_size(), 5);
+}
+
+TEST_F(FirewallApiTest, AddRejectsDuplicatesBadPositionsAndInvalidRules) {
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(add(rule(R"({"id":"a","action":"DENY"})"), 1, &r).ok());
+  grpc::Status st = add(rule(R"({"id":"a","action":"ALLOW"})"), 2, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(st.error_message(), HasSubstr("firewall.rules[0] already has id 'a'"));
+  st = add(rule(R"({"id":"b","action":"DENY"})"), 2, &r,
+           [](v1::AddFirewallRuleRequest& q) { q.set_before_id("nope"); });
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(st.error_message(), HasSubstr("before_id"));
+  st = add(rule(R"({"id":"b","action":"DENY"})"), 2, &r,
+           [](v1::AddFirewallRuleRequest& q) { q.set_index(5); });
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  st = add(rule(R"({"action":"DENY"})"), 2, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("rule.id"));
+  // An invalid rule: every error in the details, named by the rule's new position.
+  st = add(rule(R"({"id":"bad","action":"DENY","protocols":["icmp"],"dst_ports":["22"],
+                    "src":["10.0.0.1/8"]})"),
+           2, &r, [](v1::AddFirewallRuleRequest& q) { q.set_index(0); });
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto errs = decodeErrors(st);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].field(), "firewall.rules[0].src");
+  EXPECT_EQ(errs[0].rule(), "bad");
+  EXPECT_EQ(errs[0].section(), "firewall");
+  EXPECT_EQ(errs[0].reason(), "10.0.0.1/8 has host bits set (did you mean 10.0.0.0/8?)");
+  st = add(rule(R"({"id":"bad","action":"DENY","protocols":["icmp"],"dst_ports":["22"]})"), 2, &r);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  errs = decodeErrors(st);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].field(), "firewall.rules[1].dst_ports");
+  // Version conflict.
+  EXPECT_EQ(add(rule(R"({"id":"c","action":"DENY"})"), 1, &r).error_code(),
+            grpc::StatusCode::ABORTED);
+  EXPECT_EQ(committedVersion(), 2u);
+  EXPECT_EQ(plane_.publishes(), 1);
+}
+
+TEST_F(FirewallApiTest, RemoveInlineRulesOnly) {
+  std::string file = dir_ + "/site.rules";
+  std::ofstream(file) << "deny tcp any any -> any 23 id telnet\n";
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(apply(parse(absl::StrCat(R"({"firewall":{"rules":[{"id":"a","action":"DENY"},
+                                          {"id":"b","action":"ALLOW"}],"rule_files":[")",
+                                       file, R"("]}})")),
+                    1, false, &r)
+                  .ok());
+  ASSERT_TRUE(remove("a", 2, &r).ok());
+  EXPECT_THAT(inlineIds(), ::testing::ElementsAre("b"));
+  ASSERT_EQ(plane_.firewall()->rules.size(), 2u);
+  grpc::Status st = remove("a", 3, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  st = remove("telnet", 3, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(st.error_message(), HasSubstr(file + ":1"));
+  EXPECT_EQ(remove("b", 1, &r).error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(committedVersion(), 3u);
+}
+
+TEST_F(FirewallApiTest, ListShowsRanksSourcesEntriesAndCounters) {
+  std::string file = dir_ + "/site.rules";
+  std::ofstream(file) << "# site\nreject tcp @corp any -> any 25,465 prio -1 id smtp\n";
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(apply(parse(absl::StrCat(R"({"firewall":{
+      "default_b_to_a":"DENY", "keep_established_on_change": true,
+      "ip_sets":[{"name":"corp","prefixes":["10.0.0.0/8","2001:db8::/32"]}],
+      "rules":[{"id":"dns","action":"ALLOW","dst_ports":["53"],"description":"resolvers"}],
+      "rule_files":[")", file, R"("]}})")),
+                    1, false, &r)
+                  .ok());
+  dp::RuleCounters smtp;
+  smtp.id = "smtp";
+  smtp.packets = 10;
+  smtp.bytes = 1500;
+  smtp.flows = 2;
+  smtp.last_hit_ns = 1'700'000'000'000'000'000ull;
+  dp::RuleCounters stale;
+  stale.id = "gone";
+  stale.packets = 99;
+  plane_.setRuleCounters({smtp, stale});
+  v1::ListFirewallRulesResponse l = list();
+  EXPECT_EQ(l.config_version(), 2u);
+  ASSERT_EQ(l.rules_size(), 2);
+  const auto& a = l.rules(0);
+  EXPECT_EQ(a.rule().id(), "smtp");
+  EXPECT_EQ(a.rank(), 0u);
+  EXPECT_EQ(a.source(), file + ":2");
+  EXPECT_EQ(a.rule().src(0), "@corp");  // as written
+  EXPECT_EQ(a.rule().action(), v1::REJECT);
+  EXPECT_EQ(a.acl_entries(), 4u);  // (v4 + v6 source) x 2 ports
+  EXPECT_EQ(a.packets(), 10u);
+  EXPECT_EQ(a.bytes(), 1500u);
+  EXPECT_EQ(a.flows(), 2u);
+  EXPECT_EQ(a.last_hit_unix_ns(), 1'700'000'000'000'000'000ll);
+  const auto& b = l.rules(1);
+  EXPECT_EQ(b.rule().id(), "dns");
+  EXPECT_EQ(b.source(), "config");
+  EXPECT_EQ(b.rule().description(), "resolvers");
+  EXPECT_EQ(b.acl_entries(), 4u);  // tcp + udp, v4 + v6
+  EXPECT_EQ(b.packets(), 0u);
+  EXPECT_EQ(b.last_hit_unix_ns(), 0);
+  EXPECT_EQ(l.default_a_to_b(), v1::ALLOW);
+  EXPECT_EQ(l.default_b_to_a(), v1::DENY);
+  EXPECT_TRUE(l.keep_established_on_change());
+  EXPECT_EQ(l.acl_entries_v4() + l.acl_entries_v6(), 8u);
+
+  // Times: dataplane clock + the wall offset.
+  ServiceOptions so;
+  so.wall_offset_ns = 1000;
+  ApplianceService other(manager_.get(), &plane_, nullptr, so);
+  v1::ListFirewallRulesResponse l2;
+  ASSERT_TRUE(other.ListFirewallRules(nullptr, nullptr, &l2).ok());
+  EXPECT_EQ(l2.rules(0).last_hit_unix_ns(), 1'700'000'000'000'001'000ll);
+}
+
+TEST_F(FirewallApiTest, UnchangedFirewallIsSharedAcrossApplies) {
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(add(rule(R"({"id":"a","action":"DENY","protocols":["tcp"]})"), 1, &r).ok());
+  auto fw1 = plane_.firewall();
+  ASSERT_TRUE(update(parse(R"({"dataplane":{"timeouts":{"udp_s":44}}})"),
+                     {"dataplane.timeouts.udp_s"}, 2, &r)
+                  .ok());
+  EXPECT_EQ(plane_.settings().udp_s, 44u);
+  EXPECT_EQ(plane_.firewall().get(), fw1.get());  // same compiled firewall
+  ASSERT_TRUE(add(rule(R"({"id":"b","action":"DENY"})"), 3, &r).ok());
+  EXPECT_NE(plane_.firewall().get(), fw1.get());
+}
+
+TEST_F(FirewallApiTest, GeoipDatabaseIsCheckedBeforeTheSwap) {
+  if (!haveDbs()) GTEST_SKIP() << "MaxMind test databases absent (" << DPU_MMDB_DIR << ")";
+  v1::ApplyConfigResponse r;
+  grpc::Status st = setGeoip("/nonexistent/x.mmdb", 1, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  st = setGeoip(kAsnDb, 1, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(st.error_message(), HasSubstr("no country data"));
+  st = setGeoip(dir_, 1, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(committedVersion(), 1u);
+  EXPECT_EQ(plane_.publishes(), 0);
+
+  // A country rule needs the database first.
+  st = add(rule(R"({"id":"geo","action":"DENY","src_countries":["GB"]})"), 1, &r);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(decodeErrors(st)[0].field(), "firewall.rules[0].src_countries");
+  ASSERT_TRUE(setGeoip(kCountryDb, 1, &r).ok());
+  EXPECT_EQ(r.version(), 2u);
+  ASSERT_TRUE(add(rule(R"({"id":"geo","action":"DENY","src_countries":["GB"]})"), 2, &r).ok());
+  auto fw = plane_.firewall();
+  EXPECT_EQ(fw->geoip_database, kCountryDb);
+  EXPECT_TRUE(fw->uses_countries);
+  EXPECT_EQ(fw->countryIndex("GB"), 1);
+  // Removing the database now would leave a country rule without one.
+  st = setGeoip("", 3, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(FirewallApiTest, LookupCountry) {
+  if (!haveDbs()) GTEST_SKIP() << "MaxMind test databases absent (" << DPU_MMDB_DIR << ")";
+  v1::LookupCountryResponse l;
+  grpc::Status st = lookup("81.2.69.142", &l);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // Another database on request, before any is configured.
+  ASSERT_TRUE(lookup("81.2.69.142", &l, kCountryDb).ok());
+  EXPECT_EQ(l.country(), "GB");
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(setGeoip(kCountryDb, 1, &r).ok());
+  ASSERT_TRUE(add(rule(R"({"id":"geo","action":"DENY","src_countries":["US","GB"]})"), 2, &r).ok());
+  ASSERT_TRUE(lookup("81.2.69.142", &l).ok());
+  EXPECT_TRUE(l.found());
+  EXPECT_EQ(l.ip(), "81.2.69.142");
+  EXPECT_EQ(l.country(), "GB");
+  EXPECT_EQ(l.network(), "81.2.69.142/31");
+  EXPECT_EQ(l.database(), kCountryDb);
+  EXPECT_EQ(l.database_type(), "GeoLite2-Country");
+  EXPECT_EQ(l.country_index(), 2u);
+  ASSERT_TRUE(lookup("2a02:d500::1", &l).ok());  // a record without a country
+  EXPECT_TRUE(l.found());
+  EXPECT_EQ(l.country(), "");
+  EXPECT_EQ(l.country_index(), 0u);
+  ASSERT_TRUE(lookup("10.0.0.1", &l).ok());
+  EXPECT_FALSE(l.found());
+  st = lookup("10.0.0.300", &l);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("ip: "));
 }
 
 }  // namespace

@@ -1,8 +1,14 @@
 #include "control/config/config_loader.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace dpu::ctl {
 namespace {
@@ -138,6 +144,297 @@ TEST(ConfigLoader, EveryBadFieldIsReported) {
   EXPECT_EQ(errors[2].field, "dataplane.fragments.max_fragments");
   EXPECT_EQ(errors[0].section, "dataplane");
   EXPECT_NE(m.status().message().find("3 errors"), std::string::npos) << m.status();
+}
+
+}  // namespace
+}  // namespace dpu::ctl
+
+// --- firewall and GeoIP sections, rule files and IP set files --------------------------------
+
+namespace dpu::ctl {
+namespace {
+
+using ::testing::HasSubstr;
+
+#ifndef DPU_MMDB_DIR
+#define DPU_MMDB_DIR ""
+#endif
+const std::string kCountryDb =
+    std::string(DPU_MMDB_DIR) + "/maxmind+MaxMind-DB/test-data/GeoLite2-Country-Test.mmdb";
+const std::string kAsnDb =
+    std::string(DPU_MMDB_DIR) + "/maxmind+MaxMind-DB/test-data/GeoLite2-ASN-Test.mmdb";
+
+class FirewallLoader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dpu_fw_loader.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::string p = dir_ + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+  // Parses `json` and converts it; the errors (if any) in `errors`.
+  absl::StatusOr<rules::ConfigModel> model(const std::string& json, rules::ConfigErrorList* errors,
+                                           ModelDetails* details = nullptr) {
+    auto c = parseConfig(json, ConfigFormat::kJson, "t.json");
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return c.status();
+    return toModel(*c, errors, details);
+  }
+  std::vector<std::string> fields(const rules::ConfigErrorList& errors) {
+    std::vector<std::string> out;
+    for (const auto& e : errors) out.push_back(e.field);
+    return out;
+  }
+  std::string dir_;
+};
+
+TEST_F(FirewallLoader, NoFirewallSectionMeansNoRulesAndAllowDefaults) {
+  rules::ConfigErrorList errors;
+  auto m = model("{}", &errors);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->firewall.rules.empty());
+  EXPECT_EQ(m->firewall.default_a_to_b, rules::FwAction::kAllow);
+  EXPECT_EQ(m->firewall.default_b_to_a, rules::FwAction::kAllow);
+  EXPECT_TRUE(m->firewall.reevaluate_on_change);
+  EXPECT_TRUE(m->firewall.geoip_database.empty());
+}
+
+TEST_F(FirewallLoader, InlineRulesSetsAndDefaultsAreMapped) {
+  rules::ConfigErrorList errors;
+  ModelDetails details;
+  auto m = model(R"({"firewall": {
+      "default_a_to_b": "DENY", "default_b_to_a": "REJECT", "keep_established_on_change": true,
+      "ip_sets": [{"name": "corp", "prefixes": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.1"]}],
+      "rules": [
+        {"id": "ssh", "priority": 10, "action": "DENY", "direction": "A_TO_B",
+         "protocols": ["tcp"], "src": ["@corp"], "dst": ["198.51.100.0/24", "2001:db8:1::/48"],
+         "dst_ports": ["22", "2222-2223"], "vlan": 0, "description": "no ssh"},
+        {"id": "web", "action": "ALLOW", "protocols": ["TCP", "17", "sctp"],
+         "src_ports": ["any"], "dst_ports": ["443"]}
+      ]}})",
+                 &errors, &details);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const rules::FirewallModel& fw = m->firewall;
+  EXPECT_EQ(fw.default_a_to_b, rules::FwAction::kDeny);
+  EXPECT_EQ(fw.default_b_to_a, rules::FwAction::kReject);
+  EXPECT_FALSE(fw.reevaluate_on_change);
+  ASSERT_EQ(fw.rules.size(), 2u);
+  const rules::FirewallRule& ssh = fw.rules[0];
+  EXPECT_EQ(ssh.id, "ssh");
+  EXPECT_EQ(ssh.priority, 10);
+  EXPECT_EQ(ssh.action, rules::FwAction::kDeny);
+  EXPECT_EQ(ssh.direction, rules::FwDirection::kAtoB);
+  EXPECT_EQ(ssh.protocols, std::vector<uint8_t>{6});
+  ASSERT_EQ(ssh.src.size(), 3u);  // the set, expanded
+  EXPECT_EQ(rules::formatPrefix(ssh.src[2]), "192.0.2.1/32");
+  EXPECT_EQ(ssh.dst.size(), 2u);
+  EXPECT_EQ(ssh.dst_ports.size(), 2u);
+  ASSERT_TRUE(ssh.vlan.has_value());
+  EXPECT_EQ(*ssh.vlan, 0);
+  EXPECT_EQ(ssh.description, "no ssh");
+  EXPECT_TRUE(ssh.file.empty());
+  EXPECT_EQ(fw.rules[1].protocols, (std::vector<uint8_t>{6, 17, 132}));
+  EXPECT_TRUE(fw.rules[1].src_ports.empty());
+  ASSERT_EQ(details.firewall_rules.size(), 2u);
+  EXPECT_EQ(details.firewall_rules[0].src, std::vector<std::string>{"@corp"});
+  // The spec round-trips to the same proto rule.
+  auto c = parseConfig(R"({"firewall": {"rules": [{"id": "x", "action": "REJECT",
+      "direction": "B_TO_A", "protocols": ["udp"], "src": ["10.0.0.0/8"], "dst_ports": ["53"],
+      "vlan": 7, "src_countries": ["US"], "description": "d", "priority": -1}]}})",
+                       ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(c.ok());
+  v1::FirewallRule back = protoFromSpec(specFromProto(c->firewall().rules(0), 0));
+  EXPECT_EQ(back.SerializeAsString(), c->firewall().rules(0).SerializeAsString());
+}
+
+TEST_F(FirewallLoader, EveryBadFieldIsNamed) {
+  rules::ConfigErrorList errors;
+  auto m = model(R"({"firewall": {
+      "default_b_to_a": 9,
+      "ip_sets": [{"name": "corp", "prefixes": ["10.0.0.0/8", "10.0.0.1/8", "@other"]},
+                  {"name": "bad name"}, {"name": "empty"}],
+      "rules": [
+        {"id": "a", "protocols": ["tcp"]},
+        {"id": "b", "action": "DENY", "protocols": ["icmp"], "dst_ports": ["22"]},
+        {"id": "c", "action": "DENY", "src": ["@nope"], "src_countries": ["US"]},
+        {"id": "d", "action": "DENY", "vlan": 4096, "direction": 7},
+        {"id": "b", "action": "ALLOW"}
+      ]}})",
+                 &errors);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(fields(errors),
+              ::testing::ElementsAre("firewall.default_b_to_a",
+                                     "firewall.ip_sets[0].prefixes[1]",
+                                     "firewall.ip_sets[0].prefixes[2]",
+                                     "firewall.ip_sets[1].name", "firewall.ip_sets[2]",
+                                     "firewall.rules[3].direction", "firewall.rules[4].id",
+                                     "firewall.rules[0].action", "firewall.rules[1].dst_ports",
+                                     "firewall.rules[2].src"));
+  EXPECT_EQ(errors[1].reason, "10.0.0.1/8 has host bits set (did you mean 10.0.0.0/8?)");
+  EXPECT_EQ(errors[1].rule, "corp");
+  EXPECT_THAT(errors[6].reason, HasSubstr("also used by firewall.rules[1]"));
+  EXPECT_THAT(errors[9].reason, HasSubstr("unknown IP set '@nope'"));
+  for (const auto& e : errors) {
+    EXPECT_TRUE(e.section == "firewall") << e.field;
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(e.field));
+  }
+  // Countries without a database, and a VLAN out of range, once the rest is fixed.
+  errors.clear();
+  m = model(R"({"firewall": {"rules": [
+      {"id": "c", "action": "DENY", "src_countries": ["US"]},
+      {"id": "d", "action": "DENY", "vlan": 4096}]}})",
+            &errors);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(fields(errors), ::testing::ElementsAre("firewall.rules[0].src_countries",
+                                                     "firewall.rules[1].vlan"));
+  EXPECT_THAT(errors[0].reason, HasSubstr("rule 'c' matches countries but no GeoIP database"));
+}
+
+TEST_F(FirewallLoader, RuleFilesAreAppendedInOrderWithTheirLines) {
+  std::string text = write("a.rules",
+                           "# site rules\n"
+                           "deny tcp any any -> 192.0.2.0/24 22 prio 10 id ssh-block\n"
+                           "allow udp @corp any -> any 53\n");
+  std::string json = write("b.json", R"({"rules": [
+  {"id": "doca-1", "src_ip": "1.1.1.1", "dst_port": 80, "protocol": "tcp"}
+]})");
+  std::string set = write("corp.txt", "# corp\n10.0.0.0/8\n\n172.16.0.0/12  # lab\n");
+  rules::ConfigErrorList errors;
+  ModelDetails details;
+  auto m = model(absl::StrCat(R"({"firewall": {
+      "ip_sets": [{"name": "corp", "file": ")", set, R"("}],
+      "rules": [{"id": "inline", "action": "ALLOW"}],
+      "rule_files": [")", text, R"(", ")", json, R"("]}})"),
+                 &errors, &details);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto& rs = m->firewall.rules;
+  ASSERT_EQ(rs.size(), 4u);
+  EXPECT_EQ(rs[0].id, "inline");
+  EXPECT_EQ(rs[1].id, "ssh-block");
+  EXPECT_EQ(rs[1].file, text);
+  EXPECT_EQ(rs[1].line, 2);
+  EXPECT_EQ(rs[2].id, "a.rules:3");
+  ASSERT_EQ(rs[2].src.size(), 2u);
+  EXPECT_EQ(rules::formatPrefix(rs[2].src[1]), "172.16.0.0/12");
+  EXPECT_EQ(rs[3].id, "doca-1");
+  EXPECT_EQ(rs[3].action, rules::FwAction::kDeny);
+  EXPECT_EQ(rs[3].line, 2);
+  ASSERT_EQ(details.firewall_rules.size(), 4u);
+  EXPECT_EQ(details.firewall_rules[2].file, text);
+  EXPECT_EQ(details.firewall_rules[3].syntax, rules::RuleSyntax::kJson);
+}
+
+TEST_F(FirewallLoader, ErrorsInFilesNameFileLineAndField) {
+  std::string text = write("bad.rules",
+                           "deny tcp any any -> any 22 id ok\n"
+                           "deny icmp any any -> any 22 id icmp-ports\n"
+                           "deny tcp any any -> any 22 id ok\n");
+  std::string set = write("bad-set.txt", "10.0.0.0/8\n10.0.0.1/8\n");
+  rules::ConfigErrorList errors;
+  auto m = model(absl::StrCat(R"({"firewall": {
+      "ip_sets": [{"name": "s", "file": ")", set, R"("}],
+      "rules": [{"id": "icmp-ports", "action": "DENY"}],
+      "rule_files": [")", text, R"(", ")", dir_, R"(/missing.rules"]}})"),
+                 &errors);
+  ASSERT_FALSE(m.ok());
+  std::vector<std::string> got;
+  for (const auto& e : errors) got.push_back(rules::formatError(e));
+  EXPECT_THAT(got, ::testing::ElementsAre(
+                       set + ":2: rule 's': prefix: 10.0.0.1/8 has host bits set (did you mean "
+                             "10.0.0.0/8?)",
+                       dir_ + "/missing.rules: firewall.rule_files[1]: cannot open: No such file "
+                              "or directory",
+                       text + ":2: rule 'icmp-ports': id: duplicate id 'icmp-ports': also used "
+                              "by firewall.rules[0]",
+                       text + ":3: rule 'ok': id: duplicate id 'ok': also used by " + text + ":1",
+                       text + ":2: rule 'icmp-ports': dst_port: ports only apply to tcp, udp "
+                              "and sctp, and the rule's protocols include icmp (put those in a "
+                              "rule of their own, without ports)"));
+}
+
+TEST_F(FirewallLoader, RelativePathsFollowTheConfigFile) {
+  std::filesystem::create_directories(dir_ + "/etc/rules");
+  write("etc/rules/site.rules", "deny tcp any any -> any 23 id telnet\n");
+  write("etc/corp.txt", "10.0.0.0/8\n");
+  std::string cfg = write("etc/dpu.json", R"({"firewall": {
+      "ip_sets": [{"name": "corp", "file": "corp.txt"}],
+      "rule_files": ["rules/site.rules"],
+      "rules": [{"id": "x", "action": "ALLOW", "src": ["@corp"]}]}})");
+  // Loaded from elsewhere: the paths are the config file's, and absolute from now on.
+  auto c = loadConfigFile(cfg);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->firewall().rule_files(0), dir_ + "/etc/rules/site.rules");
+  EXPECT_EQ(c->firewall().ip_sets(0).file(), dir_ + "/etc/corp.txt");
+  auto m = toModel(*c);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->firewall.rules.size(), 2u);
+  EXPECT_EQ(m->firewall.rules[1].id, "telnet");
+  // A document given as text keeps them relative (to the working directory).
+  auto raw = parseConfig(R"({"firewall": {"rule_files": ["rules/site.rules"]}})",
+                         ConfigFormat::kJson, "raw.json");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw->firewall().rule_files(0), "rules/site.rules");
+  resolveRelativePaths(&*raw, dir_ + "/etc");
+  EXPECT_EQ(raw->firewall().rule_files(0), dir_ + "/etc/rules/site.rules");
+  // A document without those sections is left exactly as it was.
+  v1::ApplianceConfig empty;
+  resolveRelativePaths(&empty, dir_);
+  EXPECT_EQ(empty.ByteSizeLong(), 0u);
+}
+
+TEST_F(FirewallLoader, GeoipDatabaseIsCheckedAndCountriesWork) {
+  if (!std::filesystem::exists(kCountryDb) || !std::filesystem::exists(kAsnDb)) {
+    GTEST_SKIP() << "MaxMind test databases absent (" << DPU_MMDB_DIR << ")";
+  }
+  rules::ConfigErrorList errors;
+  auto m = model(absl::StrCat(R"({"geoip": {"database": ")", kCountryDb, R"("},
+      "firewall": {"rules": [{"id": "geo", "action": "DENY", "src_countries": ["GB", "US"]}]}})"),
+                 &errors);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->firewall.geoip_database, kCountryDb);
+  EXPECT_NE(m->firewall.geoip_database_stamp, 0u);
+  EXPECT_EQ(m->firewall.rules[0].src_countries.size(), 2u);
+
+  errors.clear();
+  m = model(absl::StrCat(R"({"geoip": {"database": ")", kAsnDb, R"("}})"), &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].section, "geoip");
+  EXPECT_EQ(errors[0].field, "geoip.database");
+  EXPECT_THAT(errors[0].reason, HasSubstr("no country data"));
+
+  errors.clear();
+  m = model(R"({"geoip": {"database": "/nonexistent/x.mmdb"}})", &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "geoip.database");
+  EXPECT_THAT(errors[0].reason, HasSubstr("/nonexistent/x.mmdb: cannot open"));
+}
+
+TEST_F(FirewallLoader, TheEntryCapIsCheckedHere) {
+  // 1500 x 1500 prefixes: 2,250,000 entries, over the 2,000,000 cap.
+  std::string src, dst;
+  for (int i = 0; i < 1500; ++i) {
+    absl::StrAppend(&src, i ? "\n" : "", "10.", i / 256, ".", i % 256, ".0/24");
+    absl::StrAppend(&dst, i ? "\n" : "", "172.", 16 + i / 256, ".", i % 256, ".0/24");
+  }
+  std::string a = write("a.txt", src), b = write("b.txt", dst);
+  rules::ConfigErrorList errors;
+  auto m = model(absl::StrCat(R"({"firewall": {
+      "ip_sets": [{"name": "a", "file": ")", a, R"("}, {"name": "b", "file": ")", b, R"("}],
+      "rules": [{"id": "huge", "action": "DENY", "protocols": ["tcp"], "src": ["@a"],
+                 "dst": ["@b"]}]}})"),
+                 &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].rule, "huge");
+  EXPECT_EQ(errors[0].field, "firewall.rules[0]");
+  EXPECT_THAT(errors[0].reason, HasSubstr("expands to 2250000 ACL entries"));
 }
 
 }  // namespace

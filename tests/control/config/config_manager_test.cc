@@ -40,8 +40,20 @@ class FakePlane : public dp::DataplaneControl {
 
   explicit FakePlane(std::string config_path) : config_path_(std::move(config_path)) {}
 
-  uint32_t publish(std::unique_ptr<rules::Snapshot> next) override {
+  absl::StatusOr<std::unique_ptr<dp::PreparedSnapshot>> prepare(
+      std::unique_ptr<rules::Snapshot> next) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++prepares_;
+      if (!prepare_error_.ok()) return prepare_error_;
+    }
+    auto p = std::make_unique<dp::PreparedSnapshot>();
+    p->snap = std::move(next);
+    return p;
+  }
+  uint32_t publish(std::unique_ptr<dp::PreparedSnapshot> prepared) override {
     std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<rules::Snapshot> next = std::move(prepared->snap);
     auto disk = loadConfigFile(config_path_);
     uint32_t gen = ++generation_;
     next->generation = gen;
@@ -50,6 +62,7 @@ class FakePlane : public dp::DataplaneControl {
     current_ = std::move(next);
     return gen;
   }
+  std::vector<dp::RuleCounters> ruleCounters() const override { return {}; }
   uint32_t currentGeneration() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return generation_;
@@ -66,8 +79,19 @@ class FakePlane : public dp::DataplaneControl {
     std::lock_guard<std::mutex> lock(mu_);
     return published_;
   }
+  // The next prepare() calls fail with `st` (e.g. a GeoIP database that does not open).
+  void failPrepare(absl::Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepare_error_ = std::move(st);
+  }
+  int prepares() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return prepares_;
+  }
 
  private:
+  absl::Status prepare_error_;
+  int prepares_ = 0;
   std::string config_path_;
   mutable std::mutex mu_;
   uint32_t generation_ = 0;
@@ -407,6 +431,26 @@ TEST_F(ConfigManagerTest, WithoutADataplaneApplyPersistsOnly) {
 }
 
 // The dataplane must never run a config that a restart would lose.
+TEST_F(ConfigManagerTest, PrepareFailureIsAnApplyFailureBeforeAnythingIsPersisted) {
+  start();
+  ASSERT_TRUE(mgr_->apply(withUdpTimeout(30), 1, false, nullptr).ok());
+  ASSERT_EQ(publishes(), 1u);
+  const std::string before = onDisk().SerializeAsString();
+  plane_->failPrepare(absl::InvalidArgumentError(
+      "firewall.geoip_database: cannot open /x/GeoIP2-Country.mmdb: No such file or directory"));
+  ApplyError err;
+  auto r = mgr_->apply(withUdpTimeout(31), 2, false, &err);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("/x/GeoIP2-Country.mmdb"), std::string::npos);
+  ASSERT_EQ(err.errors.size(), 1u);
+  EXPECT_NE(err.errors[0].reason.find("cannot open"), std::string::npos);
+  EXPECT_EQ(plane_->prepares(), 2);
+  EXPECT_EQ(publishes(), 1u);
+  EXPECT_EQ(mgr_->version(), 2u);
+  EXPECT_EQ(onDisk().SerializeAsString(), before);
+}
+
 TEST_F(ConfigManagerTest, PersistFailurePublishesNothing) {
   std::string how;
   const bool mounted =

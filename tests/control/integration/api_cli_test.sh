@@ -109,7 +109,9 @@ s = [json.loads(l) for l in open(sys.argv[1])]
 ts = [int(x["timestamp_unix_ns"]) for x in s]
 rx = [int(x["ports"][0]["rx_packets"]) for x in s]
 assert all(b - a >= 150_000_000 for a, b in zip(ts, ts[1:])), ts
-assert rx[0] < rx[1] < rx[2], rx
+# Counters never go back and traffic shows over the window; consecutive 200 ms samples may be
+# equal when a loaded 2-core machine leaves the worker off its CPU for that long.
+assert rx[0] <= rx[1] <= rx[2] and rx[0] < rx[2], rx
 PYEOF
 pass "stats, stats --watch"
 

@@ -106,7 +106,7 @@ TEST(FlowKeyTest, BothDirectionsShareOneKey) {
     if (!identical_endpoints) {
       EXPECT_NE(hi_f, hi_r);
     }
-    EXPECT_EQ(kf.pad, 0);
+    EXPECT_EQ(kf.pad[0] | kf.pad[1] | kf.pad[2], 0);
     EXPECT_EQ(kf.proto, c.fwd.l4_proto);
     EXPECT_EQ(kf.ip_ver, static_cast<uint8_t>(c.fwd.l3));
     // lo endpoint is the smaller (address, port).

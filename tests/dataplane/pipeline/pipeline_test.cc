@@ -15,6 +15,7 @@
 
 #include "dataplane/api/dataplane.h"
 #include "dataplane/packet/parser.h"
+#include "tests/dataplane/pipeline/harness.h"
 #include "tests/util/packet_builder.h"
 
 namespace dpu::dp {
@@ -22,102 +23,6 @@ namespace {
 
 using test::Frame;
 using test::PacketBuilder;
-
-class Recorder : public VerdictSink {
- public:
-  void onVerdict(const PacketVerdict& v) override { verdicts.push_back(v); }
-  std::vector<PacketVerdict> verdicts;
-};
-
-class Harness {
- public:
-  explicit Harness(const rules::DataplaneSettings& settings) {
-    static int instance = 0;
-    ++instance;
-    std::string tag = std::to_string(instance);
-    for (int s = 0; s < 2; ++s) {
-      std::string side = s == 0 ? "a" : "b";
-      rx_[s] = rte_ring_create(("rx" + side + tag).c_str(), 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-      tx_[s] = rte_ring_create(("tx" + side + tag).c_str(), 4096, 0, RING_F_SP_ENQ | RING_F_SC_DEQ);
-      int p = rte_eth_from_rings(("net_ring_" + side + tag).c_str(), &rx_[s], 1, &tx_[s], 1, 0);
-      EXPECT_GE(p, 0);
-      port_[s] = static_cast<uint16_t>(p);
-    }
-    int off = -1;
-    uint64_t flag = 0;
-    EXPECT_EQ(rte_mbuf_dyn_rx_timestamp_register(&off, &flag), 0);
-    ts_off_ = off;
-    ts_flag_ = flag;
-    pool_ = rte_pktmbuf_pool_create(("tpool" + tag).c_str(), 4095, 0, 0, 4096, 0);
-    EXPECT_NE(pool_, nullptr);
-    DataplaneOptions o;
-    o.port_a = port_[0];
-    o.port_b = port_[1];
-    o.workers = 1;
-    o.clock = ClockMode::kPacketTimestamp;
-    o.mbufs = 1023;
-    o.rx_desc = 64;
-    o.tx_desc = 64;
-    auto snap = std::make_unique<rules::Snapshot>();
-    snap->dataplane = settings;
-    auto d = Dataplane::create(o, std::move(snap));
-    EXPECT_TRUE(d.ok()) << d.status();
-    if (d.ok()) dp_ = std::move(*d);
-    dp_->worker(0).setVerdictSink(&rec_);
-    dp_->attachCaller(0);
-  }
-  ~Harness() {
-    dp_->detachCaller(0);
-    dp_.reset();
-    for (int s = 0; s < 2; ++s) {
-      drain(s);
-      rte_ring_free(rx_[s]);
-      rte_ring_free(tx_[s]);
-    }
-    rte_mempool_free(pool_);
-  }
-
-  // Queues `f` as received on side s at time ts_us (microseconds).
-  void send(int s, const Frame& f, uint64_t ts_us = 1000000) {
-    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-    ASSERT_NE(m, nullptr);
-    char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(f.size()));
-    ASSERT_NE(p, nullptr);
-    memcpy(p, f.data(), f.size());
-    *RTE_MBUF_DYNFIELD(m, ts_off_, uint64_t*) = ts_us;
-    m->ol_flags |= ts_flag_;
-    ASSERT_EQ(rte_ring_sp_enqueue(rx_[s], m), 0);
-  }
-  void poll() {
-    while (rte_ring_count(rx_[0]) || rte_ring_count(rx_[1])) dp_->worker(0).pollOnce();
-  }
-  // Frames that left side s, in order.
-  std::vector<Frame> out(int s) { return drain(s); }
-  CountersSnapshot::Flat counters() { return dp_->counters().total; }
-  Dataplane& dp() { return *dp_; }
-  std::vector<PacketVerdict>& verdicts() { return rec_.verdicts; }
-
- private:
-  std::vector<Frame> drain(int s) {
-    std::vector<Frame> r;
-    void* obj;
-    while (rte_ring_sc_dequeue(tx_[s], &obj) == 0) {
-      rte_mbuf* m = static_cast<rte_mbuf*>(obj);
-      const uint8_t* d = rte_pktmbuf_mtod(m, const uint8_t*);
-      r.emplace_back(d, d + m->data_len);
-      rte_pktmbuf_free(m);
-    }
-    return r;
-  }
-  rte_ring* rx_[2];
-  rte_ring* tx_[2];
-  uint16_t port_[2];
-  int ts_off_ = -1;
-  uint64_t ts_flag_ = 0;
-  rte_mempool* pool_ = nullptr;
-  Recorder rec_;
-  std::unique_ptr<Dataplane> dp_;
-};
 
 rules::DataplaneSettings smallSettings() {
   rules::DataplaneSettings s;
@@ -391,7 +296,9 @@ TEST(Pipeline, PublishedSnapshotIsUsedFromTheNextBurst) {
   auto next = std::make_unique<rules::Snapshot>();
   next->dataplane = smallSettings();
   next->dataplane.non_ip = rules::Policy::kDrop;
-  EXPECT_EQ(h.dp().publish(std::move(next)), 2u);
+  auto gen = h.dp().prepareAndPublish(std::move(next));
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  EXPECT_EQ(*gen, 2u);
   h.send(0, arp);
   h.poll();
   ASSERT_EQ(h.verdicts().size(), 2u);
@@ -505,6 +412,18 @@ TEST(Pipeline, Ipv6FirstFragmentEndingInsideExtensionHeadersIsTiny) {
   auto c = h.counters();
   EXPECT_EQ(drops(c, DropReason::kFragTiny), 1u);
   EXPECT_EQ(drops(c, DropReason::kFragDatagramDropped), f.size() - 1);
+}
+
+TEST(Pipeline, AbsurdCaptureTimesDoNotWrapAndFlowsStillEnd) {
+  // A capture whose tv_sec reads as -1 gives ~2^64 microseconds; times are clamped so the
+  // end-of-input drain (now = UINT64_MAX) still ends the flow instead of looping forever.
+  Harness h(smallSettings());
+  h.send(0, PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").udp(1, 53).build(), UINT64_MAX - 5);
+  h.poll();
+  EXPECT_EQ(h.counters().flows_created, 1u);
+  int calls = 0;
+  while (!h.dp().worker(0).endFlows(4096)) ASSERT_LT(++calls, 10000) << "drain did not end";
+  EXPECT_EQ(h.dp().worker(0).flows().size(), 0u);
 }
 
 }  // namespace

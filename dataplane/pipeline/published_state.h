@@ -1,0 +1,57 @@
+// What the control side publishes to the workers: the rules::Snapshot (pure data) together
+// with the dataplane objects built for it, behind one pointer.
+//
+// Ownership and publication: built by Dataplane::prepare (control thread), published by
+// Dataplane::publish with a release store of the pointer, read by workers (acquire load once
+// per poll loop), freed by the control thread after an rte_rcu_qsbr grace period. Workers
+// never write to it except their own block of `hits` (one writer per block, relaxed atomic
+// stores; control threads read). `base`, `fw_since` are written by publish() before the store
+// (fw_since) or under the Dataplane's publish mutex after the grace period (base).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dataplane/api/control.h"
+#include "dataplane/pipeline/verdict.h"
+#include "dataplane/stages/firewall_stage.h"
+
+namespace dpu::dp {
+
+struct PublishedState : PreparedSnapshot {
+  // Firewall: null tables when the snapshot has no firewall. The stage runs only when
+  // fw_active (rules, or a default action other than allow).
+  std::shared_ptr<const FirewallTables> fw;
+  std::shared_ptr<const GeoIpDb> geoip;  // null: no database configured
+  bool fw_active = false;
+  // First generation that ran this firewall object (same shared_ptr): flow verdicts cached
+  // from that generation on are still what the rules say.
+  uint32_t fw_since = 0;
+
+  // Per-rule counters: worker w's RuleHit for rule r is hits[w * hit_pairs].h[0] + r.
+  uint32_t nrules = 0;
+  uint32_t nworkers = 0;
+  uint32_t hit_pairs = 0;  // RuleHitPair per worker
+  std::unique_ptr<RuleHitPair[]> hits;
+  // Rule identity across reloads: uid of each rule (index = rank), assigned by the Dataplane
+  // per rule id (same id, same uid); uid_index sorted by uid for the reverse lookup.
+  std::vector<uint32_t> rule_uid;
+  std::vector<std::pair<uint32_t, uint32_t>> uid_index;  // (uid, rule index)
+  // Totals carried over from earlier rule sets for rules that kept their id (control only).
+  std::vector<RuleCounters> base;
+
+  RuleHit* hitsOf(uint32_t worker) const {
+    return nrules == 0 ? nullptr : &hits[static_cast<size_t>(worker) * hit_pairs].h[0];
+  }
+  // Rule index of `uid` in this state, kNoRule when no rule has it. No allocation.
+  uint32_t indexOfUid(uint32_t uid) const {
+    auto it = std::lower_bound(uid_index.begin(), uid_index.end(),
+                               std::pair<uint32_t, uint32_t>(uid, 0));
+    return it != uid_index.end() && it->first == uid ? it->second : kNoRule;
+  }
+};
+
+}  // namespace dpu::dp

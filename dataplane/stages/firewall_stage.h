@@ -1,0 +1,312 @@
+// Firewall stage: the rte_acl tables built from a rules::CompiledFirewall, the GeoIP
+// database, the per-rule hit counters and the reject responses (TCP RST, ICMP unreachable).
+//
+// Ownership: FirewallTables and GeoIpDb are built on the control thread (Dataplane::prepare)
+// and are immutable afterwards; they hang off the published state (PublishedState), which
+// workers read through the published pointer and the control side frees after an
+// rte_rcu_qsbr grace period. Consecutive states share them (shared_ptr) when the compiled
+// firewall object / the database file did not change. RuleHit arrays are written by one
+// worker each and read by control threads (relaxed atomics, see counters.h).
+#pragma once
+
+#include <rte_acl.h>
+#include <rte_byteorder.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dataplane/api/control.h"
+#include "dataplane/flow/flow_key.h"
+#include "dataplane/flow/flow_table.h"
+#include "dataplane/packet/packet_meta.h"
+#include "dataplane/pipeline/counters.h"
+#include "rules/compiled/firewall.h"
+
+struct MMDB_s;
+
+namespace dpu::dp {
+
+// rte_acl input keys. rte_acl reads multi-byte fields most significant byte first, so they
+// are stored in network byte order (rule values are given in host order). Layout per the
+// rte_acl rules: the first field is one byte (with its own input index), every later field
+// sits in a group of 4 consecutive bytes (one input index per group):
+//   proto | dir vlan | src_cc dst_cc | src (1 or 4 words) | dst (1 or 4 words) | sport dport
+// Groups no entry constrains (dir+vlan, countries) are left out of a context's field list
+// (the bytes stay in the key; rte_acl never reads them), so plain 5-tuple rule sets get a
+// 5-tuple trie.
+struct AclKey4 {
+  uint8_t proto;
+  uint8_t pad[3];
+  uint16_t dir;
+  uint16_t vlan;
+  uint16_t src_cc;
+  uint16_t dst_cc;
+  uint8_t src[4];
+  uint8_t dst[4];
+  uint16_t sport;
+  uint16_t dport;
+};
+static_assert(sizeof(AclKey4) == 24, "AclKey4 has no holes");
+
+struct AclKey6 {
+  uint8_t proto;
+  uint8_t pad[3];
+  uint16_t dir;
+  uint16_t vlan;
+  uint16_t src_cc;
+  uint16_t dst_cc;
+  uint8_t src[16];
+  uint8_t dst[16];
+  uint16_t sport;
+  uint16_t dport;
+};
+static_assert(sizeof(AclKey6) == 48, "AclKey6 has no holes");
+
+inline void packAclKey(const rules::FwQuery& q, AclKey4& k) {
+  k.proto = q.proto;
+  k.pad[0] = k.pad[1] = k.pad[2] = 0;
+  k.dir = rte_cpu_to_be_16(q.dir);
+  k.vlan = rte_cpu_to_be_16(q.vlan);
+  k.src_cc = rte_cpu_to_be_16(q.src_cc);
+  k.dst_cc = rte_cpu_to_be_16(q.dst_cc);
+  std::memcpy(k.src, q.src.data(), 4);
+  std::memcpy(k.dst, q.dst.data(), 4);
+  k.sport = rte_cpu_to_be_16(q.sport);
+  k.dport = rte_cpu_to_be_16(q.dport);
+}
+
+inline void packAclKey(const rules::FwQuery& q, AclKey6& k) {
+  k.proto = q.proto;
+  k.pad[0] = k.pad[1] = k.pad[2] = 0;
+  k.dir = rte_cpu_to_be_16(q.dir);
+  k.vlan = rte_cpu_to_be_16(q.vlan);
+  k.src_cc = rte_cpu_to_be_16(q.src_cc);
+  k.dst_cc = rte_cpu_to_be_16(q.dst_cc);
+  std::memcpy(k.src, q.src.data(), 16);
+  std::memcpy(k.dst, q.dst.data(), 16);
+  k.sport = rte_cpu_to_be_16(q.sport);
+  k.dport = rte_cpu_to_be_16(q.dport);
+}
+
+struct FirewallTablesStats {
+  uint32_t v4_entries = 0, v6_entries = 0;
+  uint32_t v4_contexts = 0, v6_contexts = 0;  // rte_acl contexts per family (0: no entries)
+  uint32_t v4_fields = 0, v6_fields = 0;      // fields of the first context of each family
+  double build_ms = 0;  // rte_acl_create + add_rules + build, everything
+  uint64_t bytes = 0;   // DPDK heap bytes the contexts hold after the build
+};
+
+// The compiled firewall as rte_acl contexts, per family (IPv4, IPv6): normally one each.
+// rte_acl puts a context's rules in at most 8 tries; a rule set that needs more (or more
+// memory than one build may use) is split by rank into several contexts, classified in rank
+// order (a match in an earlier context wins: its ranks are all lower). An empty entry list
+// has no context: every query of that family gets -1 (no rule, the default action applies).
+class FirewallTables {
+ public:
+  // Builds the contexts (control thread). Fails when rte_acl cannot (memory, too many
+  // entries), with the family and the entry count in the message. `max_context_entries`
+  // (0 = no limit) caps the entries of one context, splitting the family up front.
+  static absl::StatusOr<std::shared_ptr<const FirewallTables>> build(
+      std::shared_ptr<const rules::CompiledFirewall> fw, int socket_id = SOCKET_ID_ANY,
+      uint32_t max_context_entries = 0);
+  ~FirewallTables();
+  FirewallTables(const FirewallTables&) = delete;
+  FirewallTables& operator=(const FirewallTables&) = delete;
+
+  // Classifies n queries of any family mix: rule_out[i] = rule index (rank) of the best
+  // matching entry, or -1 when none matches. Any n; no allocation, no locks (rte_acl
+  // classify is read-only on the context), callable from any number of lcores at once.
+  void classifyBurst(const rules::FwQuery* const* q, uint32_t n, int64_t* rule_out) const;
+
+  const rules::CompiledFirewall& compiled() const { return *fw_; }
+  const std::shared_ptr<const rules::CompiledFirewall>& compiledPtr() const { return fw_; }
+  const FirewallTablesStats& stats() const { return stats_; }
+
+  static constexpr uint32_t kMaxContexts = 16;  // per family
+  static constexpr uint32_t kChunk = 64;        // queries per rte_acl_classify call
+
+ private:
+  struct Family {
+    rte_acl_ctx* ctx[kMaxContexts] = {};
+    uint32_t n = 0;
+  };
+  FirewallTables() = default;
+  void classifyFamily(const Family& f, const uint8_t** d, const uint32_t* idx, uint32_t n,
+                      int64_t* rule_out) const;
+  static absl::Status buildFamily(const rules::CompiledFirewall& fw, bool v6, int socket,
+                                  uint32_t max_context_entries, Family& out,
+                                  uint32_t* first_fields);
+  std::shared_ptr<const rules::CompiledFirewall> fw_;
+  Family f4_, f6_;
+  FirewallTablesStats stats_;
+};
+
+inline void FirewallTables::classifyFamily(const Family& f, const uint8_t** d,
+                                           const uint32_t* idx, uint32_t n,
+                                           int64_t* rule_out) const {
+  uint32_t r[kChunk];
+  rte_acl_classify(f.ctx[0], d, r, n, 1);
+  if (f.n == 1) {
+    for (uint32_t j = 0; j < n; ++j) rule_out[idx[j]] = static_cast<int64_t>(r[j]) - 1;
+    return;
+  }
+  // Several contexts (ascending rank ranges): the unmatched go on to the next one.
+  const uint8_t* dd[kChunk];
+  uint32_t ii[kChunk];
+  uint32_t m = 0;
+  for (uint32_t j = 0; j < n; ++j) {
+    if (r[j] != 0) {
+      rule_out[idx[j]] = static_cast<int64_t>(r[j]) - 1;
+    } else {
+      dd[m] = d[j];
+      ii[m++] = idx[j];
+    }
+  }
+  for (uint32_t c = 1; c < f.n && m > 0; ++c) {
+    rte_acl_classify(f.ctx[c], dd, r, m, 1);
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      if (r[j] != 0) {
+        rule_out[ii[j]] = static_cast<int64_t>(r[j]) - 1;
+      } else {
+        dd[k] = dd[j];
+        ii[k++] = ii[j];
+      }
+    }
+    m = k;
+  }
+  for (uint32_t j = 0; j < m; ++j) rule_out[ii[j]] = -1;
+}
+
+inline void FirewallTables::classifyBurst(const rules::FwQuery* const* q, uint32_t n,
+                                          int64_t* rule_out) const {
+  AclKey4 k4[kChunk];
+  AclKey6 k6[kChunk];
+  const uint8_t* d4[kChunk];
+  const uint8_t* d6[kChunk];
+  uint32_t i4[kChunk], i6[kChunk];
+  for (uint32_t base = 0; base < n; base += kChunk) {
+    uint32_t m = std::min(kChunk, n - base);
+    uint32_t n4 = 0, n6 = 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      const rules::FwQuery& x = *q[base + j];
+      if (x.v6) {
+        if (f6_.n == 0) {
+          rule_out[base + j] = -1;
+          continue;
+        }
+        packAclKey(x, k6[n6]);
+        d6[n6] = reinterpret_cast<const uint8_t*>(&k6[n6]);
+        i6[n6++] = base + j;
+      } else {
+        if (f4_.n == 0) {
+          rule_out[base + j] = -1;
+          continue;
+        }
+        packAclKey(x, k4[n4]);
+        d4[n4] = reinterpret_cast<const uint8_t*>(&k4[n4]);
+        i4[n4++] = base + j;
+      }
+    }
+    if (n4) classifyFamily(f4_, d4, i4, n4, rule_out);
+    if (n6) classifyFamily(f6_, d6, i6, n6, rule_out);
+  }
+}
+
+// The firewall's view of a flow: the direction of its first packet (initiator ->
+// responder), whichever direction the packet at hand travels. Countries are left 0.
+inline void fwQueryForFlow(const FlowKey& k, uint8_t flow_flags, rules::FwQuery& q) {
+  bool init_hi = (flow_flags & kFlowInitiatorIsHi) != 0;
+  const IpAddr& s = init_hi ? k.hi_addr : k.lo_addr;
+  const IpAddr& d = init_hi ? k.lo_addr : k.hi_addr;
+  q.v6 = k.ip_ver == static_cast<uint8_t>(L3Type::kIpv6);
+  q.proto = k.proto;
+  q.dir = (flow_flags & kFlowInitiatorSideB) ? 2 : 1;
+  q.vlan = k.vlan;
+  q.src_cc = 0;
+  q.dst_cc = 0;
+  std::memcpy(q.src.data(), s.b, 16);
+  std::memcpy(q.dst.data(), d.b, 16);
+  q.sport = init_hi ? k.hi_port : k.lo_port;
+  q.dport = init_hi ? k.lo_port : k.hi_port;
+}
+
+// A packet judged on its own (no flow: Explain, untracked packets): its own direction.
+inline void fwQueryForPacket(const PacketMeta& m, uint8_t in_side, rules::FwQuery& q) {
+  q.v6 = m.l3 == L3Type::kIpv6;
+  q.proto = m.l4_proto;
+  q.dir = in_side == 1 ? 2 : 1;
+  q.vlan = m.vlan_outer;
+  q.src_cc = 0;
+  q.dst_cc = 0;
+  std::memcpy(q.src.data(), m.src.b, 16);
+  std::memcpy(q.dst.data(), m.dst.b, 16);
+  q.sport = m.sport;
+  q.dport = m.dport;
+}
+
+// A MaxMind database opened with MMDB_MODE_MMAP (control thread); lookups are read-only and
+// allocation-free (MMDB_lookup_sockaddr + MMDB_aget_value("country", "iso_code")), safe from
+// any number of lcores.
+class GeoIpDb : public CountryLookup {
+ public:
+  static absl::StatusOr<std::shared_ptr<const GeoIpDb>> open(const std::string& path);
+  ~GeoIpDb() override;
+  GeoIpDb(const GeoIpDb&) = delete;
+  GeoIpDb& operator=(const GeoIpDb&) = delete;
+
+  // ISO 3166 alpha-2 code of the country of `a` (upper case); false with cc = "\0\0" when
+  // the database has no country for it.
+  bool country(const IpAddr& a, bool v6, char cc[2]) const override;
+  const std::string& path() const { return path_; }
+  // True when `path` names the very file this database was opened from (device, inode,
+  // size and modification time unchanged).
+  bool sameFile(const std::string& path) const;
+
+ private:
+  GeoIpDb() = default;
+  std::string path_;
+  std::unique_ptr<MMDB_s> db_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  off_t size_ = 0;
+  timespec mtime_{};
+};
+
+// Per-rule hit counters of one worker (one writer, see counters.h): packets and bytes judged
+// by the rule (a flow's first packet and every later packet served from its cached verdict,
+// both directions), flows that got the rule's verdict, and the time of the last packet.
+struct alignas(32) RuleHit {
+  Counter packets, bytes, flows, last_hit_ns;
+};
+struct alignas(64) RuleHitPair {
+  RuleHit h[2];
+};
+
+// Reject responses, written into `out` (room for `cap` bytes); both return the frame length,
+// or 0 when nothing may be sent. `frame` is the rejected packet as parsed into `m`.
+//
+// TCP RST per RFC 793 (reset generation): to the sender (addresses, ports and MACs swapped):
+// with ACK in the segment, seq = SEG.ACK and flag RST; without, seq = 0, ack = SEG.SEQ +
+// SEG.LEN (payload, +1 for SYN, +1 for FIN) and flags RST|ACK. Toward the receiver (as from
+// the sender, out of the other port; for a segment with ACK, i.e. a connection the receiver
+// holds): seq = SEG.SEQ, ack = SEG.ACK, RST|ACK. Never in answer to a RST. The L2 header
+// (VLAN tags included) is the packet's own; IP TTL / hop limit 64.
+uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMeta& m,
+                       bool to_sender, uint8_t* out, uint32_t cap);
+// ICMP destination unreachable, administratively prohibited (IPv4 type 3 code 13, RFC 1812;
+// IPv6 type 1 code 1, RFC 4443) from the packet's destination to its source, quoting the
+// packet from its IP header on: as much as fits in 576 bytes of IPv4 (RFC 1812 4.3.2.3) /
+// 1280 bytes of IPv6 (RFC 4443 2.4(c)). Not sent (RFC 1122 3.2.2, RFC 4443 2.4(e)) about
+// an ICMP error message, a later fragment, a packet sent to a multicast or broadcast
+// address (IP or link layer), or from an address that is not unicast.
+uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const PacketMeta& m,
+                              uint8_t* out, uint32_t cap);
+
+}  // namespace dpu::dp
