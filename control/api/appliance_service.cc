@@ -42,6 +42,7 @@ void fillApplyResponse(const ApplyResult& r, v1::ApplyConfigResponse* resp) {
   resp->set_compile_ms(r.compile_ms);
   resp->set_persist_ms(r.persist_ms);
   resp->set_publish_ms(r.publish_ms);
+  resp->set_prepare_ms(r.prepare_ms);
   for (const auto& w : r.warnings) resp->add_warnings(w);
 }
 

@@ -236,9 +236,9 @@ std::string formatExplain(const v1::ExplainResponse& r) {
 std::string formatApply(const v1::ApplyConfigResponse& r) {
   std::string o = absl::StrFormat(
       "committed version %u (snapshot generation %u): validate %.2f ms, compile %.2f ms, "
-      "persist %.2f ms, publish %.2f ms\n",
-      r.version(), r.generation(), r.validate_ms(), r.compile_ms(), r.persist_ms(),
-      r.publish_ms());
+      "prepare %.2f ms, persist %.2f ms, publish %.2f ms\n",
+      r.version(), r.generation(), r.validate_ms(), r.compile_ms(), r.prepare_ms(),
+      r.persist_ms(), r.publish_ms());
   for (const auto& w : r.warnings()) absl::StrAppend(&o, "warning: ", w, "\n");
   return o;
 }
