@@ -728,15 +728,28 @@ void Worker::flushTx() {
   }
 }
 
-void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now) {
-  if (!events_ || !shared_.event_pool) return;
+Event* Worker::newEvent() {
+  if (!events_ || !shared_.event_pool) return nullptr;
   void* obj = nullptr;
   if (rte_mempool_get(shared_.event_pool, &obj) != 0) {
     c_->events_lost.add();
-    return;
+    return nullptr;
   }
   Event* ev = static_cast<Event*>(obj);
   std::memset(ev, 0, sizeof(*ev));
+  return ev;
+}
+
+void Worker::postEvent(Event* ev) {
+  if (rte_ring_sp_enqueue(events_, ev) != 0) {
+    rte_mempool_put(shared_.event_pool, ev);
+    c_->events_lost.add();
+  }
+}
+
+void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now) {
+  Event* ev = newEvent();
+  if (!ev) return;
   ev->type = EventType::kDrop;
   ev->worker = static_cast<uint8_t>(opts_.id);
   ev->in_side = v.in_side;
@@ -757,22 +770,13 @@ void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t n
     ev->dst = meta->dst;
   }
   if (meta) ev->vlan = meta->vlan_outer;
-  if (rte_ring_sp_enqueue(events_, ev) != 0) {
-    rte_mempool_put(shared_.event_pool, ev);
-    c_->events_lost.add();
-  }
+  postEvent(ev);
 }
 
 void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
                          FlowEndReason why) {
-  if (!events_ || !shared_.event_pool) return;
-  void* obj = nullptr;
-  if (rte_mempool_get(shared_.event_pool, &obj) != 0) {
-    c_->events_lost.add();
-    return;
-  }
-  Event* ev = static_cast<Event*>(obj);
-  std::memset(ev, 0, sizeof(*ev));
+  Event* ev = newEvent();
+  if (!ev) return;
   ev->type = EventType::kFlowEnd;
   ev->worker = static_cast<uint8_t>(opts_.id);
   ev->end_reason = why;
@@ -797,10 +801,7 @@ void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint
     ev->packets[d] = e.packets[d];
     ev->bytes[d] = e.bytes[d];
   }
-  if (rte_ring_sp_enqueue(events_, ev) != 0) {
-    rte_mempool_put(shared_.event_pool, ev);
-    c_->events_lost.add();
-  }
+  postEvent(ev);
 }
 
 // Slots to examine now: the whole table is swept once per kAgingSweepNs of (packet or TSC)

@@ -125,6 +125,8 @@ class Worker {
   }
   void sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side);
   void applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
+  Event* newEvent();         // from the event pool, zeroed; nullptr (counted) when empty
+  void postEvent(Event* ev);  // to this worker's ring; lost (counted) when full
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);
   void emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
                    FlowEndReason why);

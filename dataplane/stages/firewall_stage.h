@@ -68,28 +68,19 @@ struct AclKey6 {
 };
 static_assert(sizeof(AclKey6) == 48, "AclKey6 has no holes");
 
-inline void packAclKey(const rules::FwQuery& q, AclKey4& k) {
+// Packs a query into the ACL key layout (AclKey4 or AclKey6: same fields, address size
+// differs), multi-byte fields in network order as rte_acl expects.
+template <class Key>
+inline void packAclKey(const rules::FwQuery& q, Key& k) {
+  static_assert(sizeof(k.src) == 4 || sizeof(k.src) == 16, "IPv4 or IPv6 key");
   k.proto = q.proto;
   k.pad[0] = k.pad[1] = k.pad[2] = 0;
   k.dir = rte_cpu_to_be_16(q.dir);
   k.vlan = rte_cpu_to_be_16(q.vlan);
   k.src_cc = rte_cpu_to_be_16(q.src_cc);
   k.dst_cc = rte_cpu_to_be_16(q.dst_cc);
-  std::memcpy(k.src, q.src.data(), 4);
-  std::memcpy(k.dst, q.dst.data(), 4);
-  k.sport = rte_cpu_to_be_16(q.sport);
-  k.dport = rte_cpu_to_be_16(q.dport);
-}
-
-inline void packAclKey(const rules::FwQuery& q, AclKey6& k) {
-  k.proto = q.proto;
-  k.pad[0] = k.pad[1] = k.pad[2] = 0;
-  k.dir = rte_cpu_to_be_16(q.dir);
-  k.vlan = rte_cpu_to_be_16(q.vlan);
-  k.src_cc = rte_cpu_to_be_16(q.src_cc);
-  k.dst_cc = rte_cpu_to_be_16(q.dst_cc);
-  std::memcpy(k.src, q.src.data(), 16);
-  std::memcpy(k.dst, q.dst.data(), 16);
+  std::memcpy(k.src, q.src.data(), sizeof(k.src));
+  std::memcpy(k.dst, q.dst.data(), sizeof(k.dst));
   k.sport = rte_cpu_to_be_16(q.sport);
   k.dport = rte_cpu_to_be_16(q.dport);
 }
