@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dataplane/packet/parser.h"
+#include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/worker.h"
 
 namespace dpu::dp {
@@ -48,18 +49,6 @@ inline bool isIpv6ExtHeader(uint8_t proto) {
 
 }  // namespace
 
-// Per-burst scratch state, indexed by the packet's position in the burst.
-struct Worker::Burst {
-  PacketMeta meta[kBurst];
-  PacketVerdict v[kBurst];
-  FlowKey keys[kBurst];
-  const FlowKey* kp[kBurst];
-  uint8_t flow_idx[kBurst];  // packets of the current segment going to the flow stage
-  bool src_is_hi[kBurst];
-  int32_t frag_slot[kBurst];
-  uint64_t ts[kBurst];
-  uint32_t nflow = 0;
-};
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts,
                                                        const WorkerShared& shared,
@@ -226,6 +215,7 @@ void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
     bool frag = false;
     while (i < n && !frag) frag = classify(pkts, i++, b);
     flowStage(pkts, b);
+    ruleStages(pkts, b, seg, i);
     for (uint16_t k = seg; k < i; ++k) finish(pkts[k], k, b);
     if (frag) frags_->flushCompleted();
   }
@@ -245,6 +235,8 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
   if (t > now_ns_) now_ns_ = t;
   b.ts[i] = t;
   b.frag_slot[i] = -1;
+  b.pos[i] = -1;
+  b.dir[i] = 0;
   c_->rx_packets[side].add();
   c_->rx_bytes[side].add(m->pkt_len);
   v = PacketVerdict{};
@@ -386,6 +378,12 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
         emitFlowEnd(p, old, b.keys[i], t,
                     stale ? FlowEndReason::kTimeout : FlowEndReason::kReused);
         if (fwb_.n) fwForget(p);
+        // Earlier packets of this segment that belonged to the ended flow are no longer
+        // tied to its position (a new flow may take it).
+        for (uint32_t q = 0; q < j; ++q) {
+          if (b.pos[b.flow_idx[q]] == p) b.pos[b.flow_idx[q]] = -1;
+        }
+        flowEnded(p);
         flows_->remove(p);
         changed = true;
         if (stale) c_->flows_expired.add();
@@ -446,6 +444,8 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
     }
     FlowEntry& e = flows_->entry(p);
     int dir = (b.src_is_hi[i] == ((e.flags & kFlowInitiatorIsHi) != 0)) ? 0 : 1;
+    b.pos[i] = p;
+    b.dir[i] = static_cast<uint8_t>(dir);
     if (t > e.last_seen_ns) e.last_seen_ns = t;
     e.packets[dir]++;
     e.bytes[dir] += m->pkt_len;
@@ -653,14 +653,7 @@ void Worker::sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side) {
     }
     r->data_len = len;
     r->pkt_len = len;
-    r->port = opts_.port[out_side];
-    if (shared_.ts_dynfield >= 0 && (m->ol_flags & shared_.ts_dynflag)) {
-      *RTE_MBUF_DYNFIELD(r, shared_.ts_dynfield, uint64_t*) =
-          *RTE_MBUF_DYNFIELD(m, shared_.ts_dynfield, uint64_t*);
-      r->ol_flags |= shared_.ts_dynflag;
-    }
-    if (ntx_[out_side] == kTxCap) flushTx();
-    tx_[out_side][ntx_[out_side]++] = r;
+    queueGenerated(r, out_side, m);
     if (tcp) {
       c_->fw_rst_sent.add();
     } else {
@@ -669,6 +662,17 @@ void Worker::sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side) {
   };
   send(in_side, true);
   if (tcp && (pm.tcp_flags & kTcpAck) && !(pm.tcp_flags & kTcpRst)) send(in_side ^ 1, false);
+}
+
+void Worker::queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like) {
+  r->port = opts_.port[out_side];
+  if (shared_.ts_dynfield >= 0 && (like->ol_flags & shared_.ts_dynflag)) {
+    *RTE_MBUF_DYNFIELD(r, shared_.ts_dynfield, uint64_t*) =
+        *RTE_MBUF_DYNFIELD(like, shared_.ts_dynfield, const uint64_t*);
+    r->ol_flags |= shared_.ts_dynflag;
+  }
+  if (ntx_[out_side] == kTxCap) flushTx();
+  tx_[out_side][ntx_[out_side]++] = r;
 }
 
 void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now) {
@@ -829,6 +833,7 @@ void Worker::age() {
     expired = flows_->age(now_ns_, budget, timeouts_,
                           [&](int32_t pos, const FlowEntry& e, const FlowKey& k) {
                             emitFlowEnd(pos, e, k, now_ns_, FlowEndReason::kTimeout);
+                            flowEnded(pos);
                           });
   }
   if (expired) {
@@ -870,6 +875,7 @@ bool Worker::drainFragments(uint32_t budget) {
 bool Worker::endFlows(uint32_t budget) {
   flows_->age(UINT64_MAX, budget, timeouts_, [&](int32_t pos, const FlowEntry& e, const FlowKey& k) {
     emitFlowEnd(pos, e, k, now_ns_, FlowEndReason::kShutdown);
+    flowEnded(pos);
   });
   return flows_->size() == 0;
 }

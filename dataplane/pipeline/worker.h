@@ -124,6 +124,15 @@ class Worker {
     if (t > h.last_hit_ns.load()) h.last_hit_ns.set(t);
   }
   void sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side);
+  // Rule stages after the firewall (rule_stages.cc), per packet still forwarded, in
+  // DESIGN.md order: DNS -> DPI -> LB. Packets [from, to) of the current segment.
+  void ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to);
+  // Called before every flow removal (aging, stale, reused, shutdown): the rule stages
+  // release their per-flow state of flow position `pos`.
+  void flowEnded(int32_t pos);
+  // Queues a packet the worker built (reject, answer, reset) for tx out of `out_side`,
+  // stamped with `like`'s capture time so pcap outputs keep time order.
+  void queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like);
   void applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
   Event* newEvent();         // from the event pool, zeroed; nullptr (counted) when empty
   void postEvent(Event* ev);  // to this worker's ring; lost (counted) when full

@@ -1,0 +1,28 @@
+// Per-burst scratch state of a Worker (pipeline.cc and the rule stages' files).
+#pragma once
+
+#include <cstdint>
+
+#include "dataplane/flow/flow_key.h"
+#include "dataplane/packet/packet_meta.h"
+#include "dataplane/pipeline/verdict.h"
+#include "dataplane/pipeline/worker.h"
+
+namespace dpu::dp {
+
+// Per-burst scratch state, indexed by the packet's position in the burst.
+struct Worker::Burst {
+  PacketMeta meta[kBurst];
+  PacketVerdict v[kBurst];
+  FlowKey keys[kBurst];
+  const FlowKey* kp[kBurst];
+  uint8_t flow_idx[kBurst];  // packets of the current segment going to the flow stage
+  bool src_is_hi[kBurst];
+  int32_t pos[kBurst];       // flow-table position after the flow stage; -1 = untracked
+  uint8_t dir[kBurst];       // 0: initiator -> responder, 1: the other way (tracked only)
+  int32_t frag_slot[kBurst];
+  uint64_t ts[kBurst];
+  uint32_t nflow = 0;
+};
+
+}  // namespace dpu::dp

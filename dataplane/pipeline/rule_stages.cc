@@ -1,0 +1,25 @@
+// The rule stages that run per packet after the flow stage and the firewall, in DESIGN.md
+// order: DNS filter -> DPI -> load balancer. Each feature keeps its Worker members in its own
+// block of worker.h and its code in dataplane/pipeline/<feature>_path.cc; this file only
+// orders them and tells them when a flow ends.
+#include <rte_mbuf.h>
+
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/pipeline/worker.h"
+
+namespace dpu::dp {
+
+void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
+  (void)pkts;
+  for (uint16_t i = from; i < to; ++i) {
+    if (b.v[i].verdict != Verdict::kForward) continue;
+    // Stages join here in order (dns, dpi, lb); a stage that drops or rejects sets the
+    // verdict, stage and reason, and the later stages skip the packet.
+  }
+}
+
+void Worker::flowEnded(int32_t pos) {
+  (void)pos;  // per-flow state of the rule stages is released here
+}
+
+}  // namespace dpu::dp
