@@ -10,7 +10,8 @@
 
 namespace dpu::ctl {
 
-v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns) {
+v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns,
+                     const dp::DataplaneControl* names) {
   v1::Event ev;
   ev.set_timestamp_unix_ns(static_cast<int64_t>(e.ts_ns) + wall_offset_ns);
   ev.set_type(dp::eventTypeName(e.type));
@@ -27,7 +28,7 @@ v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns) {
   ev.set_verdict(dp::verdictName(e.verdict));
   if (e.stage != dp::Stage::kNone) ev.set_stage(dp::stageName(e.stage));
   if (e.reason != dp::DropReason::kNone) ev.set_reason(dp::dropReasonName(e.reason));
-  if (e.rule != dp::kNoRule) ev.set_rule(absl::StrCat(e.rule));
+  if (e.rule != dp::kNoRule) ev.set_rule(ruleLabel(names, e.generation, e.stage, e.rule));
   if (e.type == dp::EventType::kFlowEnd) {
     v1::FlowSummary* f = ev.mutable_flow();
     f->set_pkts_toserver(e.packets[0]);
@@ -38,7 +39,7 @@ v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns) {
     if (e.proto == 6) f->set_state(dp::tcpStateName(static_cast<dp::TcpState>(e.tcp_state)));
     f->set_end_reason(dp::flowEndReasonName(e.end_reason));
   }
-  ev.set_json(eventJson(e, wall_offset_ns));
+  ev.set_json(eventJson(e, wall_offset_ns, names));
   return ev;
 }
 
@@ -227,7 +228,7 @@ void EventHub::tick() {
         bool wanted = false;
         for (const auto& s : subs) wanted = wanted || s->wants(type);
         if (!wanted && !to_file) return;  // drained and dropped: nobody listens
-        auto ev = std::make_shared<const v1::Event>(toApiEvent(e, opts_.wall_offset_ns));
+        auto ev = std::make_shared<const v1::Event>(toApiEvent(e, opts_.wall_offset_ns, plane_));
         if (to_file) {
           file_ << ev->json() << '\n';
           wrote = true;

@@ -34,7 +34,9 @@ namespace dpu::ctl {
 
 // The dataplane event as the API shows it; wall_offset_ns turns event times (TSC based in
 // live mode) into Unix time.
-v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns);
+// `names` (optional) names the rule behind the event (see ruleLabel).
+v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns,
+                     const dp::DataplaneControl* names = nullptr);
 // A "config" event: a new configuration was committed and published.
 v1::Event configEvent(uint64_t version, uint32_t generation, int64_t now_unix_ns);
 

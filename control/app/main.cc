@@ -4,7 +4,7 @@
 //                     [--events FILE] [--stats-interval S] [--duration S] -- <EAL args>
 //   dpu-appliance replay --config FILE --in IN.pcap [--in-b B.pcap] [--out OUT.pcap]
 //                        [--out-a A.pcap] [--verdicts V.jsonl] [--events E.jsonl]
-//                        [--summary-json S.json] [--quiet]
+//                        [--summary-json S.json] [--change INDEX:FILE]... [--quiet]
 //   dpu-appliance validate --config FILE
 #include <cstdio>
 #include <cstdlib>
@@ -41,10 +41,14 @@ constexpr const char* kUsage =
     "             --vdev net_af_packet0,iface=veth0 --vdev net_af_packet1,iface=veth1\n"
     "  dpu-appliance replay --config FILE --in IN.pcap [--in-b B.pcap] [--out OUT.pcap]\n"
     "                       [--out-a A.pcap] [--verdicts V.jsonl] [--events E.jsonl]\n"
-    "                       [--summary-json S.json] [--quiet]\n"
+    "                       [--summary-json S.json] [--change INDEX:FILE]... [--quiet]\n"
     "      Offline mode over DPDK net_pcap ports, same packet path as run. IN arrives on\n"
     "      side A, B.pcap on side B (merged by timestamp). --out gets what leaves side B,\n"
     "      --out-a what leaves side A. Deterministic: same inputs, same outputs.\n"
+    "      --change INDEX:FILE  commits config FILE (a new generation, as a live apply\n"
+    "                       would) just before input packet INDEX (0-based, in the merged\n"
+    "                       order of the verdicts); repeatable, in increasing INDEX.\n"
+    "                       Start-only settings (table sizes) keep their first value.\n"
     "  dpu-appliance validate --config FILE\n"
     "      Checks a config file and prints the error, if any.\n";
 
@@ -82,6 +86,21 @@ int main(int argc, char** argv) {
       else if (a == "--events") dst = &o.events;
       else if (a == "--summary-json") dst = &o.summary_json;
       else if (a == "--quiet") { o.quiet = true; continue; }
+      else if (a == "--change") {
+        std::string v;
+        if (!takeValue(i, argc, argv, v)) return fail("replay: --change needs INDEX:FILE");
+        size_t colon = v.find(':');
+        uint64_t at = 0;
+        if (colon == std::string::npos || !absl::SimpleAtoi(v.substr(0, colon), &at) ||
+            colon + 1 == v.size()) {
+          return fail("replay: --change '" + v + "': expected INDEX:FILE, e.g. 120:new.json");
+        }
+        if (!o.changes.empty() && at < o.changes.back().first) {
+          return fail("replay: --change '" + v + "': indexes must not decrease");
+        }
+        o.changes.emplace_back(at, v.substr(colon + 1));
+        continue;
+      }
       else return fail("replay: unknown option '" + a + "'\n" + kUsage);
       if (!takeValue(i, argc, argv, *dst)) return fail("replay: " + a + " needs a value");
     }

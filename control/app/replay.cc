@@ -22,9 +22,14 @@ namespace {
 // Records are buffered until every lower index has been written.
 class VerdictWriter : public dp::VerdictSink {
  public:
-  explicit VerdictWriter(std::ofstream* out) : out_(out) {}
+  VerdictWriter(std::ofstream* out, const dp::DataplaneControl* names)
+      : out_(out), names_(names) {}
   void onVerdict(const dp::PacketVerdict& v) override {
-    pending_.emplace(v.seq, verdictJson(v));
+    if (out_ == nullptr) {
+      ++next_;
+      return;
+    }
+    pending_.emplace(v.seq, verdictJson(v, names_));
     while (!pending_.empty() && pending_.begin()->first == next_) {
       if (out_) *out_ << pending_.begin()->second << '\n';
       pending_.erase(pending_.begin());
@@ -37,6 +42,7 @@ class VerdictWriter : public dp::VerdictSink {
 
  private:
   std::ofstream* out_;
+  const dp::DataplaneControl* names_;
   std::map<uint64_t, std::string> pending_;
   uint64_t next_ = 0;
 };
@@ -53,6 +59,23 @@ absl::Status runReplay(const ReplayOptions& o) {
                                                                   model.status().message()));
   auto snap = rules::compileSnapshot(*model, 1);
   if (!snap.ok()) return snap.status();
+  // Every change is checked before the first packet, so a bad file fails the run at once.
+  std::vector<std::unique_ptr<rules::Snapshot>> change_snaps;
+  for (const auto& [at, file] : o.changes) {
+    auto c = loadConfigFile(file);
+    if (!c.ok()) return c.status();
+    auto m = toModel(*c);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": ", m.status().message()));
+    }
+    auto s = rules::compileSnapshot(*m, 0);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": ", s.status().message()));
+    // Table sizes are fixed when the dataplane starts: the first config's stay in force.
+    (*s)->dataplane.flow_capacity = (*snap)->dataplane.flow_capacity;
+    (*s)->dataplane.frag_max_datagrams = (*snap)->dataplane.frag_max_datagrams;
+    (*s)->dataplane.frag_max_fragments = (*snap)->dataplane.frag_max_fragments;
+    change_snaps.push_back(std::move(*s));
+  }
 
   absl::Status st = checkEthernetPcap(o.in_a);
   if (!st.ok()) return st;
@@ -121,22 +144,40 @@ absl::Status runReplay(const ReplayOptions& o) {
     eout.open(o.events, std::ios::trunc);
     if (!eout) return absl::InvalidArgumentError(absl::StrCat(o.events, ": cannot write"));
   }
-  VerdictWriter verdicts(o.verdicts.empty() ? nullptr : &vout);
+  VerdictWriter verdicts(o.verdicts.empty() ? nullptr : &vout, plane.get());
   auto drain = [&]() {
     plane->drainEvents([&](const dp::Event& e) {
-      if (eout.is_open()) eout << eventJson(e, 0) << '\n';
+      if (eout.is_open()) eout << eventJson(e, 0, plane.get()) << '\n';
     });
   };
 
   dp::Worker& w = plane->worker(0);
   w.setVerdictSink(&verdicts);
   plane->attachCaller(0);
-  while (w.pollOnce() > 0) drain();
+  std::vector<std::string> applied;
+  for (size_t ci = 0;; ++ci) {
+    w.setInputLimit(ci < o.changes.size() ? o.changes[ci].first : UINT64_MAX);
+    while (w.pollOnce() > 0) drain();
+    if (ci == o.changes.size()) break;
+    // Publishing waits for every worker to pass a quiescent state; this thread is the
+    // worker, so it steps out of the RCU set while it publishes.
+    plane->detachCaller(0);
+    auto gen = plane->prepareAndPublish(std::move(change_snaps[ci]));
+    plane->attachCaller(0);
+    if (!gen.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(o.changes[ci].second, ": ",
+                                                     gen.status().message()));
+    }
+    applied.push_back(absl::StrCat("config change before packet ", o.changes[ci].first, ": ",
+                                   o.changes[ci].second, " (generation ", *gen, ")"));
+  }
+  w.setInputLimit(UINT64_MAX);
   while (!w.drainFragments(1024)) drain();
   drain();
 
   SummaryInput sum;
   sum.counters = plane->counters();
+  sum.fw_rules = plane->ruleCounters();
   sum.flows_active_at_end = w.flows().size();
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);
@@ -151,6 +192,7 @@ absl::Status runReplay(const ReplayOptions& o) {
                  w.c_str());
     sum.warnings.push_back(std::move(w));
   }
+  for (std::string& a : applied) sum.notes.push_back(std::move(a));
   sum.generation = plane->current().generation;
   sum.config_version = plane->current().config_version;
 

@@ -2,7 +2,10 @@
 // `run`, deterministic (time comes from the capture).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -18,6 +21,9 @@ struct ReplayOptions {
   std::string events;        // JSON lines (eve-like)
   std::string summary_json;  // the summary as one JSON object
   bool quiet = false;        // no summary on stdout
+  // Config changes: (input index, config file), non-decreasing indexes. Each file is
+  // committed (a new snapshot generation) right before the packet of that index.
+  std::vector<std::pair<uint64_t, std::string>> changes;
 };
 
 absl::Status runReplay(const ReplayOptions& opts);

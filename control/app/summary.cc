@@ -70,6 +70,7 @@ std::string formatSummary(const SummaryInput& in) {
   absl::StrAppend(&s, absl::StrFormat("config version %u, snapshot generation %u, %u worker(s)\n",
                                       in.config_version, in.generation,
                                       in.counters.per_worker.size()));
+  for (const std::string& n : in.notes) absl::StrAppend(&s, n, "\n");
   absl::StrAppend(&s, "\nports\n");
   absl::StrAppend(&s, absl::StrFormat("  %-22s %12s %14s %12s %14s\n", "side", "rx packets",
                                       "rx bytes", "tx packets", "tx bytes"));
@@ -114,6 +115,25 @@ std::string formatSummary(const SummaryInput& in) {
                           "\nfragments\n  packets %u   held for first fragment %u   overlaps %u"
                           "   first fragment missing %u\n",
                           t.frag_packets, t.frag_held, t.frag_overlaps, t.frag_timeouts));
+  if (t.fw_allowed || t.fw_denied || t.fw_rejected || !in.fw_rules.empty()) {
+    absl::StrAppend(&s, absl::StrFormat(
+                            "\nfirewall\n  judged: allowed %u   denied %u   rejected %u"
+                            "   (TCP resets sent %u, ICMP unreachables sent %u)\n",
+                            t.fw_allowed, t.fw_denied, t.fw_rejected, t.fw_rst_sent,
+                            t.fw_icmp_sent));
+    if (t.fw_reject_nombuf || t.fw_reject_suppressed) {
+      absl::StrAppend(&s, absl::StrFormat("  rejects not answered: no mbuf %u, suppressed %u\n",
+                                          t.fw_reject_nombuf, t.fw_reject_suppressed));
+    }
+    if (!in.fw_rules.empty()) {
+      absl::StrAppend(&s, absl::StrFormat("  %-28s %12s %14s %8s\n", "rule", "packets", "bytes",
+                                          "flows"));
+      for (const dp::RuleCounters& r : in.fw_rules) {
+        absl::StrAppend(&s, absl::StrFormat("  %-28s %12u %14u %8u\n", r.id, r.packets, r.bytes,
+                                            r.flows));
+      }
+    }
+  }
   absl::StrAppend(&s, "\nstages\n");
   absl::StrAppend(&s, absl::StrFormat("  %-12s %12s %12s\n", "stage", "packets in", "dropped"));
   for (int st = 1; st < static_cast<int>(dp::Stage::kCount); ++st) {
@@ -160,6 +180,16 @@ std::string summaryJson(const SummaryInput& in) {
                     "}");
     first = false;
   }
+  absl::StrAppend(&s, "},\"firewall\":{\"allowed\":", t.fw_allowed, ",\"denied\":", t.fw_denied,
+                  ",\"rejected\":", t.fw_rejected, ",\"rst_sent\":", t.fw_rst_sent,
+                  ",\"icmp_sent\":", t.fw_icmp_sent, ",\"reject_nombuf\":", t.fw_reject_nombuf,
+                  ",\"reject_suppressed\":", t.fw_reject_suppressed, ",\"rules\":[");
+  for (size_t i = 0; i < in.fw_rules.size(); ++i) {
+    const dp::RuleCounters& r = in.fw_rules[i];
+    absl::StrAppend(&s, i ? "," : "", "{\"id\":\"", r.id, "\",\"packets\":", r.packets,
+                    ",\"bytes\":", r.bytes, ",\"flows\":", r.flows, "}");
+  }
+  absl::StrAppend(&s, "]");
   absl::StrAppend(&s, "},\"forwarded_without_flow\":{\"non_ip\":", t.non_ip_forwarded,
                   ",\"malformed\":", t.malformed_forwarded, ",\"untracked\":",
                   t.untracked_forwarded, "},\"events_lost\":", t.events_lost, ",\"warnings\":[");
@@ -175,10 +205,20 @@ std::string summaryJson(const SummaryInput& in) {
   return s;
 }
 
-std::string verdictJson(const dp::PacketVerdict& v) {
+std::string ruleLabel(const dp::DataplaneControl* names, uint32_t generation, dp::Stage stage,
+                      uint32_t rule) {
+  std::string id = names ? names->ruleName(generation, stage, rule) : "";
+  return id.empty() ? absl::StrCat(rule) : id;
+}
+
+std::string verdictJson(const dp::PacketVerdict& v, const dp::DataplaneControl* names) {
   const char* stage = v.stage == dp::Stage::kNone ? nullptr : dp::stageName(v.stage);
   const char* reason = v.reason == dp::DropReason::kNone ? nullptr : dp::dropReasonName(v.reason);
-  std::string rule = v.rule == dp::kNoRule ? "null" : absl::StrCat("\"", v.rule, "\"");
+  // Rule ids are 1..128 printable characters without '"' (validated), so no escaping.
+  std::string rule = v.rule == dp::kNoRule
+                         ? "null"
+                         : absl::StrCat("\"", ruleLabel(names, v.generation, v.stage, v.rule),
+                                        "\"");
   std::string backend = v.backend == dp::kNoBackend ? "null" : absl::StrCat("\"", v.backend, "\"");
   std::string flow = v.flow_id ? absl::StrCat(v.flow_id) : "null";
   return absl::StrCat("{\"index\":", v.seq, ",\"side\":\"", dp::sideName(v.in_side),
@@ -189,7 +229,8 @@ std::string verdictJson(const dp::PacketVerdict& v) {
                       v.generation, "}");
 }
 
-std::string eventJson(const dp::Event& e, int64_t wall_offset_ns) {
+std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
+                      const dp::DataplaneControl* names) {
   uint64_t ts = static_cast<uint64_t>(static_cast<int64_t>(e.ts_ns) + wall_offset_ns);
   std::string s = absl::StrCat("{\"timestamp\":\"", isoTime(ts), "\",\"event_type\":\"",
                                dp::eventTypeName(e.type), "\"");
@@ -204,7 +245,11 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns) {
   if (e.type == dp::EventType::kDrop) {
     absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"drop\":{\"reason\":\"",
                     dp::dropReasonName(e.reason), "\",\"stage\":\"", dp::stageName(e.stage),
-                    "\"}");
+                    "\"");
+    if (e.rule != dp::kNoRule) {
+      absl::StrAppend(&s, ",\"rule\":\"", ruleLabel(names, e.generation, e.stage, e.rule), "\"");
+    }
+    absl::StrAppend(&s, "}");
   } else if (e.type == dp::EventType::kFlowEnd) {
     uint64_t start = static_cast<uint64_t>(static_cast<int64_t>(e.first_seen_ns) + wall_offset_ns);
     absl::StrAppend(&s, ",\"flow\":{\"pkts_toserver\":", e.packets[0], ",\"pkts_toclient\":",

@@ -26,7 +26,10 @@ struct SummaryInput {
   uint64_t flows_active_at_end = 0;
   uint32_t generation = 0;
   uint64_t config_version = 0;
+  std::vector<std::string> notes;     // printed after the header line (e.g. config changes)
   std::vector<std::string> warnings;  // printed last
+  // Per-rule firewall counters of the rule set in force at the end (rank order).
+  std::vector<dp::RuleCounters> fw_rules;
 };
 
 // Fills in.ports from the dataplane's port view (name and PMD counters of both sides).
@@ -38,9 +41,15 @@ std::string formatSummary(const SummaryInput& in);
 // The same content as one JSON object.
 std::string summaryJson(const SummaryInput& in);
 
-std::string verdictJson(const dp::PacketVerdict& v);
+// `names` (optional) turns rule indexes into rule ids (DataplaneControl::ruleName); without
+// it, or for a generation it no longer knows, the index is written.
+std::string verdictJson(const dp::PacketVerdict& v, const dp::DataplaneControl* names = nullptr);
 // wall_offset_ns is added to event times (0 when they already are epoch nanoseconds).
-std::string eventJson(const dp::Event& e, int64_t wall_offset_ns);
+std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
+                      const dp::DataplaneControl* names = nullptr);
+// The id of the rule behind a verdict or an event: its name, else its index.
+std::string ruleLabel(const dp::DataplaneControl* names, uint32_t generation, dp::Stage stage,
+                      uint32_t rule);
 
 std::string ipToString(const dp::IpAddr& a, uint8_t ip_ver);
 // RFC 3339 UTC with microseconds: 2024-01-02T03:04:05.123456Z.

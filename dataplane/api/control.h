@@ -91,6 +91,13 @@ class DataplaneControl {
   // Judges `frame` arriving on `side` with the current snapshot, as a packet of a new flow,
   // without side effects.
   virtual ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const = 0;
+  // The id of rule `rule` of `stage` in the snapshot of `generation` (verdict records and
+  // events carry indexes): the firewall rule's id. "" when unknown (no such rule, or a
+  // generation older than the recent ones remembered).
+  virtual std::string ruleName(uint32_t generation, Stage stage, uint32_t rule) const {
+    (void)generation, (void)stage, (void)rule;
+    return "";
+  }
 };
 
 // The explain logic itself, usable on any snapshot (no DPDK state involved). Firewall rules

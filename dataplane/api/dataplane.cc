@@ -110,6 +110,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
     (*st)->snap->generation = 1;
     (*st)->fw_since = 1;
     dp->adoptUids(**st);
+    dp->rememberNames(*(*st)->snap);
     dp->current_.store(st->release(), std::memory_order_release);
   }
 
@@ -283,6 +284,7 @@ uint32_t Dataplane::publishLocked(std::unique_ptr<PublishedState> next) {
     }
   }
   adoptUids(*now);
+  rememberNames(*now->snap);
   delete old;
   return gen;
 }
@@ -301,6 +303,23 @@ std::vector<RuleCounters> Dataplane::ruleCounters() const {
     }
   }
   return out;
+}
+
+void Dataplane::rememberNames(const rules::Snapshot& s) {
+  names_.push_back(NamesAt{s.generation, s.firewall});
+  if (names_.size() > kNamesKept) names_.pop_front();
+}
+
+std::string Dataplane::ruleName(uint32_t generation, Stage stage, uint32_t rule) const {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  for (auto it = names_.rbegin(); it != names_.rend(); ++it) {
+    if (it->generation != generation) continue;
+    if (stage == Stage::kFirewall && it->fw && rule < it->fw->rules.size()) {
+      return it->fw->rules[rule].id;
+    }
+    return "";
+  }
+  return "";
 }
 
 uint32_t Dataplane::currentGeneration() const {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,7 @@ class Dataplane : public DataplaneControl {
   std::vector<WorkerInfo> workers() const override;
   std::vector<PortInfo> ports() const override;
   ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override;
+  std::string ruleName(uint32_t generation, Stage stage, uint32_t rule) const override;
   const rules::Snapshot& current() const {
     return *current_.load(std::memory_order_acquire)->snap;
   }
@@ -99,6 +101,15 @@ class Dataplane : public DataplaneControl {
       std::unique_ptr<rules::Snapshot> next, const PublishedState* cur);
   uint32_t publishLocked(std::unique_ptr<PublishedState> next);
   void adoptUids(const PublishedState& st);
+  // The named objects of the last kNamesKept generations (under publish_mu_), so verdicts
+  // and events judged just before a change still name their rule.
+  struct NamesAt {
+    uint32_t generation = 0;
+    std::shared_ptr<const rules::CompiledFirewall> fw;
+  };
+  static constexpr size_t kNamesKept = 64;
+  void rememberNames(const rules::Snapshot& s);
+  std::deque<NamesAt> names_;
   DataplaneOptions opts_;
   std::atomic<const PublishedState*> current_{nullptr};
   std::mutex change_mu_;           // control threads: prepare vs publish (never workers)

@@ -145,7 +145,7 @@ int Worker::run() {
 
 uint32_t Worker::pollMerged(rte_mbuf** out) {
   uint32_t k = 0;
-  while (k < kBurst) {
+  while (k < kBurst && next_seq_ + k < input_limit_) {
     for (int s = 0; s < 2; ++s) {
       if (ahead_n_[s] == 0 && !exhausted_[s]) {
         ahead_head_[s] = 0;

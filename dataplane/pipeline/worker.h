@@ -94,6 +94,9 @@ class Worker {
   bool endFlows(uint32_t budget);
 
   void setVerdictSink(VerdictSink* s) { sink_ = s; }
+  // Replay (merge_by_timestamp): pollOnce takes no input packet whose index (seq) is
+  // `seq` or more; it returns 0 once it reaches it. UINT64_MAX = no limit.
+  void setInputLimit(uint64_t seq) { input_limit_ = seq; }
   uint16_t id() const { return opts_.id; }
   const FlowTable& flows() const { return *flows_; }
   uint64_t nowNs() const { return now_ns_; }
@@ -196,6 +199,7 @@ class Worker {
   uint64_t tsc_hz_ = 0;
   uint64_t now_ns_ = 0;
   uint64_t next_seq_ = 0;
+  uint64_t input_limit_ = UINT64_MAX;
   uint32_t flow_seq_ = 0;
 
   static constexpr uint16_t kTxCap = 4 * kBurst;

@@ -12,10 +12,15 @@ depend on the expected_* files, so they also guard a REGEN=1 run:
    equal timestamps).
 2. Forwarding: the frames leaving side B are exactly the frames arriving on side A with a
    forward verdict, byte for byte and with their input timestamps (as a multiset: held
-   fragments leave after their first fragment), and the same for side B -> side A. Skipped
-   when CASE_DIR has a file REWRITES (a config that changes packets).
-3. Summary vs verdicts: verdict totals, drops per reason, rx per side, tx per side, and
-   flows.created == number of new_flow verdicts.
+   fragments leave after their first fragment), and the same for side B -> side A, plus the
+   answers to rejected packets: every other frame leaving a side must be the answer to a
+   "reject" verdict (a TCP RST with the rejected segment's addresses and ports swapped, out of
+   its ingress side, and for a segment with ACK a second RST toward the receiver out of the
+   other side; an ICMP / ICMPv6 unreachable to the sender otherwise), and their number must
+   equal the summary's firewall rst_sent + icmp_sent. Skipped when CASE_DIR has a file
+   REWRITES (a config that changes packets).
+3. Summary vs verdicts: verdict totals, drops per reason, rx per side, tx per side (forwarded
+   + answers), and flows.created == number of new_flow verdicts.
 4. Intent (CASE_DIR/intent.tsv, written with the case by a person): for every listed index,
    side, verdict and drop reason; the flow label: packets with the same label share one
    non-null flow_id, different labels have different flow_ids, "-" means flow_id null, "?"
@@ -53,6 +58,70 @@ def read_pcap(path):
         frames.append((sec * 1000000 + frac // div, data[off:off + caplen]))
         off += caplen
     return frames
+
+
+def l3l4(frame):
+    """(src, dst, proto, sport, dport, tcp_flags, icmp_type) of an Ethernet frame with up to
+    two VLAN tags and IPv4 / IPv6 (extension headers skipped); None when not IP."""
+    off, et = 12, int.from_bytes(frame[12:14], "big")
+    while et in (0x8100, 0x88A8) and len(frame) >= off + 6:
+        off += 4
+        et = int.from_bytes(frame[off:off + 2], "big")
+    off += 2
+    if et == 0x0800 and len(frame) >= off + 20:
+        ihl = (frame[off] & 15) * 4
+        proto, src, dst = frame[off + 9], frame[off + 12:off + 16], frame[off + 16:off + 20]
+        l4 = off + ihl
+    elif et == 0x86DD and len(frame) >= off + 40:
+        proto, src, dst = frame[off + 6], frame[off + 8:off + 24], frame[off + 24:off + 40]
+        l4 = off + 40
+        while proto in (0, 43, 60) and len(frame) >= l4 + 8:
+            proto, l4 = frame[l4], l4 + (frame[l4 + 1] + 1) * 8
+    else:
+        return None
+    sport = dport = flags = itype = None
+    if proto in (6, 17) and len(frame) >= l4 + 4:
+        sport, dport = int.from_bytes(frame[l4:l4 + 2], "big"), int.from_bytes(frame[l4 + 2:l4 + 4], "big")
+        if proto == 6 and len(frame) >= l4 + 14:
+            flags = frame[l4 + 13]
+    elif proto in (1, 58) and len(frame) > l4:
+        itype = frame[l4]
+    return (bytes(src), bytes(dst), proto, sport, dport, flags, itype)
+
+
+def answer_keys(frame, in_side):
+    """What the appliance sends for a rejected frame: [(out_side, key)], key = (src, dst,
+    proto, sport, dport, kind) of the answer. No answer to a RST or an ICMP error."""
+    p = l3l4(frame)
+    if p is None:
+        return []
+    src, dst, proto, sport, dport, flags, itype = p
+    other = "B" if in_side == "A" else "A"
+    if proto == 6:
+        if flags is None or flags & 0x04:
+            return []
+        out = [(in_side, (dst, src, 6, dport, sport, "rst"))]
+        if flags & 0x10:
+            out.append((other, (src, dst, 6, sport, dport, "rst")))
+        return out
+    if proto in (1, 58) and (itype is None or (itype < 128 if proto == 58 else itype in (3, 4, 5, 11, 12))):
+        return []  # ICMP errors are not answered (RFC 1122)
+    icmp = 1 if len(src) == 4 else 58
+    return [(in_side, (dst, src, icmp, None, None, "unreach"))]
+
+
+def answer_key_of(frame):
+    """The key of a frame the appliance made, in answer_keys' terms; None if it is neither
+    a TCP RST nor an ICMP / ICMPv6 destination unreachable."""
+    p = l3l4(frame)
+    if p is None:
+        return None
+    src, dst, proto, sport, dport, flags, itype = p
+    if proto == 6 and flags is not None and flags & 0x04:
+        return (src, dst, 6, sport, dport, "rst")
+    if (proto == 1 and itype == 3) or (proto == 58 and itype == 1):
+        return (src, dst, proto, None, None, "unreach")
+    return None
 
 
 def merged_sides(a, b):
@@ -114,18 +183,42 @@ def main():
         if v.get("new_flow") and v.get("flow_id") is None:
             bad(f"index {i}: new_flow without a flow_id")
 
-    # 2. Forwarded frames leave unchanged on the other side.
+    # 2. Forwarded frames leave unchanged on the other side; the other frames leaving a
+    # side are the answers to rejected packets.
+    want_answers = {"A": collections.Counter(), "B": collections.Counter()}
+    for i, v in enumerate(verdicts):
+        if i < len(frames) and v.get("verdict") == "reject":
+            for out_side, key in answer_keys(frames[i][1][1], v.get("side")):
+                want_answers[out_side][key] += 1
+    answers_out = {"A": 0, "B": 0}
     if not os.path.exists(os.path.join(case, "REWRITES")):
-        for in_side, out_name in (("A", "out_b.pcap"), ("B", "out_a.pcap")):
+        for in_side, out_side, out_name in (("A", "B", "out_b.pcap"), ("B", "A", "out_a.pcap")):
             want = collections.Counter(
                 frames[i][1] for i, v in enumerate(verdicts)
                 if i < len(frames) and v.get("side") == in_side and v.get("verdict") == "forward")
             got = collections.Counter(read_pcap(os.path.join(run, out_name)))
-            if want != got:
-                missing = sum((want - got).values())
-                extra = sum((got - want).values())
+            extra_frames = got - want
+            answers = collections.Counter()
+            strays = 0
+            for (_, frame), n in extra_frames.items():
+                key = answer_key_of(frame)
+                if key is None:
+                    strays += n
+                else:
+                    answers[key] += n
+            answers_out[out_side] = sum(answers.values())
+            missing = sum((want - got).values())
+            if missing or strays:
                 bad(f"{out_name}: {sum(got.values())} frames; {missing} frame(s) forwarded from "
-                    f"side {in_side} are missing or changed, {extra} frame(s) were not expected")
+                    f"side {in_side} are missing or changed, {strays} frame(s) were not expected")
+            if answers != want_answers[out_side]:
+                bad(f"{out_name}: answers to rejected packets {sorted(answers.items())} != the "
+                    f"rejects call for {sorted(want_answers[out_side].items())}")
+        fw = summary.get("firewall", {})
+        sent = fw.get("rst_sent", 0) + fw.get("icmp_sent", 0)
+        if sent != answers_out["A"] + answers_out["B"]:
+            bad(f"summary firewall rst_sent + icmp_sent = {sent}, answers in the outputs: "
+                f"{answers_out['A'] + answers_out['B']}")
 
     # 3. Summary agrees with the verdicts.
     count = collections.Counter(v.get("verdict") for v in verdicts)
@@ -143,9 +236,10 @@ def main():
         if port["rx_packets"] != sides.get(side, 0):
             bad(f"summary ports.{side}.rx_packets = {port['rx_packets']}, verdicts from side "
                 f"{side}: {sides.get(side, 0)}")
-        if summary["ports"][other]["tx_packets"] != fwd_from.get(side, 0):
+        if summary["ports"][other]["tx_packets"] != fwd_from.get(side, 0) + answers_out[other]:
             bad(f"summary ports.{other}.tx_packets = {summary['ports'][other]['tx_packets']}, "
-                f"forward verdicts from side {side}: {fwd_from.get(side, 0)}")
+                f"forward verdicts from side {side}: {fwd_from.get(side, 0)}, answers out of "
+                f"side {other}: {answers_out[other]}")
     new_flows = sum(1 for v in verdicts if v.get("new_flow"))
     if summary["flows"]["created"] != new_flows:
         bad(f"summary flows.created = {summary['flows']['created']}, new_flow verdicts: {new_flows}")

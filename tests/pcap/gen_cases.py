@@ -100,6 +100,15 @@ class Case:
                 os.remove(p)
         with open(os.path.join(d, "config.json"), "w") as f:
             f.write(json.dumps(self.config, indent=2) + "\n")
+        # Config changes during the replay (run_case.sh passes them as --change).
+        changes = getattr(self, "changes", [])
+        if changes:
+            with open(os.path.join(d, "changes.tsv"), "w") as f:
+                f.write("# input index<TAB>config file committed just before that packet\n")
+                for at, fname, cfg in changes:
+                    f.write(f"{at}\t{fname}\n")
+                    with open(os.path.join(d, fname), "w") as g:
+                        g.write(json.dumps(cfg, indent=2) + "\n")
         sides = sorted({x[1] for x in self.items})
         if sides == ["A"]:
             write_pcap(os.path.join(d, "input.pcap"), [x for x in self.items if x[1] == "A"])
@@ -1013,9 +1022,9 @@ TCP SYN of a new connection (dropped), and ARP (non-IP needs no flow: forwarded)
 #   "D reason s1 [new]"   drop with that reason, in flow s1
 #   "R s1 [new]"          reject (reason firewall_reject), in flow s1
 # The note of each packet names the rule expected to decide its flow ("rule N" = position in
-# the config's rules list, "default" = no rule). The verdicts' "rule" field is the index in
-# evaluation order (rules sorted by priority, then listing order; null = default); it is not
-# checked by check_case.py, but was reviewed against these notes in expected_verdicts.jsonl.
+# the config's rules list, "default" = no rule). The verdicts' "rule" field is the deciding rule's
+# id (null = default); it is not checked by check_case.py, but was reviewed against these
+# notes in expected_verdicts.jsonl.
 # --------------------------------------------------------------------------------------
 
 class FwCase(Case):
@@ -1100,7 +1109,7 @@ def case_fw_allow_deny():
                                               "default_b_to_a": "ALLOW", "rules": rules}}, """
 Firewall: allow and deny rules by prefix, port and protocol with overlapping rules and
 priorities; default DENY for flows from side A, ALLOW for flows from side B. Rules
-(position in the config; priority p; the verdicts' "rule" is the evaluation-order index:
+(position in the config; priority p; evaluation order:
 admin-web 0, deny-host-web 1, deny-src-9999 2, allow-web 3, allow-dns 4, deny-b-telnet 5,
 deny-net9 6, allow-high 7):
  0 deny-host-web  p5  DENY  tcp 10.1.0.66 -> 10.2.0.0/16 :80
@@ -1239,9 +1248,9 @@ UDP / ICMP with an ICMP (v6) destination unreachable (administratively prohibite
 the packet. Review expected_out_a.pcap (answers to side A frames) and expected_out.pcap
 (answers to side B frames, plus the forwarded frames). No answer to a RST or to an ICMP
 error (RFC 793 / RFC 1122), but those are still rejected (not forwarded).
-This case has a REWRITES file: the answers are frames the appliance makes, which
-check_case.py's "forwarded frames leave unchanged" check does not know about; its other
-checks and intent.tsv still apply.""")
+check_case.py checks that every frame leaving a side is either a forwarded frame or one
+of the answers the rejects call for, and that their number is the summary's rst_sent +
+icmp_sent.""")
     ipa = lambda: IP(src="10.1.0.10", dst="10.2.0.25")
     ipb = lambda: IP(src="10.2.0.25", dst="10.1.0.10")
     c.add(eth_a() / ipa() / TCP(sport=42000, dport=25, flags="S", seq=1000),
@@ -1281,6 +1290,51 @@ checks and intent.tsv still apply.""")
     return c
 
 
+def case_fw_rule_change(keep):
+    """A rule change while flows are open: replay --change commits a second config before
+    input packet CUT (changes.tsv). keep=False: the default re-evaluates live flows on their
+    next packet, so the new deny cuts the open SSH connection; keep=True
+    (keep_established_on_change) lets allowed flows keep their verdict."""
+    name = "fw_rule_change_keep" if keep else "fw_rule_change"
+    fw1 = {"keep_established_on_change": keep, "rules": [
+        {"id": "allow-all-tcp", "action": "ALLOW", "protocols": ["tcp"]}]}
+    fw2 = {"keep_established_on_change": keep, "rules": [
+        {"id": "deny-ssh", "priority": 1, "action": "DENY", "protocols": ["tcp"],
+         "dst_ports": ["22"]},
+        {"id": "allow-all-tcp", "priority": 5, "action": "ALLOW", "protocols": ["tcp"]}]}
+    cut_verdict = "F s1" if keep else "D firewall_deny s1"
+    c = FwCase(name, {"firewall": fw1}, f"""
+Rule change under traffic. config.json allows all TCP ({'keep' if keep else 're-evaluate'}
+established flows on change); changes.tsv commits change1.json (deny-ssh: TCP :22 denied,
+priority 1, before allow-all-tcp) before packet 8, as a live apply would (a new generation:
+the verdicts' "generation" goes 1 -> 2). s1 (SSH, open before the change) is
+{'kept: allowed flows keep their verdict (keep_established_on_change)' if keep else
+ 'cut: its next packet is judged again by the new rules (deny-ssh), in both directions'};
+w1 (HTTPS, open before) goes on under allow-all-tcp; s2 (a new SSH connection after the
+change) is denied either way.""")
+    c.changes = [(8, "change1.json", {"firewall": fw2})]
+    s1 = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.10", dst="10.2.0.22"),
+             lambda: IP(src="10.2.0.22", dst="10.1.0.10"), 40022, 22, "s1",
+             side_c="A", side_s="B")
+    w1 = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.10", dst="10.2.0.44"),
+             lambda: IP(src="10.2.0.44", dst="10.1.0.10"), 40443, 443, "w1",
+             side_c="A", side_s="B")
+    s1.handshake("(generation 1: allow-all-tcp)")
+    w1.handshake("(generation 1: allow-all-tcp)")
+    s1.c("PA", note="s1: request before the change", data=payload(30, 1))
+    s1.s("PA", note="s1: answer before the change", data=payload(60, 2))
+    # --- change1.json committed here (before packet 8) ---
+    s1.c("PA", cut_verdict, "s1: request after the change", data=payload(30, 3))
+    s1.s("PA", cut_verdict, "s1: answer after the change (return traffic)", data=payload(60, 4))
+    w1.c("PA", "F w1", "w1: request after the change (allow-all-tcp)", data=payload(40, 5))
+    w1.s("PA", "F w1", "w1: answer after the change", data=payload(90, 6))
+    s2 = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.11", dst="10.2.0.22"),
+             lambda: IP(src="10.2.0.22", dst="10.1.0.11"), 40023, 22, "s2",
+             side_c="A", side_s="B")
+    s2.c("S", "D firewall_deny s2 new", "s2: new SSH after the change: deny-ssh")
+    return c
+
+
 MMDB = "../../../../shared/data/mmdb/maxmind+MaxMind-DB/test-data/GeoLite2-Country-Test.mmdb"
 
 
@@ -1309,7 +1363,7 @@ Defaults: A -> B ALLOW, B -> A DENY. Rules:
  2 allow-gb-from-b p10 ALLOW B_TO_A src GB
  3 deny-us-to-ph   p10 DENY  src US and dst PH
  4 allow-bt-tcp    p5  ALLOW tcp src BT, dst CN or SE
-(positions in the config; the verdicts' "rule" is the evaluation-order index: allow-bt-tcp 0,
+(positions in the config; evaluation order: allow-bt-tcp 0,
 deny-from-cn 1, deny-udp-to-se 2, allow-gb-from-b 3, deny-us-to-ph 4.)""")
     U = lambda *a, **k: fw_udp(c, *a, **k)
     U("A", "111.235.161.236", "81.2.69.142", 1000, 2000, "D firewall_deny c1 new",
@@ -1419,9 +1473,9 @@ CASES = {
     "flow_table_full": case_flow_table_full,
     "fw_allow_deny": case_fw_allow_deny,
     "fw_stateful_return": case_fw_stateful_return,
-    # "fw_reject": case_fw_reject -- not registered yet: its REJECT answers (frames made by
-    # the appliance) count in ports.*.tx_packets, which check_case.py's summary check
-    # compares with forward verdicts only; register it once check_case.py knows about them.
+    "fw_reject": case_fw_reject,
+    "fw_rule_change": lambda: case_fw_rule_change(False),
+    "fw_rule_change_keep": lambda: case_fw_rule_change(True),
     "fw_countries": case_fw_countries,
     "fw_ipv6": case_fw_ipv6,
 }

@@ -40,6 +40,14 @@ else
   exit 2
 fi
 
+# changes.tsv (optional): "INDEX<TAB>FILE" lines, each a config committed before packet INDEX.
+if [[ -f $case_dir/changes.tsv ]]; then
+  while IFS=$'\t' read -r at file; do
+    [[ -z $at || $at == \#* ]] && continue
+    inputs+=(--change "$at:$case_dir/$file")
+  done <"$case_dir/changes.tsv"
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/pcap_case_${name}.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
