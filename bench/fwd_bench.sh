@@ -36,7 +36,7 @@ PY=/usr/bin/python3
 REPS=3
 DURATION=10
 WARMUP=3
-FLOWS=8192      # one packet per flow; more does not fit the appliance's mbuf pool (see below)
+FLOWS=8192      # one packet per flow (both get --mbufs / --total-num-mbufs for the file)
 PCAP=""
 OUTDIR=""
 LCORES="0,1"
@@ -133,9 +133,11 @@ while True:
     if len(h)<16: break
     f.seek(struct.unpack("<IIII",h)[2],1); n+=1
 print(n)' "$PCAP")
-# net_pcap infinite_rx keeps one mbuf per packet of the file in its ring. The appliance
-# sizes its pool itself (8448 mbufs with one worker); testpmd gets the packets plus room.
+# net_pcap infinite_rx keeps one mbuf per packet of the file in its ring: both get the
+# packets plus room (the appliance through run --mbufs, when it has the option).
 TP_MBUFS=$(( NPKTS + 4096 > 8448 ? NPKTS + 4096 : 8448 ))
+APP_MBUFS=()
+if "$APP" --help 2>&1 | grep -q -- '--mbufs'; then APP_MBUFS=(--mbufs "$TP_MBUFS"); fi
 
 APP_HAS_STATE_DIR=0
 if "$APP" --help 2>&1 | grep -q -- '--state-dir'; then APP_HAS_STATE_DIR=1; fi
@@ -276,15 +278,14 @@ run_appliance() {
     state=(--state-dir "$STATE_DIR")
   fi
   $NICE_CMD stdbuf -oL -eL "$APP" run "${state[@]}" ${APP_CONFIG:+--config "$APP_CONFIG"} \
-    --duration "$total" --stats-interval 1 -- \
+    --duration "$total" --stats-interval 1 "${APP_MBUFS[@]}" -- \
     $(eal_args "fwdb_app_$$_$i") "${VDEVS[@]}" >"$out" 2>"$err" &
   pid=$!
   if ! wait_for_line "$err" '^dpu-appliance: forwarding' 120 "$pid"; then
     stop_pid "$pid"; [[ -z "${STATE_DIR:-}" ]] || rm -rf "$STATE_DIR"
     if grep -q "Not enough mbufs" "$err"; then
       die "appliance did not start: net_pcap infinite_rx needs one mbuf per packet of the" \
-          "pcap ($NPKTS) and 'dpu-appliance run' sizes its pool itself (8448 mbufs with one" \
-          "worker); use at most 8192 packets (-f 8192), see $err"
+          "pcap ($NPKTS); this build has no 'run --mbufs' (${#APP_MBUFS[@]} args given), see $err"
     fi
     die "appliance did not start, see $err"
   fi

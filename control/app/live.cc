@@ -101,6 +101,7 @@ absl::Status runLive(const LiveOptions& o) {
   }
   dopts.workers = static_cast<uint16_t>(dopts.worker_lcores.size());
   dopts.clock = dp::ClockMode::kTsc;
+  dopts.mbufs = o.mbufs;
   auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
   if (!dpr.ok()) return dpr.status();
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);

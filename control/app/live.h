@@ -17,6 +17,10 @@ struct LiveOptions {
   double stats_interval_s = 0;      // 0 = no periodic stats line
   double duration_s = 0;            // 0 = until SIGINT/SIGTERM
   std::vector<std::string> eal_args;
+  // Packet mbufs in the pool shared by all ports and workers; 0 = sized from the workers
+  // and descriptors. Raise it for PMDs that hold many mbufs (net_pcap infinite_rx keeps
+  // one per packet of its file).
+  uint32_t mbufs = 0;
 };
 
 absl::Status runLive(const LiveOptions& opts);

@@ -1,7 +1,8 @@
 // dpu-appliance: the inline appliance.
 //   dpu-appliance run [--config FILE] [--state-dir DIR] [--listen ADDR] [--listen-any]
 //                     [--tls-cert F --tls-key F [--tls-client-ca F]] [--max-request-bytes N]
-//                     [--events FILE] [--stats-interval S] [--duration S] -- <EAL args>
+//                     [--events FILE] [--stats-interval S] [--duration S] [--mbufs N]
+//                     -- <EAL args>
 //   dpu-appliance replay --config FILE --in IN.pcap [--in-b B.pcap] [--out OUT.pcap]
 //                        [--out-a A.pcap] [--verdicts V.jsonl] [--events E.jsonl]
 //                        [--summary-json S.json] [--change INDEX:FILE]... [--quiet]
@@ -23,7 +24,8 @@ constexpr const char* kUsage =
     "usage:\n"
     "  dpu-appliance run [--config FILE] [--state-dir DIR] [--listen ADDR] [--listen-any]\n"
     "                    [--tls-cert F --tls-key F [--tls-client-ca F]] [--max-request-bytes N]\n"
-    "                    [--events FILE] [--stats-interval S] [--duration S] -- <EAL args>\n"
+    "                    [--events FILE] [--stats-interval S] [--duration S] [--mbufs N]\n"
+    "                    -- <EAL args>\n"
     "      Live mode. Port 0 is side A, port 1 side B (any PMD given to EAL). The main\n"
     "      lcore runs control, every other lcore a worker. SIGINT/SIGTERM stop it and print\n"
     "      the final counters.\n"
@@ -36,6 +38,8 @@ constexpr const char* kUsage =
     "                       certificates signed by that CA (mTLS).\n"
     "      --max-request-bytes N  largest request accepted (default 16777216).\n"
     "      --events FILE    append every event (eve-style JSON lines) to FILE.\n"
+    "      --mbufs N        packet buffers in the pool (default: sized from workers and\n"
+    "                       descriptors); e.g. net_pcap infinite_rx needs one per packet.\n"
     "      Manage it with dpuctl (dpuctl --help).\n"
     "      e.g. dpu-appliance run -- -l 0,1 --no-huge --no-pci -m 1024 \\\n"
     "             --vdev net_af_packet0,iface=veth0 --vdev net_af_packet1,iface=veth1\n"
@@ -132,6 +136,10 @@ int main(int argc, char** argv) {
         if (!absl::SimpleAtod(v, &o.stats_interval_s)) return fail("run: bad --stats-interval");
       } else if (a == "--duration") {
         if (!absl::SimpleAtod(v, &o.duration_s)) return fail("run: bad --duration");
+      } else if (a == "--mbufs") {
+        if (!absl::SimpleAtoi(v, &o.mbufs) || o.mbufs < 1024 || o.mbufs > (1u << 26)) {
+          return fail("run: bad --mbufs '" + v + "' (1024 .. 67108864)");
+        }
       } else {
         return fail("run: unknown option '" + a + "' (EAL arguments go after --)");
       }
