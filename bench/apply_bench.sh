@@ -75,21 +75,8 @@ PCAP="$OUTDIR/traffic_${FLOWS}.pcap"
 
 # --- configs --------------------------------------------------------------------------
 echo '{}' >"$OUTDIR/empty.json"
-gen_rules() {  # $1 count, $2 variant (0/1), $3 file
-  "$PY" - "$1" "$2" "$3" <<'EOF'
-import sys
-n, var, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-with open(out, "w") as f:
-    f.write(f"# apply_bench: {n} generated rules, variant {var}; never match the bench traffic\n")
-    for i in range(n):
-        proto = ("tcp", "udp")[i % 2]
-        src = f"192.168.{(i >> 8) & 255}.{i & 255}/32"
-        dst = f"198.{18 + ((i >> 16) & 1)}.{(i >> 8) & 255}.{(i * 7) & 255}/32"
-        dport = 1 + (i % 1000) + 1000 * var
-        f.write(f"deny {proto} {src} any -> {dst} {dport} prio {10 + i % 1000} id r{var}_{i}\n")
-EOF
-  printf '{"firewall": {"default_a_to_b": "ALLOW", "default_b_to_a": "ALLOW", "rule_files": ["%s"]}}\n' \
-    "$3" >"${3%.rules}.json"
+gen_rules() {  # $1 count, $2 variant (0/1), $3 file (+ its .json config)
+  "$PY" "$HERE/gen_rules.py" "$1" "$2" "$3"
 }
 IFS=, read -r -a SIZE_LIST <<<"$SIZES"
 for n in "${SIZE_LIST[@]}"; do
