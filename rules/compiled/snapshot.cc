@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "rules/compile/firewall_compiler.h"
+#include "rules/compile/lb_compiler.h"
 
 namespace dpu::rules {
 namespace {
@@ -47,6 +48,14 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           uint32_t generation,
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse) {
+  return compileSnapshot(model, generation, errors, reuse, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors,
+                                                          const FirewallReuse* reuse,
+                                                          const LbReuse* lb_reuse) {
   ConfigErrorList local;
   ConfigErrorList& errs = errors ? *errors : local;
   size_t before = errs.size();
@@ -67,6 +76,12 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
       errs.push_back(std::move(e));
     }
   }
+  // --- lb ---
+  std::shared_ptr<const CompiledLb> lb;
+  {
+    auto c = compileLb(model.lb, &errs, lb_reuse ? lb_reuse->compiled.get() : nullptr);
+    if (c.ok()) lb = std::move(*c);
+  }
   if (errs.size() != before) {
     return errorsToStatus(ConfigErrorList(errs.begin() + before, errs.end()));
   }
@@ -75,6 +90,7 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
   snap->config_version = model.version;
   snap->dataplane = model.dataplane;
   snap->firewall = std::move(firewall);
+  snap->lb = std::move(lb);
   return snap;
 }
 

@@ -11,8 +11,10 @@
 #include "absl/status/statusor.h"
 #include "rules/compile/config_errors.h"
 #include "rules/compiled/firewall.h"
+#include "rules/compiled/lb.h"
 #include "rules/model/dataplane_settings.h"
 #include "rules/model/firewall.h"
+#include "rules/model/lb.h"
 
 namespace dpu::rules {
 
@@ -21,6 +23,8 @@ struct ConfigModel {
   uint64_t version = 0;
   DataplaneSettings dataplane;
   FirewallModel firewall;
+  // --- lb ---
+  LbModel lb;
 };
 
 struct Snapshot {
@@ -29,6 +33,8 @@ struct Snapshot {
   DataplaneSettings dataplane;
   // Shared between consecutive snapshots when the firewall section did not change.
   std::shared_ptr<const CompiledFirewall> firewall;
+  // --- lb --- Services are shared one by one with the previous snapshot when unchanged.
+  std::shared_ptr<const CompiledLb> lb;
 };
 
 // Validates `model` (every field, errors name the field) and compiles it into a snapshot.
@@ -49,6 +55,17 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           uint32_t generation,
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse);
+
+// --- lb --- The load balancer compiled before (normally the published one): every service
+// whose model did not change is shared (same pointer, no Maglev build).
+struct LbReuse {
+  std::shared_ptr<const CompiledLb> compiled;
+};
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors,
+                                                          const FirewallReuse* reuse,
+                                                          const LbReuse* lb_reuse);
 
 // Validation of the dataplane section alone: appends one error per bad field.
 void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors);
