@@ -56,6 +56,14 @@ struct RuleCounters {
 // contexts, the GeoIP database opened, per-rule counters): what can fail has failed in
 // prepare(), so publishing it cannot. Only the DataplaneControl that prepared it may publish
 // it. Implementations extend it with their own objects.
+// --- lb ---
+struct LbBackendStats {
+  uint64_t identity = 0;
+  uint64_t packets = 0, bytes = 0;
+  uint64_t flows_active = 0;  // flows pinned to the backend now
+  uint64_t flows_total = 0;   // flows ever pinned to it
+};
+
 struct PreparedSnapshot {
   virtual ~PreparedSnapshot() = default;
   std::unique_ptr<rules::Snapshot> snap;
@@ -98,6 +106,10 @@ class DataplaneControl {
     (void)generation, (void)stage, (void)rule;
     return "";
   }
+  // --- lb --- Per-backend counters summed over the workers, keyed by backend identity
+  // (rules::CompiledLbBackend::identity). Kept across reloads: a backend that keeps its
+  // identity keeps counting.
+  virtual std::vector<LbBackendStats> lbBackendStats() const { return {}; }
 };
 
 // The explain logic itself, usable on any snapshot (no DPDK state involved). Firewall rules

@@ -418,6 +418,31 @@ CountersSnapshot Dataplane::counters() const {
   return s;
 }
 
+// --- lb ---
+std::vector<LbBackendStats> Dataplane::lbBackendStats() const {
+  std::vector<LbBackendStats> out;
+  for (const auto& w : workers_) {
+    const Worker::LbBackendCounters* c = w->lbCounters();
+    if (c == nullptr) continue;
+    for (uint32_t i = 0; i < Worker::kLbCounterSlots; ++i) {
+      uint64_t id = c[i].identity.load();
+      if (id == 0) continue;
+      auto it = std::find_if(out.begin(), out.end(),
+                             [&](const LbBackendStats& s) { return s.identity == id; });
+      if (it == out.end()) {
+        out.push_back(LbBackendStats{});
+        it = out.end() - 1;
+        it->identity = id;
+      }
+      it->packets += c[i].packets.load();
+      it->bytes += c[i].bytes.load();
+      it->flows_active += c[i].flows_active.load();
+      it->flows_total += c[i].flows_total.load();
+    }
+  }
+  return out;
+}
+
 uint32_t Dataplane::drainEvents(const std::function<void(const Event&)>& fn, uint32_t max) {
   // Round-robin over the worker rings, a burst at a time, so a busy worker cannot starve
   // the others' rings within one call.

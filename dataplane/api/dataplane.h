@@ -81,6 +81,7 @@ class Dataplane : public DataplaneControl {
   void stop();
 
   CountersSnapshot counters() const override;
+  std::vector<LbBackendStats> lbBackendStats() const override;  // --- lb ---
   // Pops up to `max` events from every worker ring, calling fn for each.
   uint32_t drainEvents(const std::function<void(const Event&)>& fn,
                        uint32_t max = 4096) override;

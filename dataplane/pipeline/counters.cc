@@ -24,6 +24,12 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTxFailed: return "tx_failed";
     case DropReason::kFirewallDeny: return "firewall_deny";
     case DropReason::kFirewallReject: return "firewall_reject";
+    // --- lb ---
+    case DropReason::kLbKeyMissing: return "lb_key_missing";
+    case DropReason::kLbNoBackend: return "lb_no_backend";
+    case DropReason::kLbFlowReset: return "lb_flow_reset";
+    case DropReason::kLbNoAddress: return "lb_no_address";
+    case DropReason::kLbNoHeadroom: return "lb_no_headroom";
     default: return "unknown";
   }
 }
@@ -94,6 +100,15 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.fw_reject_nombuf = c.fw_reject_nombuf.load();
   f.fw_reject_suppressed = c.fw_reject_suppressed.load();
   f.geoip_lookups = c.geoip_lookups.load();
+  f.lb_flows_balanced = c.lb_flows_balanced.load();
+  f.lb_flows_rehashed = c.lb_flows_rehashed.load();
+  f.lb_flows_reset = c.lb_flows_reset.load();
+  f.lb_service_gone = c.lb_service_gone.load();
+  f.lb_key_missing = c.lb_key_missing.load();
+  f.lb_untracked = c.lb_untracked.load();
+  f.lb_nat_reversed = c.lb_nat_reversed.load();
+  f.lb_nat_no_reverse = c.lb_nat_no_reverse.load();
+  f.lb_counters_full = c.lb_counters_full.load();
   f.events_lost = c.events_lost.load();
   f.loops = c.loops.load();
   f.busy_loops = c.busy_loops.load();
@@ -136,6 +151,15 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.fw_reject_nombuf += w.fw_reject_nombuf;
   a.fw_reject_suppressed += w.fw_reject_suppressed;
   a.geoip_lookups += w.geoip_lookups;
+  a.lb_flows_balanced += w.lb_flows_balanced;
+  a.lb_flows_rehashed += w.lb_flows_rehashed;
+  a.lb_flows_reset += w.lb_flows_reset;
+  a.lb_service_gone += w.lb_service_gone;
+  a.lb_key_missing += w.lb_key_missing;
+  a.lb_untracked += w.lb_untracked;
+  a.lb_nat_reversed += w.lb_nat_reversed;
+  a.lb_nat_no_reverse += w.lb_nat_no_reverse;
+  a.lb_counters_full += w.lb_counters_full;
   a.events_lost += w.events_lost;
   a.loops += w.loops;
   a.busy_loops += w.busy_loops;

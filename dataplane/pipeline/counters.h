@@ -41,6 +41,12 @@ struct alignas(64) WorkerCounters {
   Counter fw_allowed, fw_denied, fw_rejected;
   Counter fw_rst_sent, fw_icmp_sent, fw_reject_nombuf, fw_reject_suppressed;
   Counter geoip_lookups;            // GeoIP lookups (two per flow whose countries are needed)
+  // --- lb --- flows given a backend, re-hashed / reset after their backend went away,
+  // flows whose service went away, key fields missing (fallback applied), untracked
+  // packets balanced, NAT answers translated back, NAT pairs without a reverse entry,
+  // backends beyond the per-worker counter table.
+  Counter lb_flows_balanced, lb_flows_rehashed, lb_flows_reset, lb_service_gone;
+  Counter lb_key_missing, lb_untracked, lb_nat_reversed, lb_nat_no_reverse, lb_counters_full;
   Counter events_lost;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
@@ -62,6 +68,9 @@ struct CountersSnapshot {
     uint64_t fw_allowed = 0, fw_denied = 0, fw_rejected = 0;
     uint64_t fw_rst_sent = 0, fw_icmp_sent = 0, fw_reject_nombuf = 0, fw_reject_suppressed = 0;
     uint64_t geoip_lookups = 0;
+    uint64_t lb_flows_balanced = 0, lb_flows_rehashed = 0, lb_flows_reset = 0;
+    uint64_t lb_service_gone = 0, lb_key_missing = 0, lb_untracked = 0, lb_nat_reversed = 0;
+    uint64_t lb_nat_no_reverse = 0, lb_counters_full = 0;
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
     uint64_t totalDrops() const;
   };

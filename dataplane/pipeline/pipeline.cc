@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   if (!fg.ok()) return fg.status();
   w->frags_ = std::move(*fg);
   w->flow_uid_.reset(new uint32_t[w->flows_->capacity()]());
+  w->lbInit();  // --- lb ---
   w->tsc_hz_ = rte_get_tsc_hz();
   return w;
 }
@@ -108,6 +109,7 @@ void Worker::refreshSnapshot() {
   fw_countries_ = fwc_ ? fwc_->uses_countries : false;
   fw_nrules_ = st->nrules;
   hits_ = st->hitsOf(opts_.id);
+  lbRefresh(s);  // --- lb ---
   if (s->generation != generation_) {
     generation_ = s->generation;
     timeouts_ = toTimeouts(s->dataplane);

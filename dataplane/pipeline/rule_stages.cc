@@ -10,16 +10,17 @@
 namespace dpu::dp {
 
 void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
-  (void)pkts;
   for (uint16_t i = from; i < to; ++i) {
     if (b.v[i].verdict != Verdict::kForward) continue;
     // Stages join here in order (dns, dpi, lb); a stage that drops or rejects sets the
     // verdict, stage and reason, and the later stages skip the packet.
+    lbStage(pkts[i], b, i);  // --- lb ---
   }
 }
 
 void Worker::flowEnded(int32_t pos) {
-  (void)pos;  // per-flow state of the rule stages is released here
+  // per-flow state of the rule stages is released here
+  flowEndedLb(pos);  // --- lb ---
 }
 
 }  // namespace dpu::dp

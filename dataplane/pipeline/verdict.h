@@ -43,6 +43,12 @@ enum class DropReason : uint8_t {
   kFirewallDeny,       // firewall: a deny rule or a deny default action
   kFirewallReject,     // firewall: reject (the original is dropped; a TCP RST / ICMP
                        // unreachable goes back out of the ingress port)
+  // --- lb ---
+  kLbKeyMissing,       // a hash-key field is missing and the service's fallback is drop
+  kLbNoBackend,        // the service has no backend in its table (all down / draining / 0)
+  kLbFlowReset,        // the flow's backend is gone and the service's orphan policy is reset
+  kLbNoAddress,        // NAT / IPIP: the backend has no address of the packet's family
+  kLbNoHeadroom,       // IPIP: no room in the mbuf for the outer header
   kCount
 };
 

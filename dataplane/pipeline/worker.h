@@ -206,6 +206,51 @@ class Worker {
   rte_mbuf* tx_[2][kTxCap];
   uint16_t ntx_[2] = {0, 0};
 
+  // --- lb --- (lb_path.cc) Load balancer: per-flow pinned backend (by flow position),
+  // per-backend counters in a fixed open-addressing table keyed by backend identity (one
+  // writer: this worker; other lcores read), the compiled LB of the current snapshot.
+ public:
+  static constexpr uint32_t kLbCounterSlots = 8192;  // power of two
+  static constexpr uint16_t kLbNoCounter = 0xffff;
+  struct LbBackendCounters {
+    Counter identity;  // 0 = free slot
+    Counter packets, bytes, flows_active, flows_total;
+  };
+  // Counters of this worker (kLbCounterSlots entries); read by other lcores.
+  const LbBackendCounters* lbCounters() const { return lb_ctr_.get(); }
+
+ private:
+  struct LbFlow {
+    enum Kind : uint8_t { kNone = 0, kBalanced, kReverse, kNotBalanced, kReset };
+    uint64_t svc = 0;       // service identity
+    uint64_t backend = 0;   // backend identity
+    uint16_t svc_idx = 0;   // hints: positions in the current snapshot
+    uint16_t be_idx = 0;
+    uint16_t ctr = kLbNoCounter;
+    uint8_t kind = kNone;
+    uint16_t vport = 0;     // NAT: the VIP's port (host order)
+    int32_t peer = -1;      // NAT: the other entry of the pair
+    uint8_t vip[16] = {0};  // NAT: the VIP's address
+  };
+  void lbInit();
+  void lbRefresh(const rules::Snapshot* s);
+  void lbStage(rte_mbuf* m, Burst& b, uint16_t i);
+  void flowEndedLb(int32_t pos);
+  uint16_t lbCounterSlot(uint64_t identity);
+  void lbPin(LbFlow& f, const rules::CompiledLbService& svc, uint32_t svc_idx, uint32_t be);
+  void lbUnpin(LbFlow& f);
+  void lbDrop(Burst& b, uint16_t i, DropReason r);
+  int lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket& p, Burst& b,
+               uint16_t i);
+  void lbCount(uint16_t ctr, uint32_t bytes);
+  bool lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
+                 const rules::CompiledLbBackend& be);
+  void lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be);
+  const rules::CompiledLb* lbc_ = nullptr;
+  std::unique_ptr<LbFlow[]> lb_flow_;
+  std::unique_ptr<LbBackendCounters[]> lb_ctr_;
+  // --- end lb ---
+
   // Replay merge: packets read ahead from each side.
   rte_mbuf* ahead_[2][kBurst];
   uint16_t ahead_head_[2] = {0, 0};

@@ -1,0 +1,309 @@
+// Load balancer stage of the Worker (called from ruleStages for packets still forwarded).
+//
+// A flow's first packet (initiator side) that matches a service gets a backend: key fields
+// extracted, hashed, looked up in the service's Maglev table. The choice is pinned in the
+// flow's LB state (by service and backend identity, not table slot), so later table changes
+// never move the flow: a draining backend keeps its flows; a backend that is gone (removed
+// with flush, re-addressed) or down hands its flows to the service's orphan policy: pick
+// again from the current table (rehash) or drop the flow's packets (reset).
+//
+// NAT: the forward packets get the backend's address/port; a second flow entry keyed by the
+// translated tuple (client <-> backend) carries the VIP so the backend's answers get the
+// VIP's address/port back as their source (reverse translation via the flow table).
+//
+// No allocation, no locks: per-flow state and the per-backend counter table are allocated
+// once at create (lbInit).
+#include <rte_mbuf.h>
+
+#include "dataplane/flow/flow_key.h"
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/pipeline/worker.h"
+#include "dataplane/stages/lb_stage.h"
+#include "dataplane/stages/lb_view.h"
+
+namespace dpu::dp {
+
+void Worker::lbInit() {
+  lb_flow_.reset(new LbFlow[flows_->capacity()]());
+  lb_ctr_.reset(new LbBackendCounters[kLbCounterSlots]());
+}
+
+void Worker::lbRefresh(const rules::Snapshot* s) { lbc_ = s && s->lb ? s->lb.get() : nullptr; }
+
+uint16_t Worker::lbCounterSlot(uint64_t identity) {
+  constexpr uint32_t mask = kLbCounterSlots - 1;
+  uint32_t h = uint32_t(identity ^ (identity >> 29)) & mask;
+  for (uint32_t n = 0; n < kLbCounterSlots; ++n, h = (h + 1) & mask) {
+    uint64_t id = lb_ctr_[h].identity.load();
+    if (id == identity) return uint16_t(h);
+    if (id == 0) {
+      lb_ctr_[h].identity.set(identity);
+      return uint16_t(h);
+    }
+  }
+  c_->lb_counters_full.add();
+  return kLbNoCounter;
+}
+
+void Worker::lbUnpin(LbFlow& f) {
+  if (f.ctr != kLbNoCounter && f.kind == LbFlow::kBalanced) {
+    LbBackendCounters& c = lb_ctr_[f.ctr];
+    c.flows_active.set(c.flows_active.load() - 1);
+  }
+  f.ctr = kLbNoCounter;
+}
+
+void Worker::lbPin(LbFlow& f, const rules::CompiledLbService& svc, uint32_t svc_idx,
+                   uint32_t be) {
+  f.kind = LbFlow::kBalanced;
+  f.svc = svc.identity;
+  f.backend = svc.backends[be].identity;
+  f.svc_idx = uint16_t(svc_idx);
+  f.be_idx = uint16_t(be);
+  f.ctr = lbCounterSlot(f.backend);
+  if (f.ctr != kLbNoCounter) {
+    LbBackendCounters& c = lb_ctr_[f.ctr];
+    c.flows_active.add();
+    c.flows_total.add();
+  }
+}
+
+void Worker::flowEndedLb(int32_t pos) {
+  if (!lb_flow_) return;
+  LbFlow& f = lb_flow_[pos];
+  if (f.kind == LbFlow::kNone) return;
+  lbUnpin(f);
+  // The other entry of a NAT pair keeps working on its own (it carries what it needs); only
+  // the link is cut.
+  if (f.peer >= 0 && lb_flow_[f.peer].peer == pos) lb_flow_[f.peer].peer = -1;
+  f = LbFlow{};
+}
+
+void Worker::lbDrop(Burst& b, uint16_t i, DropReason r) {
+  PacketVerdict& v = b.v[i];
+  v.verdict = Verdict::kDrop;
+  v.stage = Stage::kLb;
+  v.reason = r;
+}
+
+int Worker::lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket& p, Burst& b,
+                     uint16_t i) {
+  bool missing = false;
+  uint64_t h = svc.keyHash(p, &missing);
+  if (missing) {
+    c_->lb_key_missing.add();
+    if (svc.fallback == rules::LbFallback::kDrop) {
+      lbDrop(b, i, DropReason::kLbKeyMissing);
+      return -1;
+    }
+  }
+  uint16_t be = svc.pick(h);
+  if (be == rules::kLbNoBackend) {
+    lbDrop(b, i, DropReason::kLbNoBackend);
+    return -1;
+  }
+  return be;
+}
+
+void Worker::lbCount(uint16_t ctr, uint32_t bytes) {
+  if (ctr == kLbNoCounter) return;
+  lb_ctr_[ctr].packets.add();
+  lb_ctr_[ctr].bytes.add(bytes);
+}
+
+// Sends the packet to backend `be` of `svc` (forward direction). False: dropped (reason set).
+bool Worker::lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
+                       const rules::CompiledLbBackend& be) {
+  PacketMeta& pm = b.meta[i];
+  uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
+  const bool v4 = pm.l3 == L3Type::kIpv4;
+  switch (svc.mode) {
+    case rules::LbMode::kL2:
+      lbRewriteDstMac(d, be.mac);
+      break;
+    case rules::LbMode::kNat:
+      if (v4 ? !be.has_v4 : !be.has_v6) {
+        lbDrop(b, i, DropReason::kLbNoAddress);
+        return false;
+      }
+      lbNatRewrite(d, m->data_len, pm, false, v4 ? be.v4 : be.v6, be.port);
+      if (be.has_mac) lbRewriteDstMac(d, be.mac);
+      break;
+    case rules::LbMode::kIpip: {
+      if (v4 ? !(be.has_v4 && svc.has_tun_v4) : !(be.has_v6 && svc.has_tun_v6)) {
+        lbDrop(b, i, DropReason::kLbNoAddress);
+        return false;
+      }
+      uint32_t ov = v4 ? kLbIpip4Overhead : kLbIpip6Overhead;
+      if (m->nb_segs != 1 || rte_pktmbuf_headroom(m) < ov ||
+          uint32_t(m->data_len) + ov > 0xFFFF || uint32_t(pm.l3_len) + ov > 0xFFFF) {
+        lbDrop(b, i, DropReason::kLbNoHeadroom);
+        return false;
+      }
+      uint32_t old = m->data_len;
+      uint8_t* nf = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, uint16_t(ov)));
+      lbIpipEncap(nf, old, pm, v4 ? svc.tun_v4 : svc.tun_v6, v4 ? be.v4 : be.v6);
+      if (be.has_mac) lbRewriteDstMac(nf, be.mac);
+      break;
+    }
+  }
+  return true;
+}
+
+// NAT: the entry that catches the backend's answers (client <-> backend tuple).
+void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be) {
+  PacketMeta t = b.meta[i];  // before the rewrite: the client -> VIP packet
+  LbFlow& f = lb_flow_[pos];
+  std::memcpy(f.vip, t.dst.b, 16);
+  f.vport = t.dport;
+  if (t.l3 == L3Type::kIpv4) {
+    std::memset(t.dst.b, 0, 16);
+    std::memcpy(t.dst.b, be.v4, 4);
+  } else {
+    std::memcpy(t.dst.b, be.v6, 16);
+  }
+  if (be.port != 0 && t.has_l4) t.dport = be.port;
+  FlowKey k;
+  bool src_is_hi = makeFlowKey(t, k);
+  uint32_t before = flows_->size();
+  int32_t r = flows_->insert(k, b.ts[i]);
+  if (r < 0) {
+    c_->lb_nat_no_reverse.add();
+    return;
+  }
+  if (flows_->size() == before || lb_flow_[r].kind != LbFlow::kNone) {
+    // The translated tuple is a flow already (a client talking to the backend directly,
+    // or another VIP flow translated to the same tuple): leave it alone.
+    c_->lb_nat_no_reverse.add();
+    return;
+  }
+  const FlowEntry& o = flows_->entry(pos);
+  FlowEntry& e = flows_->entry(r);
+  if (src_is_hi) e.flags |= kFlowInitiatorIsHi;
+  e.flags |= o.flags & (kFlowInitiatorSideB | kFlowMidstream);
+  e.tcp_state = o.tcp_state;
+  e.flow_seq = ++flow_seq_;
+  e.rule = o.rule;
+  e.verdict = o.verdict;
+  e.stage = o.stage;
+  e.generation = o.generation;
+  flow_uid_[r] = flow_uid_[pos];  // the firewall's rule behind the cached verdict
+  c_->flows_created.add();
+  c_->flows_active.set(flows_->size());
+  LbFlow& rf = lb_flow_[r];
+  rf.kind = LbFlow::kReverse;
+  rf.svc = f.svc;
+  rf.backend = f.backend;
+  rf.ctr = f.ctr;
+  rf.peer = pos;
+  std::memcpy(rf.vip, f.vip, 16);
+  rf.vport = f.vport;
+  f.peer = r;
+}
+
+void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
+  PacketMeta& pm = b.meta[i];
+  if (pm.l3 == L3Type::kNone) return;
+  const int32_t pos = b.pos[i];
+  LbFlow* f = pos >= 0 ? &lb_flow_[pos] : nullptr;
+  const rules::CompiledLb* lb = lbc_;
+  const uint32_t bytes = m->pkt_len;
+
+  if (f && f->kind != LbFlow::kNone) {
+    switch (f->kind) {
+      case LbFlow::kNotBalanced:
+        return;
+      case LbFlow::kReset:
+        c_->stage_packets[static_cast<int>(Stage::kLb)].add();
+        lbDrop(b, i, DropReason::kLbFlowReset);
+        return;
+      case LbFlow::kReverse:
+        c_->stage_packets[static_cast<int>(Stage::kLb)].add();
+        if (b.dir[i] == 1) {  // backend -> client: the VIP's address and port back
+          const uint8_t* vip = f->vip;
+          lbNatRewrite(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, pm, true, vip,
+                       f->vport);
+          c_->lb_nat_reversed.add();
+        }
+        lbCount(f->ctr, bytes);
+        return;
+      default:
+        break;
+    }
+    // A balanced flow.
+    c_->stage_packets[static_cast<int>(Stage::kLb)].add();
+    int si = lb ? lb->findService(f->svc, f->svc_idx) : -1;
+    if (si < 0) {  // the service is gone: the flow is no longer balanced
+      lbUnpin(*f);
+      f->kind = LbFlow::kNotBalanced;
+      c_->lb_service_gone.add();
+      return;
+    }
+    const rules::CompiledLbService& svc = *lb->services[si];
+    f->svc_idx = uint16_t(si);
+    if (b.dir[i] != 0) {  // answers on the original tuple (L2 / IPIP return path): as they are
+      lbCount(f->ctr, bytes);
+      b.v[i].backend = f->be_idx;
+      return;
+    }
+    int be = svc.findBackend(f->backend, f->be_idx);
+    if (be < 0 || !svc.backends[be].keepsFlows()) {
+      lbUnpin(*f);
+      if (svc.orphans == rules::LbOrphanPolicy::kReset) {
+        f->kind = LbFlow::kReset;
+        c_->lb_flows_reset.add();
+        lbDrop(b, i, DropReason::kLbFlowReset);
+        return;
+      }
+      rules::LbPacket p;
+      lbView(pm, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, p);
+      be = lbChoose(svc, p, b, i);
+      if (be < 0) {
+        f->kind = LbFlow::kNotBalanced;
+        return;
+      }
+      lbPin(*f, svc, uint32_t(si), uint32_t(be));
+      c_->lb_flows_rehashed.add();
+      // A NAT flow that moves keeps its old reverse entry (it still translates answers of
+      // the old backend until it ages out); answers of the new backend need a new one.
+      if (svc.mode == rules::LbMode::kNat) {
+        if (f->peer >= 0 && lb_flow_[f->peer].peer == pos) lb_flow_[f->peer].peer = -1;
+        f->peer = -1;
+        lbReverseEntry(pos, b, i, svc.backends[be]);
+      }
+    }
+    f->be_idx = uint16_t(be);
+    b.v[i].backend = uint16_t(be);
+    if (lbForward(m, b, i, svc, svc.backends[be])) lbCount(f->ctr, m->pkt_len);
+    return;
+  }
+
+  if (lb == nullptr || lb->services.empty()) return;
+  if (f && b.dir[i] != 0) return;  // the answer side of a flow nobody balanced
+  rules::LbPacket p;
+  lbView(pm, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, p);
+  uint32_t si = 0;
+  const rules::CompiledLbService* svc = lb->match(p, &si);
+  if (svc == nullptr) {
+    if (f) f->kind = LbFlow::kNotBalanced;
+    return;
+  }
+  c_->stage_packets[static_cast<int>(Stage::kLb)].add();
+  int be = lbChoose(*svc, p, b, i);
+  // Not pinned: the flow's next packet tries again (it may carry the key field, or a
+  // backend may have come back).
+  if (be < 0) return;
+  b.v[i].backend = uint16_t(be);
+  if (f) {
+    lbPin(*f, *svc, si, uint32_t(be));
+    c_->lb_flows_balanced.add();
+    if (svc->mode == rules::LbMode::kNat) lbReverseEntry(pos, b, i, svc->backends[be]);
+    if (lbForward(m, b, i, *svc, svc->backends[be])) lbCount(f->ctr, m->pkt_len);
+  } else {
+    c_->lb_untracked.add();
+    uint16_t ctr = lbCounterSlot(svc->backends[be].identity);
+    if (lbForward(m, b, i, *svc, svc->backends[be])) lbCount(ctr, m->pkt_len);
+  }
+}
+
+}  // namespace dpu::dp
