@@ -122,6 +122,16 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_events_lost(f.events_lost);
   out->set_loops(f.loops);
   out->set_busy_loops(f.busy_loops);
+  // --- lb ---
+  out->set_lb_flows_balanced(f.lb_flows_balanced);
+  out->set_lb_flows_rehashed(f.lb_flows_rehashed);
+  out->set_lb_flows_reset(f.lb_flows_reset);
+  out->set_lb_service_gone(f.lb_service_gone);
+  out->set_lb_key_missing(f.lb_key_missing);
+  out->set_lb_untracked(f.lb_untracked);
+  out->set_lb_nat_reversed(f.lb_nat_reversed);
+  out->set_lb_nat_no_reverse(f.lb_nat_no_reverse);
+  out->set_lb_counters_full(f.lb_counters_full);
 }
 
 void fillPortStats(const dp::PortInfo& p, v1::PortStats* out) {

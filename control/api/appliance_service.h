@@ -76,6 +76,15 @@ class ApplianceService final : public v1::Appliance::Service {
                                 v1::ApplyConfigResponse* resp) override;
   grpc::Status LookupCountry(grpc::ServerContext* ctx, const v1::LookupCountryRequest* req,
                              v1::LookupCountryResponse* resp) override;
+  // --- lb --- (lb_service.cc)
+  grpc::Status AddLbBackend(grpc::ServerContext* ctx, const v1::AddLbBackendRequest* req,
+                            v1::ApplyConfigResponse* resp) override;
+  grpc::Status RemoveLbBackend(grpc::ServerContext* ctx, const v1::RemoveLbBackendRequest* req,
+                               v1::ApplyConfigResponse* resp) override;
+  grpc::Status SetLbBackend(grpc::ServerContext* ctx, const v1::SetLbBackendRequest* req,
+                            v1::ApplyConfigResponse* resp) override;
+  grpc::Status ListLbServices(grpc::ServerContext* ctx, const v1::ListLbServicesRequest* req,
+                              v1::ListLbServicesResponse* resp) override;
 
  private:
   void fillStats(v1::Stats* out) const;

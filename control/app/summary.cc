@@ -142,6 +142,17 @@ std::string formatSummary(const SummaryInput& in) {
                                         dp::stageName(static_cast<dp::Stage>(st)),
                                         t.stage_packets[st], t.stage_drops[st]));
   }
+  // --- lb --- (only when the load balancer did something)
+  if (t.lb_flows_balanced || t.lb_untracked || t.lb_key_missing || t.lb_nat_reversed ||
+      t.lb_flows_reset || t.lb_flows_rehashed) {
+    absl::StrAppend(&s, absl::StrFormat(
+                            "\nload balancer\n  flows balanced %u   re-hashed %u   reset %u   "
+                            "service gone %u\n  key field missing %u   untracked packets %u   "
+                            "NAT answers translated %u   NAT without reverse entry %u\n",
+                            t.lb_flows_balanced, t.lb_flows_rehashed, t.lb_flows_reset,
+                            t.lb_service_gone, t.lb_key_missing, t.lb_untracked,
+                            t.lb_nat_reversed, t.lb_nat_no_reverse));
+  }
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
   for (const std::string& w : in.warnings) absl::StrAppend(&s, "\nwarning: ", w, "\n");
   return s;
@@ -192,7 +203,18 @@ std::string summaryJson(const SummaryInput& in) {
   absl::StrAppend(&s, "]");
   absl::StrAppend(&s, "},\"forwarded_without_flow\":{\"non_ip\":", t.non_ip_forwarded,
                   ",\"malformed\":", t.malformed_forwarded, ",\"untracked\":",
-                  t.untracked_forwarded, "},\"events_lost\":", t.events_lost, ",\"warnings\":[");
+                  t.untracked_forwarded, "}");
+  // --- lb --- (only when the load balancer did something: other cases keep their output)
+  if (t.lb_flows_balanced || t.lb_untracked || t.lb_key_missing || t.lb_nat_reversed ||
+      t.lb_flows_reset || t.lb_flows_rehashed) {
+    absl::StrAppend(&s, ",\"lb\":{\"flows_balanced\":", t.lb_flows_balanced,
+                    ",\"flows_rehashed\":", t.lb_flows_rehashed, ",\"flows_reset\":",
+                    t.lb_flows_reset, ",\"service_gone\":", t.lb_service_gone,
+                    ",\"key_missing\":", t.lb_key_missing, ",\"untracked\":", t.lb_untracked,
+                    ",\"nat_reversed\":", t.lb_nat_reversed, ",\"nat_no_reverse\":",
+                    t.lb_nat_no_reverse, ",\"counters_full\":", t.lb_counters_full, "}");
+  }
+  absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {
     std::string esc;
     for (char ch : in.warnings[i]) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "control/cli/cli_format.h"
 #include "control/cli/fw_format.h"
+#include "control/cli/lb_cmd.h"
 #include "control/config/config_loader.h"
 #include "proto/appliance_api.grpc.pb.h"
 
@@ -68,6 +69,10 @@ commands:
   geo set FILE.mmdb [--expected-version N | --force]
   geo clear [--expected-version N | --force]
   geo lookup IP [--database FILE.mmdb]
+  lb list                                   load balancer services, backends and counters
+  lb add SERVICE BACKEND [--ipv4 A] [--ipv6 A] [--mac M] [--port N] [--weight W] [...]
+  lb remove SERVICE BACKEND [--drain | --flush [--reset]] [--expected-version N | --force]
+  lb set SERVICE BACKEND [--weight W] [--state active|draining|down] [...]
 
 'dpuctl <command> --help' shows each command's options and examples.
 
@@ -937,6 +942,20 @@ int cmdGeo(Client& c, const std::vector<std::string>& a) {
   return printApply(c, resp);
 }
 
+// --- lb --- (control/cli/lb_cmd.cc)
+int cmdLb(Client& c, const std::vector<std::string>& a) {
+  dpu::cli::LbCmdContext ctx;
+  if (!wantsHelp(a)) ctx.stub = &c.stub();
+  ctx.unary = [&](grpc::ClientContext* x) { c.unary(x); };
+  ctx.fail = [&](const std::string& what, const grpc::Status& st) {
+    return rpcFail(c.global(), what, st);
+  };
+  ctx.usage = [](const std::string& msg, const char* help) { return usage(msg, help); };
+  ctx.committed_version = [&](uint64_t* v, int* rc) { return c.committedVersion(v, rc); };
+  ctx.json = c.global().json;
+  return dpu::cli::runLbCommand(ctx, a);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -994,5 +1013,6 @@ int main(int argc, char** argv) {
   if (cmd == "explain") return run(cmdExplain);
   if (cmd == "fw") return run(cmdFw);
   if (cmd == "geo") return run(cmdGeo);
+  if (cmd == "lb") return run(cmdLb);  // --- lb ---
   return usage("unknown command '" + cmd + "'");
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "rules/compile/firewall_compiler.h"
 #include "rules/compile/geoip_db.h"
+#include "control/config/lb_loader.h"
 
 namespace dpu::ctl {
 namespace {
@@ -358,6 +359,7 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   rules::ConfigErrorList errors;
   rules::validateDataplane(d, errors);
   firewallToModel(cfg, &m.firewall, errors, details);
+  lbToModel(cfg.lb(), &m.lb, errors);  // --- lb ---
   if (!errors.empty()) {
     absl::Status st = rules::errorsToStatus(errors);
     if (out) out->insert(out->end(), errors.begin(), errors.end());

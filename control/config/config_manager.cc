@@ -1,4 +1,5 @@
 #include "control/config/config_manager.h"
+#include "rules/compile/lb_compiler.h"
 
 #include <chrono>
 #include <utility>
@@ -58,9 +59,10 @@ absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent()
   absl::Status st = model.status();
   if (model.ok()) {
     model->version = cfg.version();
-    auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_);
+    auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_);
     if (snap.ok()) {
       published_fw_ = rules::FirewallReuse{model->firewall, (*snap)->firewall};
+      published_lb_ = rules::LbReuse{(*snap)->lb};
       view_ = FirewallView{cfg.version(), std::move(details.firewall_rules), (*snap)->firewall};
       return snap;
     }
@@ -147,7 +149,20 @@ void ConfigManager::inheritCompiled(const ConfigManager& other) {
   if (&other == this) return;
   std::scoped_lock lock(mu_, other.mu_);
   published_fw_ = other.published_fw_;
+  published_lb_ = other.published_lb_;  // --- lb ---
   view_ = other.view_;
+}
+
+// --- lb ---
+absl::StatusOr<ConfigManager::LbView> ConfigManager::lbView() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const v1::ApplianceConfig& cfg = store_->current();
+  auto model = toModel(cfg);
+  if (!model.ok()) return model.status();
+  // Services unchanged since the last publish are the published objects (no rebuild).
+  auto lb = rules::compileLb(model->lb, nullptr, published_lb_.compiled.get());
+  if (!lb.ok()) return lb.status();
+  return LbView{cfg.version(), *lb};
 }
 
 absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
@@ -169,13 +184,14 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
 
   t = Clock::now();
   // The compiled firewall of the running snapshot is shared when the section is unchanged.
-  auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_);
+  auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_);
   result.compile_ms = msSince(t);
   if (!snap.ok()) {
     absl::Status st = errors.empty() ? snap.status() : rules::errorsToStatus(errors);
     return fail(error, std::move(st), std::move(errors));
   }
   std::shared_ptr<const rules::CompiledFirewall> compiled_fw = (*snap)->firewall;
+  std::shared_ptr<const rules::CompiledLb> compiled_lb = (*snap)->lb;  // --- lb ---
 
   // The committed document is valid (it was compiled when applied); if it no longer is
   // (hand-edited state file), there is nothing to compare against.
@@ -209,6 +225,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   if (plane_ != nullptr) result.generation = plane_->publish(std::move(prepared));
   result.publish_ms = msSince(t);
   published_fw_ = rules::FirewallReuse{std::move(model->firewall), compiled_fw};
+  published_lb_ = rules::LbReuse{std::move(compiled_lb)};  // --- lb ---
   view_ = FirewallView{new_version, std::move(details.firewall_rules), std::move(compiled_fw)};
 
   if (on_applied_) on_applied_(result);

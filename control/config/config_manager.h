@@ -76,6 +76,14 @@ class ConfigManager {
   // section does not change.
   void inheritCompiled(const ConfigManager& other);
 
+  // --- lb --- The load balancer of the committed configuration (the published services
+  // where unchanged).
+  struct LbView {
+    uint64_t version = 0;
+    std::shared_ptr<const rules::CompiledLb> compiled;
+  };
+  absl::StatusOr<LbView> lbView() const;
+
  private:
   absl::StatusOr<ApplyResult> applyLocked(v1::ApplianceConfig next, ApplyError* error);
   mutable std::mutex mu_;
@@ -85,6 +93,8 @@ class ConfigManager {
   // The compiled firewall of the snapshot handed to the dataplane last, with its model
   // (compileSnapshot shares it when the firewall section did not change), and its view.
   mutable rules::FirewallReuse published_fw_;
+  // --- lb --- The published load balancer: unchanged services are not rebuilt.
+  mutable rules::LbReuse published_lb_;
   mutable FirewallView view_;
 };
 

@@ -164,33 +164,44 @@ void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::Comp
   }
   if (be.port != 0 && t.has_l4) t.dport = be.port;
   FlowKey k;
-  bool src_is_hi = makeFlowKey(t, k);
-  uint32_t before = flows_->size();
-  int32_t r = flows_->insert(k, b.ts[i]);
-  if (r < 0) {
-    c_->lb_nat_no_reverse.add();
-    return;
-  }
-  if (flows_->size() == before || lb_flow_[r].kind != LbFlow::kNone) {
-    // The translated tuple is a flow already (a client talking to the backend directly,
-    // or another VIP flow translated to the same tuple): leave it alone.
+  const bool client_is_hi = makeFlowKey(t, k);
+  const uint32_t before = flows_->size();
+  const int32_t r = flows_->insert(k, b.ts[i]);
+  if (r < 0 || r == pos) {
     c_->lb_nat_no_reverse.add();
     return;
   }
   const FlowEntry& o = flows_->entry(pos);
   FlowEntry& e = flows_->entry(r);
-  if (src_is_hi) e.flags |= kFlowInitiatorIsHi;
-  e.flags |= o.flags & (kFlowInitiatorSideB | kFlowMidstream);
-  e.tcp_state = o.tcp_state;
-  e.flow_seq = ++flow_seq_;
-  e.rule = o.rule;
-  e.verdict = o.verdict;
-  e.stage = o.stage;
-  e.generation = o.generation;
-  flow_uid_[r] = flow_uid_[pos];  // the firewall's rule behind the cached verdict
-  c_->flows_created.add();
-  c_->flows_active.set(flows_->size());
+  const bool created = flows_->size() != before;
+  if (!created) {
+    // The translated tuple is a flow already. When it has no LB state and started no earlier
+    // than this flow, it is the backend's answer that the flow stage saw first (the SYN and
+    // its answer judged in one burst, e.g. a replayed capture): it becomes the reverse entry.
+    // Anything else (a client talking to the backend directly, another VIP flow translated to
+    // the same tuple) is left alone.
+    if (lb_flow_[r].kind != LbFlow::kNone ||
+        flows_->cold(r).first_seen_ns < flows_->cold(pos).first_seen_ns) {
+      c_->lb_nat_no_reverse.add();
+      return;
+    }
+  } else {
+    if (client_is_hi) e.flags |= kFlowInitiatorIsHi;  // the client is the initiator
+    e.flags |= o.flags & (kFlowInitiatorSideB | kFlowMidstream);
+    e.tcp_state = o.tcp_state;
+    e.flow_seq = ++flow_seq_;
+    e.rule = o.rule;
+    e.verdict = o.verdict;
+    e.stage = o.stage;
+    e.generation = o.generation;
+    flow_uid_[r] = flow_uid_[pos];  // the firewall's rule behind the cached verdict
+    c_->flows_created.add();
+    c_->flows_active.set(flows_->size());
+  }
   LbFlow& rf = lb_flow_[r];
+  // Direction (relative to the entry's initiator) of the backend's answers.
+  const bool client_initiates = client_is_hi == ((e.flags & kFlowInitiatorIsHi) != 0);
+  rf.answer_dir = client_initiates ? 1 : 0;
   rf.kind = LbFlow::kReverse;
   rf.svc = f.svc;
   rf.backend = f.backend;
@@ -219,7 +230,7 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
         return;
       case LbFlow::kReverse:
         c_->stage_packets[static_cast<int>(Stage::kLb)].add();
-        if (b.dir[i] == 1) {  // backend -> client: the VIP's address and port back
+        if (b.dir[i] == f->answer_dir) {  // backend -> client: the VIP's address/port back
           const uint8_t* vip = f->vip;
           lbNatRewrite(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, pm, true, vip,
                        f->vport);

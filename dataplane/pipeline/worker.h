@@ -229,6 +229,7 @@ class Worker {
     uint16_t ctr = kLbNoCounter;
     uint8_t kind = kNone;
     uint16_t vport = 0;     // NAT: the VIP's port (host order)
+    uint8_t answer_dir = 1; // NAT reverse entry: direction of the backend's answers
     int32_t peer = -1;      // NAT: the other entry of the pair
     uint8_t vip[16] = {0};  // NAT: the VIP's address
   };

@@ -185,8 +185,10 @@ void checkService(const LbService& s, int index, std::set<std::string>& ids,
   checkBackends(s, c, fam4, fam6);
 }
 
-uint64_t backendIdentity(const LbBackend& b) {
-  std::string k = b.id;
+uint64_t backendIdentity(const std::string& service, const LbBackend& b) {
+  std::string k = service;
+  k.push_back('\0');
+  k += b.id;
   k.push_back('\0');
   if (b.ipv4) k.append(reinterpret_cast<const char*>(b.ipv4->data()), 4);
   k.push_back('\0');
@@ -255,7 +257,7 @@ std::shared_ptr<const CompiledLbService> buildLbService(const LbService& s) {
   for (const LbBackend& b : s.backends) {
     CompiledLbBackend cb;
     cb.id = b.id;
-    cb.identity = backendIdentity(b);
+    cb.identity = backendIdentity(s.id, b);
     if (b.ipv4) {
       cb.has_v4 = true;
       std::memcpy(cb.v4, b.ipv4->data(), 4);

@@ -206,8 +206,8 @@ inline uint64_t lbHash5Tuple(const LbPacket& p) {
 
 struct CompiledLbBackend {
   std::string id;
-  // Identity for pinned flows: hash of the id and everything that says where packets go
-  // (addresses, MAC, port). A flow whose backend no longer has this identity in the
+  // Identity for pinned flows and counters: hash of the service id, the backend id and
+  // everything that says where packets go (addresses, MAC, port). A flow whose backend no longer has this identity in the
   // service lost its backend (removed, or re-addressed).
   uint64_t identity = 0;
   bool has_v4 = false, has_v6 = false, has_mac = false;

@@ -17,6 +17,7 @@ Intent notation used below (exp argument of Case.add):
   "F s1"         forward, flow labelled s1 (same label = same flow_id), not a new flow
   "F s1 new"     forward, creates flow s1 (new_flow true)
   "D reason"     drop with that reason, no flow
+  "D reason s1 new"  drop with that reason inside flow s1 (a later stage dropped it)
 """
 import json
 import os
@@ -125,6 +126,9 @@ class Case:
             reason, flow, new = "-", "-", "0"
             if parts[0] == "D":
                 reason = parts[1]
+                if len(parts) > 2:  # "D reason label [new]": a drop inside a tracked flow
+                    flow = parts[2]
+                    new = "1" if len(parts) > 3 and parts[3] == "new" else "0"
             elif len(parts) > 1:
                 flow = parts[1]
                 new = "1" if len(parts) > 2 and parts[2] == "new" else "0"
@@ -1454,6 +1458,126 @@ IPv6 prefixes and ports; default DENY both ways. Rules:
     return c
 
 
+# --- lb --- load balancer cases (REWRITES: forwarded frames are rewritten by the LB).
+def lb_backend(n, weight=None, port=None):
+    b = {"id": f"be{n}", "ipv4": f"10.9.0.{n}", "ipv6": f"2001:db8:9::{n}",
+         "mac": f"02:be:00:00:00:{n:02x}"}
+    if weight is not None:
+        b["weight"] = weight
+    if port is not None:
+        b["port"] = port
+    return b
+
+
+def lb_service(mode, backends, **kw):
+    s = {"id": "web", "dst": ["192.0.2.10", "2001:db8::10"], "protocol": "tcp",
+         "dst_ports": "80", "mode": mode, "table_size": 251, "backends": backends}
+    s.update(kw)
+    return {"lb": {"services": [s]}}
+
+
+def lb_case_l2():
+    c = Case("lb_l2", lb_service("LB_MODE_L2", [lb_backend(n) for n in range(1, 5)]), """
+Load balancer, mode L2 (direct server return): 24 TCP clients open connections to the VIP
+192.0.2.10:80; each flow's SYN picks a backend (Maglev table of 251 slots over be1..be4)
+and every packet of the flow leaves with that backend's MAC (02:be:00:00:00:0N) as
+destination, nothing else changed. Traffic to another address (192.0.2.11) and to another
+port of the VIP is not balanced (forwarded as it is).""")
+    for n in range(24):
+        ip = lambda n=n: IP(src=f"10.0.1.{n + 1}", dst="192.0.2.10")
+        fl = f"c{n}"
+        c.add(eth_a() / ip() / TCP(sport=40000 + n, dport=80, flags="S", seq=100), f"F {fl} new",
+              f"{fl}: SYN to the VIP")
+        c.add(eth_a() / ip() / TCP(sport=40000 + n, dport=80, flags="A", seq=101, ack=1) /
+              Raw(payload(40, n)), f"F {fl}", f"{fl}: data, same backend")
+    c.add(eth_a() / IP(src="10.0.1.1", dst="192.0.2.11") / TCP(sport=1, dport=80, flags="S"),
+          "F o1 new", "o1: not the VIP")
+    c.add(eth_a() / IP(src="10.0.1.1", dst="192.0.2.10") / TCP(sport=2, dport=81, flags="S"),
+          "F o2 new", "o2: the VIP, another port")
+    return c
+
+
+def lb_case_nat():
+    c = Case("lb_nat", lb_service("LB_MODE_NAT", [lb_backend(1, port=8080)], protocol=""), """
+Load balancer, mode NAT with one backend (be1 = 10.9.0.1:8080 / [2001:db8:9::1]:8080).
+n1: TCP client on A -> VIP 192.0.2.10:80 leaves for 10.9.0.1:8080 (checksums fixed); be1
+answers from 10.9.0.1:8080 on side B and the answer leaves on A from 192.0.2.10:80 through the
+reverse entry of the flow table (a flow of its own, n1r). Live, the LB creates that entry when
+it forwards the SYN, before the backend can answer; a replay judges the SYN and the answer
+in one burst, so the flow stage creates n1r from the answer first (new) and the LB adopts it
+for the translation. n6: the same over IPv6. u1: UDP.""")
+    t = 1000
+    def at(dt):
+        nonlocal t
+        t += dt
+        return t
+    for fl, ipc, ips, sport in (("n1", lambda: IP(src="10.0.2.1", dst="192.0.2.10"),
+                                 lambda: IP(src="10.9.0.1", dst="10.0.2.1"), 41000),
+                                ("n6", lambda: IPv6(src="2001:db8:2::1", dst="2001:db8::10"),
+                                 lambda: IPv6(src="2001:db8:9::1", dst="2001:db8:2::1"), 41001)):
+        c.add(eth_a() / ipc() / TCP(sport=sport, dport=80, flags="S", seq=10), f"F {fl} new",
+              f"{fl}: SYN to the VIP", at_us=at(1000))
+        c.add(eth_b() / ips() / TCP(sport=8080, dport=sport, flags="SA", seq=500, ack=11),
+              f"F {fl}r new", f"{fl}: SYN-ACK from the backend, leaves from the VIP", side="B",
+              at_us=at(500))
+        c.add(eth_a() / ipc() / TCP(sport=sport, dport=80, flags="A", seq=11, ack=501) /
+              Raw(payload(30)), f"F {fl}", f"{fl}: request", at_us=at(500))
+        c.add(eth_b() / ips() / TCP(sport=8080, dport=sport, flags="PA", seq=501, ack=41) /
+              Raw(payload(60, 1)), f"F {fl}r", f"{fl}: response", side="B", at_us=at(500))
+    c.add(eth_a() / IP(src="10.0.2.2", dst="192.0.2.10") / UDP(sport=5000, dport=80) /
+          Raw(payload(20)), "F u1 new", "u1: UDP to the VIP", at_us=at(1000))
+    c.add(eth_b() / IP(src="10.9.0.1", dst="10.0.2.2") / UDP(sport=8080, dport=5000) /
+          Raw(payload(20, 3)), "F u1r new", "u1: UDP answer", side="B", at_us=at(500))
+    return c
+
+
+def lb_case_ipip():
+    c = Case("lb_ipip", lb_service("LB_MODE_IPIP", [lb_backend(1), lb_backend(2)],
+                                   tunnel_src_v4="198.51.100.1", tunnel_src_v6="2001:db8:ff::1"), """
+Load balancer, mode IP-in-IP: every packet to the VIP leaves wrapped in an outer IPv4
+(protocol 4, 198.51.100.1 -> backend 10.9.0.N) or, for IPv6, an outer IPv6 (next header 41,
+2001:db8:ff::1 -> 2001:db8:9::N) header, with the backend's MAC as destination.""")
+    for n in range(6):
+        c.add(eth_a() / IP(src=f"10.0.3.{n + 1}", dst="192.0.2.10") /
+              TCP(sport=42000 + n, dport=80, flags="S", seq=7), f"F t{n} new", f"t{n}: IPv4 SYN")
+        c.add(eth_a() / IPv6(src=f"2001:db8:3::{n + 1}", dst="2001:db8::10") /
+              TCP(sport=42100 + n, dport=80, flags="S", seq=7), f"F s{n} new", f"s{n}: IPv6 SYN")
+    return c
+
+
+def lb_case_weights():
+    c = Case("lb_weights", lb_service("LB_MODE_L2", [lb_backend(1, weight=1), lb_backend(2, weight=3)],
+                                      protocol="udp", table_size=65537), """
+Load balancer weights: be1 weight 1, be2 weight 3. 200 UDP flows to the VIP: the verdicts'
+backend field shows about a quarter on be1 (index 0) and three quarters on be2 (index 1).""")
+    for n in range(200):
+        c.add(eth_a() / IP(src=f"10.4.{n // 200}.{n % 200 + 1}", dst="192.0.2.10") /
+              UDP(sport=30000 + n, dport=80) / Raw(payload(16, n)), f"F w{n} new",
+              f"w{n}: UDP flow", gap_us=100)
+    return c
+
+
+def lb_case_payload_key():
+    svc = lb_service("LB_MODE_L2", [lb_backend(n) for n in range(1, 7)], protocol="udp",
+                     dst_ports="7000", fallback="LB_FALLBACK_DROP",
+                     key=[{"field": "raw", "anchor": "payload", "offset": 2, "length": 4}])
+    c = Case("lb_payload_key", svc, """
+Load balancer keyed on a session id in a UDP payload (4 bytes at payload offset 2) instead of
+the 5-tuple: 8 sessions, each used by 3 different clients (other addresses and ports); all
+flows of one session leave with the same backend MAC. A datagram too short to hold the
+session id is dropped (fallback DROP, reason lb_key_missing).""")
+    for sess in range(8):
+        for k in range(3):
+            n = sess * 3 + k
+            body = b"\xaa\xbb" + struct.pack(">I", 0x5e550000 + sess) + payload(10, n)
+            c.add(eth_a() / IP(src=f"10.5.0.{n + 1}", dst="192.0.2.10") /
+                  UDP(sport=20000 + n, dport=7000) / Raw(body), f"F p{n} new",
+                  f"p{n}: session {sess}, client {k}")
+    c.add(eth_a() / IP(src="10.5.1.1", dst="192.0.2.10") / UDP(sport=1, dport=7000) / Raw(b"ab"),
+          "D lb_key_missing k1 new", "k1: 2-byte payload, no session id (its flow is tracked)")
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -1478,6 +1602,12 @@ CASES = {
     "fw_rule_change_keep": lambda: case_fw_rule_change(True),
     "fw_countries": case_fw_countries,
     "fw_ipv6": case_fw_ipv6,
+    # --- lb ---
+    "lb_l2": lb_case_l2,
+    "lb_nat": lb_case_nat,
+    "lb_ipip": lb_case_ipip,
+    "lb_weights": lb_case_weights,
+    "lb_payload_key": lb_case_payload_key,
 }
 
 
