@@ -1578,6 +1578,157 @@ session id is dropped (fallback DROP, reason lb_key_missing).""")
     return c
 
 
+# An independent model of the LB's choice (rules/compiled/lb_hash.h, rules/compiled/lb.cc):
+# the 64-bit hash, the 5-tuple key and the weighted Maglev table, so the intent of the drain
+# and flush cases can say which flows sit on which backend.
+_M64 = (1 << 64) - 1
+_C1, _C2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
+
+
+def _lb_hash(b, seed):
+    def rotl(x, r):
+        return ((x << r) | (x >> (64 - r))) & _M64
+
+    def mix(h, k):
+        k = rotl((k * _C1) & _M64, 31)
+        k = (k * _C2) & _M64
+        return (rotl(h ^ k, 27) * 5 + 0x52DCE729) & _M64
+
+    n = len(b)
+    h = seed ^ ((n * _C2) & _M64)
+    i = 0
+    while i + 8 <= n:
+        h = mix(h, int.from_bytes(b[i:i + 8], "little"))
+        i += 8
+    if i < n:
+        h = mix(h, int.from_bytes(b[i:] + bytes(8 - (n - i)), "little"))
+    k = h ^ n
+    for mul in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+        k ^= k >> 33
+        k = (k * mul) & _M64
+    return k ^ (k >> 33)
+
+
+def lb_table(ids, weights, m):
+    """Maglev table (backend index per slot), turns in id order, weighted credits."""
+    turns = []
+    for i in sorted(range(len(ids)), key=lambda i: ids[i]):
+        if weights[i] == 0:
+            continue
+        b = ids[i].encode()
+        turns.append([_lb_hash(b, 0x6D61676C65765F6F) % m,
+                      _lb_hash(b, 0x6D61676C65765F73) % (m - 1) + 1, weights[i], 0, i])
+    if not turns:
+        return []
+    max_w = max(t[2] for t in turns)
+    table, filled = [None] * m, 0
+    while True:
+        for t in turns:
+            t[3] += t[2]
+            while t[3] >= max_w:
+                t[3] -= max_w
+                c = t[0]
+                while table[c] is not None:
+                    c = (c + t[1]) % m
+                table[c] = t[4]
+                t[0] = (c + t[1]) % m
+                filled += 1
+                if filled == m:
+                    return table
+
+
+def lb_pick_v4(table, src, dst, sport, dport, proto):
+    key = (bytes(int(x) for x in src.split(".")) + bytes(12) +
+           bytes(int(x) for x in dst.split(".")) + bytes(12) +
+           struct.pack(">HHB", sport, dport, proto))
+    h = _lb_hash(key, 0x6C625F6B65795F31)
+    return table[(h * len(table)) >> 64]
+
+
+def lb_case_drain():
+    ids = ["be1", "be2", "be3"]
+    cfg = lb_service("LB_MODE_L2", [lb_backend(n) for n in (1, 2, 3)])
+    drained = json.loads(json.dumps(cfg))
+    drained["lb"]["services"][0]["backends"][1]["state"] = "LB_BACKEND_DRAINING"
+    flushed = json.loads(json.dumps(cfg))
+    del flushed["lb"]["services"][0]["backends"][1]
+    c = Case("lb_drain", cfg, """
+Drain, then flush, while flows are open (replay --change, changes.tsv). 12 TCP flows (c0..c11)
+open on be1..be3. Before packet 12, change1.json sets be2 DRAINING: the data packet of every
+open flow keeps its backend (the notes say which, from an independent model of the hash and
+the Maglev table in gen_cases.py; the verdicts' backend field must agree), and 12 new flows
+(d0..d11) avoid be2. Before packet 36, change2.json removes be2 (flush; orphans REHASH): the
+flows that were on be2 move to the backend the new table gives them, the others stay.""")
+    t_all = lb_table(ids, [1, 1, 1], 251)
+    t_drain = lb_table(ids, [1, 0, 1], 251)
+    t_flush = lb_table(["be1", "be3"], [1, 1], 251)
+    ip = lambda n, p: IP(src=f"10.0.6.{n + 1}", dst="192.0.2.10")
+    first = {}
+    for n in range(12):
+        be = lb_pick_v4(t_all, f"10.0.6.{n + 1}", "192.0.2.10", 43000 + n, 80, 6)
+        first[n] = be
+        c.add(eth_a() / ip(n, 0) / TCP(sport=43000 + n, dport=80, flags="S", seq=1),
+              f"F c{n} new", f"c{n}: SYN -> {ids[be]}")
+    for n in range(12):
+        c.add(eth_a() / ip(n, 0) / TCP(sport=43000 + n, dport=80, flags="A", seq=2, ack=1) /
+              Raw(payload(20, n)), f"F c{n}", f"c{n}: data after be2 drains -> still {ids[first[n]]}")
+    for n in range(12):
+        src = f"10.0.7.{n + 1}"
+        be = lb_pick_v4(t_drain, src, "192.0.2.10", 44000 + n, 80, 6)
+        assert be != 1
+        c.add(eth_a() / IP(src=src, dst="192.0.2.10") / TCP(sport=44000 + n, dport=80, flags="S"),
+              f"F d{n} new", f"d{n}: new flow while be2 drains -> {ids[be]}")
+    moved = 0
+    for n in range(12):
+        if first[n] == 1:
+            be = ["be1", "be3"][lb_pick_v4(t_flush, f"10.0.6.{n + 1}", "192.0.2.10", 43000 + n, 80, 6)]
+            moved += 1
+        else:
+            be = ids[first[n]]
+        c.add(eth_a() / ip(n, 0) / TCP(sport=43000 + n, dport=80, flags="A", seq=22, ack=1) /
+              Raw(payload(20, n)), f"F c{n}",
+              f"c{n}: data after be2 is removed -> {be}" + (" (re-hashed)" if first[n] == 1 else ""))
+    assert 0 < moved < 12
+    c.changes = [(12, "change1.json", drained), (36, "change2.json", flushed)]
+    return c
+
+
+def lb_case_flush_reset():
+    ids = ["be1", "be2", "be3"]
+    cfg = lb_service("LB_MODE_L2", [lb_backend(n) for n in (1, 2, 3)])
+    reset = json.loads(json.dumps(cfg))
+    del reset["lb"]["services"][0]["backends"][0]
+    reset["lb"]["services"][0]["orphans"] = "LB_ORPHANS_RESET"
+    c = Case("lb_flush_reset", cfg, """
+Flush with reset: 12 TCP flows open on be1..be3; before packet 12, change1.json removes be1
+with orphans RESET. The flows that were on be1 (per the model of the hash in gen_cases.py) get
+every later packet dropped (lb_flow_reset); the others keep their backend. A new flow after
+the change never lands on be1.""")
+    t_all = lb_table(ids, [1, 1, 1], 251)
+    first = {}
+    for n in range(12):
+        src = f"10.0.8.{n + 1}"
+        first[n] = lb_pick_v4(t_all, src, "192.0.2.10", 45000 + n, 80, 6)
+        c.add(eth_a() / IP(src=src, dst="192.0.2.10") / TCP(sport=45000 + n, dport=80, flags="S"),
+              f"F c{n} new", f"c{n}: SYN -> {ids[first[n]]}")
+    on1 = 0
+    for rnd in range(2):
+        for n in range(12):
+            pkt = (eth_a() / IP(src=f"10.0.8.{n + 1}", dst="192.0.2.10") /
+                   TCP(sport=45000 + n, dport=80, flags="A", seq=1 + 20 * rnd, ack=1) /
+                   Raw(payload(20, n)))
+            if first[n] == 0:
+                on1 += rnd == 0
+                c.add(pkt, f"D lb_flow_reset c{n}", f"c{n}: was on be1 (removed, reset)")
+            else:
+                c.add(pkt, f"F c{n}", f"c{n}: stays on {ids[first[n]]}")
+    assert 0 < on1 < 12
+    c.add(eth_a() / IP(src="10.0.8.200", dst="192.0.2.10") / TCP(sport=1, dport=80, flags="S"),
+          "F n1 new", "n1: new flow after the change")
+    c.changes = [(12, "change1.json", reset)]
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -1608,6 +1759,8 @@ CASES = {
     "lb_ipip": lb_case_ipip,
     "lb_weights": lb_case_weights,
     "lb_payload_key": lb_case_payload_key,
+    "lb_drain": lb_case_drain,
+    "lb_flush_reset": lb_case_flush_reset,
 }
 
 
