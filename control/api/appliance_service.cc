@@ -132,6 +132,7 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_lb_nat_reversed(f.lb_nat_reversed);
   out->set_lb_nat_no_reverse(f.lb_nat_no_reverse);
   out->set_lb_counters_full(f.lb_counters_full);
+  out->set_lb_fragments_passed(f.lb_fragments_passed);
 }
 
 void fillPortStats(const dp::PortInfo& p, v1::PortStats* out) {

@@ -212,7 +212,8 @@ std::string summaryJson(const SummaryInput& in) {
                     t.lb_flows_reset, ",\"service_gone\":", t.lb_service_gone,
                     ",\"key_missing\":", t.lb_key_missing, ",\"untracked\":", t.lb_untracked,
                     ",\"nat_reversed\":", t.lb_nat_reversed, ",\"nat_no_reverse\":",
-                    t.lb_nat_no_reverse, ",\"counters_full\":", t.lb_counters_full, "}");
+                    t.lb_nat_no_reverse, ",\"counters_full\":", t.lb_counters_full,
+                    ",\"fragments_passed\":", t.lb_fragments_passed, "}");
   }
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {

@@ -109,6 +109,7 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.lb_nat_reversed = c.lb_nat_reversed.load();
   f.lb_nat_no_reverse = c.lb_nat_no_reverse.load();
   f.lb_counters_full = c.lb_counters_full.load();
+  f.lb_fragments_passed = c.lb_fragments_passed.load();
   f.events_lost = c.events_lost.load();
   f.loops = c.loops.load();
   f.busy_loops = c.busy_loops.load();
@@ -160,6 +161,7 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.lb_nat_reversed += w.lb_nat_reversed;
   a.lb_nat_no_reverse += w.lb_nat_no_reverse;
   a.lb_counters_full += w.lb_counters_full;
+  a.lb_fragments_passed += w.lb_fragments_passed;
   a.events_lost += w.events_lost;
   a.loops += w.loops;
   a.busy_loops += w.busy_loops;

@@ -47,6 +47,7 @@ struct alignas(64) WorkerCounters {
   // backends beyond the per-worker counter table.
   Counter lb_flows_balanced, lb_flows_rehashed, lb_flows_reset, lb_service_gone;
   Counter lb_key_missing, lb_untracked, lb_nat_reversed, lb_nat_no_reverse, lb_counters_full;
+  Counter lb_fragments_passed;  // later IP fragments passed unbalanced (see lb_path.cc)
   Counter events_lost;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
@@ -70,7 +71,7 @@ struct CountersSnapshot {
     uint64_t geoip_lookups = 0;
     uint64_t lb_flows_balanced = 0, lb_flows_rehashed = 0, lb_flows_reset = 0;
     uint64_t lb_service_gone = 0, lb_key_missing = 0, lb_untracked = 0, lb_nat_reversed = 0;
-    uint64_t lb_nat_no_reverse = 0, lb_counters_full = 0;
+    uint64_t lb_nat_no_reverse = 0, lb_counters_full = 0, lb_fragments_passed = 0;
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
     uint64_t totalDrops() const;
   };

@@ -215,6 +215,13 @@ void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::Comp
 void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
   PacketMeta& pm = b.meta[i];
   if (pm.l3 == L3Type::kNone) return;
+  // Later fragments follow their datagram's verdict without a flow position (and held ones
+  // are released outside the rule stages): the LB cannot give them their first fragment's
+  // backend yet. They pass unchanged and are counted, never hashed on their own.
+  if (pm.isLaterFragment()) {
+    if (lbc_ && !lbc_->services.empty()) c_->lb_fragments_passed.add();
+    return;
+  }
   const int32_t pos = b.pos[i];
   LbFlow* f = pos >= 0 ? &lb_flow_[pos] : nullptr;
   const rules::CompiledLb* lb = lbc_;

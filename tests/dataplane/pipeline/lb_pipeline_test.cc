@@ -400,5 +400,26 @@ TEST(LbPipeline, NoBackendInTheTableDrops) {
   EXPECT_EQ(macBackend(out[0]), 2);
 }
 
+// Known limitation, pinned down: later fragments of a datagram to a service are not given the
+// first fragment's backend; they pass unchanged (never hashed on their own) and are counted.
+TEST(LbPipeline, LaterFragmentsPassUnbalancedAndCounted) {
+  LbService s = web(LbMode::kL2, 3);
+  s.protocol = kUdp;
+  s.dst_ports.reset();
+  Harness h(snapWith(rules::LbModel{{s}}));
+  Frame whole = PacketBuilder().ipv4("10.0.0.7", "192.0.2.10").udp(5000, 9000)
+                    .payload(std::string(100, 'x')).build();
+  auto frags = test::fragmentIpv4(whole, 40);
+  ASSERT_EQ(frags.size(), 3u);
+  for (const Frame& f : frags) h.send(0, f);
+  h.poll();
+  auto out = h.out(1);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0][1], 0xbe) << "first fragment: balanced";
+  EXPECT_EQ(out[1], frags[1]);
+  EXPECT_EQ(out[2], frags[2]);
+  EXPECT_EQ(h.counters().lb_fragments_passed, 2u);
+}
+
 }  // namespace
 }  // namespace dpu::dp
