@@ -23,6 +23,7 @@ dpu_require_pkg(NLOHMANN_JSON nlohmann_json nlohmann-json3-dev)
 dpu_require_pkg(GRPCPP grpc++ libgrpc++-dev)
 dpu_require_pkg(PROTOBUF protobuf libprotobuf-dev)
 dpu_require_pkg(PCAP libpcap libpcap-dev)
+dpu_require_pkg(PROMETHEUS_PULL prometheus-cpp-pull prometheus-cpp-dev)  # metrics endpoint
 
 find_program(PROTOC protoc)
 if(NOT PROTOC)

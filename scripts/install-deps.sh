@@ -7,6 +7,8 @@ PKGS=(
   libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin nlohmann-json3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
+  prometheus-cpp-dev                   # /metrics endpoint (prometheus-cpp Exposer, civetweb)
+  curl                                 # tests: scrape /metrics
   python3 python3-scapy tcpdump iproute2 ethtool
   clang libclang-rt-14-dev             # scripts/fuzz: libFuzzer + ASan/UBSan runtimes for clang 14
 )

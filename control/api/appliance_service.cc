@@ -133,6 +133,47 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_lb_nat_no_reverse(f.lb_nat_no_reverse);
   out->set_lb_counters_full(f.lb_counters_full);
   out->set_lb_fragments_passed(f.lb_fragments_passed);
+  out->set_fragment_datagrams_active(f.frag_datagrams_active);
+  v1::FirewallCounters* fw = out->mutable_firewall();
+  fw->set_allowed(f.fw_allowed);
+  fw->set_denied(f.fw_denied);
+  fw->set_rejected(f.fw_rejected);
+  fw->set_rst_sent(f.fw_rst_sent);
+  fw->set_icmp_sent(f.fw_icmp_sent);
+  fw->set_reject_nombuf(f.fw_reject_nombuf);
+  fw->set_reject_suppressed(f.fw_reject_suppressed);
+  fw->set_geoip_lookups(f.geoip_lookups);
+}
+
+void fillTasks(const ProgressRegistry* progress,
+               google::protobuf::RepeatedPtrField<v1::TaskProgress>* out) {
+  if (progress == nullptr) return;
+  for (const TaskInfo& t : progress->tasks()) {
+    v1::TaskProgress* p = out->Add();
+    p->set_task(t.task);
+    p->set_step(t.step);
+    p->set_done(t.done);
+    p->set_total(t.total);
+    p->set_unit(t.unit);
+    p->set_elapsed_seconds(t.elapsed_s);
+  }
+}
+
+void fillApplyStats(const ApplyStats& s, v1::ConfigApplyStats* out) {
+  out->set_applied(s.applied);
+  out->set_invalid(s.invalid);
+  out->set_conflicts(s.conflicts);
+  out->set_failed(s.failed);
+  v1::Histogram* h = out->mutable_duration_seconds();
+  h->set_count(s.duration_count);
+  h->set_sum(s.duration_sum_s);
+  for (size_t i = 0; i < ApplyStats::kBuckets; ++i) {
+    v1::HistogramBucket* b = h->add_buckets();
+    b->set_le(ApplyStats::kBucketsS[i]);
+    b->set_count(s.duration_le[i]);
+  }
+  if (s.last_unix_ns) fillApplyResponse(s.last, out->mutable_last());
+  out->set_last_unix_ns(s.last_unix_ns);
 }
 
 void fillPortStats(const dp::PortInfo& p, v1::PortStats* out) {
@@ -145,6 +186,7 @@ void fillPortStats(const dp::PortInfo& p, v1::PortStats* out) {
   out->set_rx_missed(p.rx_missed);
   out->set_rx_nombuf(p.rx_nombuf);
   out->set_tx_errors(p.tx_errors);
+  out->set_rx_errors(p.rx_errors);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -160,7 +202,7 @@ ApplianceService::ApplianceService(ConfigManager* config, dp::DataplaneControl* 
   if (events_) {
     EventHub* hub = events_;
     config_->setOnApplied([hub](const ApplyResult& r) {
-      hub->publish(configEvent(r.version, r.generation, nowUnixNs()));
+      hub->publish(configEvent(r, nowUnixNs()));
     });
   }
 }
@@ -206,6 +248,7 @@ grpc::Status ApplianceService::GetStatus(grpc::ServerContext*, const v1::GetStat
   }
   *resp->mutable_build() = buildInfo();
   resp->set_state_dir(opts_.state_dir);
+  fillTasks(opts_.progress, resp->mutable_tasks());
   for (const auto& p : plane_->ports()) {
     v1::PortStatus* ps = resp->add_ports();
     ps->set_side(dp::sideName(p.side));
@@ -299,6 +342,22 @@ void ApplianceService::fillStats(v1::Stats* out) const {
     ws->set_generation(static_cast<uint32_t>(c.per_worker[w].generation));
     fillCounterSet(c.per_worker[w], ws->mutable_counters());
   }
+  fillApplyStats(config_->applyStats(), out->mutable_config_applies());
+  if (events_) {
+    EventHub::Stats e = events_->stats();
+    v1::EventPumpStats* es = out->mutable_events();
+    es->set_dataplane_events(e.dataplane_events);
+    es->set_control_events(e.control_events);
+    es->set_file_events(e.file.lines);
+    es->set_file_bytes(e.file.bytes);
+    es->set_file_rotations(e.file.rotations);
+    es->set_file_errors(e.file.errors);
+    es->set_subscribers(e.subscribers);
+    es->set_subscriber_lost(e.subscriber_lost);
+  }
+  out->set_uptime_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  fillTasks(opts_.progress, out->mutable_tasks());
 }
 
 grpc::Status ApplianceService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,

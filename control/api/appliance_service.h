@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "control/api/event_hub.h"
 #include "control/config/config_manager.h"
+#include "control/progress/progress_registry.h"
 #include "dataplane/api/control.h"
 #include "proto/appliance_api.grpc.pb.h"
 
@@ -32,6 +33,8 @@ struct ServiceOptions {
   std::string state_dir;  // reported by GetStatus
   // Added to dataplane times (rule counters' last hit) to get Unix time (as EventHubOptions).
   int64_t wall_offset_ns = 0;
+  // Long work in progress (GetStatus / GetStats `tasks`); optional.
+  const ProgressRegistry* progress = nullptr;
 };
 
 class ApplianceService final : public v1::Appliance::Service {
@@ -45,6 +48,8 @@ class ApplianceService final : public v1::Appliance::Service {
   // grpc::Server::Shutdown so it does not wait for its deadline.
   void beginShutdown();
   const std::string& instanceId() const { return instance_id_; }
+  // What GetStats returns (for in-process readers such as the metrics endpoint).
+  void collectStats(v1::Stats* out) const { fillStats(out); }
 
   grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest* req,
                          v1::StatusResponse* resp) override;
@@ -110,6 +115,12 @@ grpc::Status toGrpc(const absl::Status& st);
 // An apply failure: INVALID_ARGUMENT carries every ConfigError in the status details.
 grpc::Status applyErrorToGrpc(const ApplyError& err);
 v1::ConfigError toApiError(const rules::ConfigError& e);
+
+// Long work in progress as the API's TaskProgress.
+void fillTasks(const ProgressRegistry* progress,
+               google::protobuf::RepeatedPtrField<v1::TaskProgress>* out);
+// Apply outcomes and durations as the API's ConfigApplyStats.
+void fillApplyStats(const ApplyStats& s, v1::ConfigApplyStats* out);
 
 // Counters and ports as the API's Stats message.
 void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out);

@@ -54,6 +54,22 @@ v1::Event configEvent(uint64_t version, uint32_t generation, int64_t now_unix_ns
   return ev;
 }
 
+v1::Event configEvent(const ApplyResult& r, int64_t now_unix_ns) {
+  v1::Event ev = configEvent(r.version, r.generation, now_unix_ns);
+  const double total = r.validate_ms + r.compile_ms + r.prepare_ms + r.persist_ms + r.publish_ms;
+  ev.set_json(absl::StrCat(
+      "{\"timestamp\":\"", isoTime(static_cast<uint64_t>(now_unix_ns)),
+      "\",\"event_type\":\"config\",\"config\":{\"version\":", r.version,
+      ",\"generation\":", r.generation, ",\"duration_ms\":", absl::StrFormat("%.3f", total),
+      ",\"validate_ms\":", absl::StrFormat("%.3f", r.validate_ms),
+      ",\"compile_ms\":", absl::StrFormat("%.3f", r.compile_ms),
+      ",\"prepare_ms\":", absl::StrFormat("%.3f", r.prepare_ms),
+      ",\"persist_ms\":", absl::StrFormat("%.3f", r.persist_ms),
+      ",\"publish_ms\":", absl::StrFormat("%.3f", r.publish_ms),
+      ",\"warnings\":", r.warnings.size(), "}}"));
+  return ev;
+}
+
 // ---------------------------------------------------------------------------------------
 
 EventSubscription::EventSubscription(size_t capacity, std::vector<std::string> types)
@@ -123,12 +139,11 @@ EventHub::~EventHub() { stop(); }
 
 absl::Status EventHub::start() {
   if (running_.load()) return absl::FailedPreconditionError("event pump already running");
-  if (!opts_.events_file.empty()) {
-    file_.open(opts_.events_file, std::ios::app);
-    if (!file_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(opts_.events_file, ": cannot open the events file for writing"));
-    }
+  if (!opts_.events_file.empty() && !file_) {
+    auto log = EventLog::open(
+        EventLogOptions{opts_.events_file, opts_.events_max_bytes, opts_.events_keep});
+    if (!log.ok()) return log.status();
+    file_ = std::move(*log);
   }
   running_.store(true);
   thread_ = std::thread([this] { run(); });
@@ -150,10 +165,19 @@ void EventHub::stop() {
     subs.swap(subs_);
   }
   for (auto& s : subs) s->close();
-  if (file_.is_open()) {
-    file_.flush();
-    file_.close();
-  }
+  if (file_) file_->flush();
+}
+
+EventHub::Stats EventHub::stats() const {
+  Stats s;
+  s.dataplane_events = drained_.load(std::memory_order_relaxed);
+  s.control_events = control_events_.load(std::memory_order_relaxed);
+  if (file_) s.file = file_->stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  s.subscribers = subs_.size();
+  s.subscriber_lost = lost_by_gone_;
+  for (const auto& sub : subs_) s.subscriber_lost += sub->lostTotal();
+  return s;
 }
 
 std::shared_ptr<EventSubscription> EventHub::subscribe(size_t buffer,
@@ -173,7 +197,9 @@ std::shared_ptr<EventSubscription> EventHub::subscribe(size_t buffer,
 void EventHub::unsubscribe(const std::shared_ptr<EventSubscription>& sub) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    subs_.erase(std::remove(subs_.begin(), subs_.end(), sub), subs_.end());
+    auto it = std::remove(subs_.begin(), subs_.end(), sub);
+    if (it != subs_.end()) lost_by_gone_ += sub->lostTotal();
+    subs_.erase(it, subs_.end());
   }
   sub->close();
 }
@@ -218,8 +244,8 @@ void EventHub::tick() {
     subs = subs_;
     injected.swap(injected_);
   }
-  const bool to_file = file_.is_open();
-  bool wrote = false;
+  const bool to_file = file_ != nullptr;
+  if (to_file && reopen_.exchange(false)) file_->reopen();
   // One call per tick: Dataplane::drainEvents empties ring after ring until `max` events,
   // so a bounded call keeps a tick short; what is left waits for the next tick (20 ms).
   uint32_t n = plane_->drainEvents(
@@ -229,23 +255,18 @@ void EventHub::tick() {
         for (const auto& s : subs) wanted = wanted || s->wants(type);
         if (!wanted && !to_file) return;  // drained and dropped: nobody listens
         auto ev = std::make_shared<const v1::Event>(toApiEvent(e, opts_.wall_offset_ns, plane_));
-        if (to_file) {
-          file_ << ev->json() << '\n';
-          wrote = true;
-        }
+        if (to_file) file_->append(ev->json());
         if (wanted) deliver(ev, subs);
       },
       opts_.max_per_tick);
   drained_.fetch_add(n, std::memory_order_relaxed);
   for (auto& e : injected) {
     auto ev = std::make_shared<const v1::Event>(std::move(e));
-    if (to_file) {
-      file_ << ev->json() << '\n';
-      wrote = true;
-    }
+    if (to_file) file_->append(ev->json());
     deliver(ev, subs);
   }
-  if (wrote) file_.flush();
+  control_events_.fetch_add(injected.size(), std::memory_order_relaxed);
+  if (to_file) file_->flush();
 }
 
 }  // namespace dpu::ctl

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "control/config/config_manager.h"
+#include "control/events/event_log.h"
 #include "dataplane/api/control.h"
 #include "proto/appliance_api.pb.h"
 
@@ -39,6 +41,8 @@ v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns,
                      const dp::DataplaneControl* names = nullptr);
 // A "config" event: a new configuration was committed and published.
 v1::Event configEvent(uint64_t version, uint32_t generation, int64_t now_unix_ns);
+// The same with the apply's phase durations (ms) and warning count in the JSON.
+v1::Event configEvent(const ApplyResult& r, int64_t now_unix_ns);
 
 class EventSubscription {
  public:
@@ -77,7 +81,9 @@ class EventSubscription {
 struct EventHubOptions {
   int64_t wall_offset_ns = 0;          // added to dataplane event times
   std::chrono::milliseconds period{20};
-  std::string events_file;             // optional JSON lines (appended)
+  std::string events_file;             // optional JSON lines (appended, rotated by size)
+  uint64_t events_max_bytes = 64ull << 20;  // rotate the file at this size (0 = never)
+  uint32_t events_keep = 4;            // rotated files kept (FILE.1 .. FILE.<keep>)
   uint32_t max_per_tick = 65536;       // events drained per pump tick at most
 };
 
@@ -110,6 +116,15 @@ class EventHub {
   // Pump ticks so far (tests: wait until the pump has run after an action).
   uint64_t ticks() const { return ticks_.load(std::memory_order_acquire); }
 
+  struct Stats {
+    uint64_t dataplane_events = 0, control_events = 0;
+    EventLogStats file;
+    uint64_t subscribers = 0, subscriber_lost = 0;
+  };
+  Stats stats() const;
+  // Asks the pump to reopen the events file (after logrotate moved it; SIGHUP).
+  void reopenFile() { reopen_.store(true); }
+
  private:
   void run();
   void tick();  // one drain + fan-out; pump thread (or stop() after it joined)
@@ -118,7 +133,10 @@ class EventHub {
 
   dp::DataplaneControl* plane_;
   EventHubOptions opts_;
-  std::ofstream file_;
+  std::unique_ptr<EventLog> file_;
+  std::atomic<bool> reopen_{false};
+  std::atomic<uint64_t> control_events_{0};
+  uint64_t lost_by_gone_ = 0;  // lost by subscriptions already removed (under mu_)
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::atomic<uint64_t> drained_{0};

@@ -20,6 +20,8 @@
 #include "control/config/config_loader.h"
 #include "control/config/config_manager.h"
 #include "control/config/config_store.h"
+#include "control/metrics/metrics_server.h"
+#include "control/progress/progress_registry.h"
 #include "dataplane/api/dataplane.h"
 #include "dataplane/port/eal.h"
 
@@ -27,7 +29,40 @@ namespace dpu::ctl {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 void onSignal(int) { g_stop.store(true); }
+void onHangup(int) { g_reload.store(true); }
+
+// SIGHUP: the --config file becomes the committed configuration (next version).
+void reloadConfigFile(const std::string& path, ConfigManager& manager) {
+  if (path.empty()) {
+    std::fprintf(stderr, "dpu-appliance: SIGHUP: no --config file to re-apply (events file "
+                         "reopened); change the configuration with dpuctl\n");
+    return;
+  }
+  auto cfg = loadConfigFile(path);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "dpu-appliance: SIGHUP: %s not applied, nothing changed: %s\n",
+                 path.c_str(), std::string(cfg.status().message()).c_str());
+    return;
+  }
+  ApplyError err;
+  auto r = manager.apply(*cfg, 0, /*force=*/true, &err);
+  if (!r.ok()) {
+    std::fprintf(stderr, "dpu-appliance: SIGHUP: %s not applied, nothing changed: %s\n",
+                 path.c_str(), std::string(r.status().message()).c_str());
+    for (const auto& e : err.errors) {
+      std::fprintf(stderr, "  error: %s\n", rules::formatError(e).c_str());
+    }
+    return;
+  }
+  std::fprintf(stderr,
+               "dpu-appliance: SIGHUP: applied %s as config version %lu (generation %u) in "
+               "%.1f ms\n",
+               path.c_str(), static_cast<unsigned long>(r->version), r->generation,
+               r->validate_ms + r->compile_ms + r->prepare_ms + r->persist_ms + r->publish_ms);
+  for (const auto& w : r->warnings) std::fprintf(stderr, "  warning: %s\n", w.c_str());
+}
 
 PortReport livePort(uint16_t port, const char* side) {
   PortReport r;
@@ -107,6 +142,9 @@ absl::Status runLive(const LiveOptions& o) {
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
   ConfigManager manager(store.get(), plane.get());
   manager.inheritCompiled(boot);  // the first apply shares the running compiled firewall
+  ProgressRegistry progress;      // long applies: a progress line here and in GetStatus
+  progress.startTicker();
+  manager.setProgress(&progress);
 
   // Events carry TSC-based nanoseconds; this offset turns them into wall-clock time.
   timespec now{};
@@ -119,20 +157,36 @@ absl::Status runLive(const LiveOptions& o) {
   EventHubOptions hopts;
   hopts.wall_offset_ns = wall_offset;
   hopts.events_file = o.events;
+  hopts.events_max_bytes = o.events_max_bytes;
+  hopts.events_keep = o.events_keep;
   EventHub hub(plane.get(), hopts);
   st = hub.start();
   if (!st.ok()) return st;
   ServiceOptions sopts;
   sopts.state_dir = store->stateDir();
   sopts.wall_offset_ns = wall_offset;
+  sopts.progress = &progress;
   ApplianceService service(&manager, plane.get(), &hub, sopts);
 
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
+  std::signal(SIGHUP, onHangup);
   api.state_dir = store->stateDir();
   auto server_or = ApiServer::start(api, &service);
   if (!server_or.ok()) return server_or.status();
   std::unique_ptr<ApiServer> server = std::move(*server_or);
+  std::unique_ptr<MetricsServer> metrics;
+  if (!o.metrics_listen.empty()) {
+    auto m = MetricsServer::start(MetricsOptions{o.metrics_listen, o.metrics_listen_any},
+                                  applianceSources(&service));
+    if (!m.ok()) {
+      server->shutdown();
+      return m.status();
+    }
+    metrics = std::move(*m);
+    std::fprintf(stderr, "dpu-appliance: metrics on http://%s/metrics\n",
+                 metrics->address().c_str());
+  }
   std::fprintf(stderr, "dpu-appliance: API listening on %s (config version %lu from %s)\n",
                server->address().c_str(), static_cast<unsigned long>(manager.version()),
                store->path().c_str());
@@ -150,6 +204,10 @@ absl::Status runLive(const LiveOptions& o) {
     auto t = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(t - start).count();
     if (o.duration_s > 0 && elapsed >= o.duration_s) break;
+    if (g_reload.exchange(false)) {
+      hub.reopenFile();
+      reloadConfigFile(o.config, manager);
+    }
     if (o.stats_interval_s > 0 &&
         std::chrono::duration<double>(t - last_stats).count() >= o.stats_interval_s) {
       auto c = plane->counters().total;
@@ -166,6 +224,7 @@ absl::Status runLive(const LiveOptions& o) {
   }
   // API first (no change can start while the workers stop), then the workers, then the
   // pump's last drain (flow ends at shutdown).
+  metrics.reset();
   server->shutdown();
   plane->stop();
   hub.stop();

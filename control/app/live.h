@@ -14,6 +14,10 @@ struct LiveOptions {
   std::string state_dir = "/var/lib/dpu-appliance";  // committed config + api.sock
   ApiServerOptions api;             // listen address, TLS, request size (state_dir set by runLive)
   std::string events;               // optional JSON-lines event log
+  uint64_t events_max_bytes = 64ull << 20;  // rotate the event log at this size (0 = never)
+  uint32_t events_keep = 4;         // rotated event logs kept (FILE.1 .. FILE.<keep>)
+  std::string metrics_listen;       // Prometheus endpoint (empty = none); see MetricsOptions
+  bool metrics_listen_any = false;
   double stats_interval_s = 0;      // 0 = no periodic stats line
   double duration_s = 0;            // 0 = until SIGINT/SIGTERM
   std::vector<std::string> eal_args;
@@ -23,6 +27,9 @@ struct LiveOptions {
   uint32_t mbufs = 0;
 };
 
+// SIGHUP: re-applies the --config file (the whole document, as the next version, whatever
+// was committed through the API since) and reopens the events file; an invalid file is
+// logged with every error and changes nothing.
 absl::Status runLive(const LiveOptions& opts);
 
 }  // namespace dpu::ctl

@@ -1,12 +1,6 @@
-// dpu-appliance: the inline appliance.
-//   dpu-appliance run [--config FILE] [--state-dir DIR] [--listen ADDR] [--listen-any]
-//                     [--tls-cert F --tls-key F [--tls-client-ca F]] [--max-request-bytes N]
-//                     [--events FILE] [--stats-interval S] [--duration S] [--mbufs N]
-//                     -- <EAL args>
-//   dpu-appliance replay --config FILE --in IN.pcap [--in-b B.pcap] [--out OUT.pcap]
-//                        [--out-a A.pcap] [--verdicts V.jsonl] [--events E.jsonl]
-//                        [--summary-json S.json] [--change INDEX:FILE]... [--quiet]
-//   dpu-appliance validate --config FILE
+// dpu-appliance: the inline appliance (run / replay / validate). Usage: kUsage and each
+// command's help below (`dpu-appliance <command> --help`).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,41 +14,89 @@
 
 namespace {
 
+constexpr const char* kRunHelp = R"(usage: dpu-appliance run [options] -- <EAL args>
+
+Live mode. Port 0 is side A, port 1 side B (any PMD given to EAL after --). The main lcore
+runs control, every other lcore a worker. SIGINT/SIGTERM stop it and print the final
+counters; SIGHUP re-applies the --config file (see below). Manage it with dpuctl.
+
+options:
+  --config FILE          seeds an empty state directory; SIGHUP applies FILE again as the
+                         next version (an invalid FILE is logged and changes nothing)
+  --state-dir DIR        committed config (DIR/config.json) and the API socket; default
+                         /var/lib/dpu-appliance (created 0700). A committed config wins over
+                         --config at start.
+  --listen ADDR          gRPC API address: unix:PATH (default unix:DIR/api.sock, mode 0600)
+                         or HOST:PORT on loopback; other TCP addresses need --listen-any.
+  --listen-any           accept a non-loopback --listen address.
+  --tls-cert F --tls-key F [--tls-client-ca F]
+                         serve TLS; with a client CA, require client certificates (mTLS).
+  --max-request-bytes N  largest API request accepted (default 16777216).
+  --metrics-listen ADDR  serve Prometheus metrics on http://ADDR/metrics; ADDR is PORT
+                         (= 127.0.0.1:PORT), HOST:PORT or [V6]:PORT, loopback only unless
+                         --metrics-listen-any. Off by default.
+  --metrics-listen-any   accept a non-loopback --metrics-listen address.
+  --events FILE          append every event (eve.json-style JSON lines) to FILE.
+  --events-max-bytes N   rotate FILE at N bytes (FILE -> FILE.1 ...; default 67108864,
+                         0 = never). SIGHUP also reopens FILE (for logrotate).
+  --events-keep N        rotated files kept (default 4).
+  --stats-interval S     print a counters line every S seconds.
+  --duration S           stop after S seconds.
+  --mbufs N              packet buffers in the pool (default: sized from workers and
+                         descriptors); e.g. net_pcap infinite_rx needs one per packet.
+
+examples:
+  dpu-appliance run --config /etc/dpu-appliance/config.json --metrics-listen 9464 -- \
+      -l 0,1 --no-huge --no-pci -m 1024 \
+      --vdev net_af_packet0,iface=veth0 --vdev net_af_packet1,iface=veth1
+  dpu-appliance run --events /var/log/dpu-appliance/eve.json -- -l 0-2 -a 0000:03:00.0 -a 0000:03:00.1
+  kill -HUP $(pidof dpu-appliance)      # re-apply --config FILE
+)";
+
+constexpr const char* kReplayHelp = R"(usage: dpu-appliance replay --config FILE --in IN.pcap [options]
+
+Offline mode over DPDK net_pcap ports, same packet path as run. IN arrives on side A,
+B.pcap on side B (merged by timestamp). Deterministic: same inputs, same outputs.
+
+options:
+  --in-b B.pcap          frames arriving on side B
+  --out OUT.pcap         what leaves side B
+  --out-a A.pcap         what leaves side A
+  --verdicts V.jsonl     one JSON line per input frame (verdict, stage, rule, reason, flow)
+  --events E.jsonl       eve.json-style events (drops, flow ends)
+  --summary-json S.json  the summary as JSON
+  --change INDEX:FILE    commit config FILE (a new generation, as a live apply would) just
+                         before input packet INDEX (0-based, merged order); repeatable, in
+                         increasing INDEX. Start-only settings keep their first value.
+  --quiet                no summary on stdout
+
+examples:
+  dpu-appliance replay --config examples/config.json --in examples/example.pcap \
+      --out out_b.pcap --verdicts verdicts.jsonl
+  dpu-appliance replay --config examples/firewall/config.json --in examples/example.pcap \
+      --events events.jsonl --summary-json summary.json --quiet
+)";
+
+constexpr const char* kValidateHelp = R"(usage: dpu-appliance validate --config FILE
+
+Checks a config file (and the rule files, lists and databases it names) without running
+anything: prints "FILE: ok", or every error with its field path, rule id and line.
+
+examples:
+  dpu-appliance validate --config examples/config.json
+  dpu-appliance validate --config /etc/dpu-appliance/config.json && systemctl reload dpu-appliance
+)";
+
 constexpr const char* kUsage =
-    "usage:\n"
-    "  dpu-appliance run [--config FILE] [--state-dir DIR] [--listen ADDR] [--listen-any]\n"
-    "                    [--tls-cert F --tls-key F [--tls-client-ca F]] [--max-request-bytes N]\n"
-    "                    [--events FILE] [--stats-interval S] [--duration S] [--mbufs N]\n"
-    "                    -- <EAL args>\n"
-    "      Live mode. Port 0 is side A, port 1 side B (any PMD given to EAL). The main\n"
-    "      lcore runs control, every other lcore a worker. SIGINT/SIGTERM stop it and print\n"
-    "      the final counters.\n"
-    "      --state-dir DIR  committed config (DIR/config.json) and the API socket; default\n"
-    "                       /var/lib/dpu-appliance (created 0700). A committed config wins;\n"
-    "                       --config FILE only seeds an empty state directory.\n"
-    "      --listen ADDR    gRPC API address: unix:PATH (default unix:DIR/api.sock, mode 0600)\n"
-    "                       or HOST:PORT on loopback; other TCP addresses need --listen-any.\n"
-    "      --tls-cert F --tls-key F   serve TLS; --tls-client-ca F also requires client\n"
-    "                       certificates signed by that CA (mTLS).\n"
-    "      --max-request-bytes N  largest request accepted (default 16777216).\n"
-    "      --events FILE    append every event (eve-style JSON lines) to FILE.\n"
-    "      --mbufs N        packet buffers in the pool (default: sized from workers and\n"
-    "                       descriptors); e.g. net_pcap infinite_rx needs one per packet.\n"
-    "      Manage it with dpuctl (dpuctl --help).\n"
-    "      e.g. dpu-appliance run -- -l 0,1 --no-huge --no-pci -m 1024 \\\n"
-    "             --vdev net_af_packet0,iface=veth0 --vdev net_af_packet1,iface=veth1\n"
-    "  dpu-appliance replay --config FILE --in IN.pcap [--in-b B.pcap] [--out OUT.pcap]\n"
-    "                       [--out-a A.pcap] [--verdicts V.jsonl] [--events E.jsonl]\n"
-    "                       [--summary-json S.json] [--change INDEX:FILE]... [--quiet]\n"
-    "      Offline mode over DPDK net_pcap ports, same packet path as run. IN arrives on\n"
-    "      side A, B.pcap on side B (merged by timestamp). --out gets what leaves side B,\n"
-    "      --out-a what leaves side A. Deterministic: same inputs, same outputs.\n"
-    "      --change INDEX:FILE  commits config FILE (a new generation, as a live apply\n"
-    "                       would) just before input packet INDEX (0-based, in the merged\n"
-    "                       order of the verdicts); repeatable, in increasing INDEX.\n"
-    "                       Start-only settings (table sizes) keep their first value.\n"
-    "  dpu-appliance validate --config FILE\n"
-    "      Checks a config file and prints the error, if any.\n";
+    "usage: dpu-appliance <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run [options] -- <EAL args>        live mode between two DPDK ports\n"
+    "  replay --config FILE --in IN.pcap  offline mode on captures\n"
+    "  validate --config FILE             check a config file\n"
+    "\n"
+    "'dpu-appliance <command> --help' shows each command's options and examples.\n"
+    "Manage a running appliance with dpuctl (dpuctl --help).\n";
 
 int fail(const std::string& msg, int code = 2) {
   std::fprintf(stderr, "dpu-appliance: %s\n", msg.c_str());
@@ -81,6 +123,10 @@ int main(int argc, char** argv) {
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
       std::string* dst = nullptr;
+      if (a == "--help" || a == "-h") {
+        std::fputs(kReplayHelp, stdout);
+        return 0;
+      }
       if (a == "--config") dst = &o.config;
       else if (a == "--in") dst = &o.in_a;
       else if (a == "--in-b") dst = &o.in_b;
@@ -105,7 +151,7 @@ int main(int argc, char** argv) {
         o.changes.emplace_back(at, v.substr(colon + 1));
         continue;
       }
-      else return fail("replay: unknown option '" + a + "'\n" + kUsage);
+      else return fail("replay: unknown option '" + a + "'\n" + kReplayHelp);
       if (!takeValue(i, argc, argv, *dst)) return fail("replay: " + a + " needs a value");
     }
     absl::Status st = dpu::ctl::runReplay(o);
@@ -118,11 +164,34 @@ int main(int argc, char** argv) {
     for (; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "--") { ++i; break; }
+      if (a == "--help" || a == "-h") {
+        std::fputs(kRunHelp, stdout);
+        return 0;
+      }
       if (a == "--listen-any") { o.api.listen_any = true; continue; }
+      if (a == "--metrics-listen-any") { o.metrics_listen_any = true; continue; }
+      static const char* const kWithValue[] = {
+          "--config", "--events", "--metrics-listen", "--events-max-bytes", "--events-keep",
+          "--state-dir", "--listen", "--tls-cert", "--tls-key", "--tls-client-ca",
+          "--max-request-bytes", "--stats-interval", "--duration", "--mbufs"};
+      if (std::find(std::begin(kWithValue), std::end(kWithValue), a) == std::end(kWithValue)) {
+        return fail("run: unknown option '" + a + "' (EAL arguments go after --; see "
+                    "dpu-appliance run --help)");
+      }
       std::string v;
       if (!takeValue(i, argc, argv, v)) return fail("run: " + a + " needs a value");
       if (a == "--config") o.config = v;
       else if (a == "--events") o.events = v;
+      else if (a == "--metrics-listen") o.metrics_listen = v;
+      else if (a == "--events-max-bytes") {
+        if (!absl::SimpleAtoi(v, &o.events_max_bytes)) {
+          return fail("run: bad --events-max-bytes '" + v + "' (bytes, 0 = never rotate)");
+        }
+      } else if (a == "--events-keep") {
+        if (!absl::SimpleAtoi(v, &o.events_keep) || o.events_keep > 1000) {
+          return fail("run: bad --events-keep '" + v + "' (0..1000)");
+        }
+      }
       else if (a == "--state-dir") o.state_dir = v;
       else if (a == "--listen") o.api.listen = v;
       else if (a == "--tls-cert") o.api.tls_cert = v;
@@ -141,7 +210,8 @@ int main(int argc, char** argv) {
           return fail("run: bad --mbufs '" + v + "' (1024 .. 67108864)");
         }
       } else {
-        return fail("run: unknown option '" + a + "' (EAL arguments go after --)");
+        return fail("run: unknown option '" + a + "' (EAL arguments go after --; see "
+                    "dpu-appliance run --help)");
       }
     }
     for (; i < argc; ++i) o.eal_args.push_back(argv[i]);
@@ -153,10 +223,14 @@ int main(int argc, char** argv) {
     std::string cfg;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
+      if (a == "--help" || a == "-h") {
+        std::fputs(kValidateHelp, stdout);
+        return 0;
+      }
       if (a == "--config" && takeValue(i, argc, argv, cfg)) continue;
-      return fail("validate: usage: dpu-appliance validate --config FILE");
+      return fail(std::string("validate: bad argument '") + a + "'\n" + kValidateHelp);
     }
-    if (cfg.empty()) return fail("validate: usage: dpu-appliance validate --config FILE");
+    if (cfg.empty()) return fail(std::string("validate: --config FILE is required\n") + kValidateHelp);
     auto c = dpu::ctl::loadConfigFile(cfg);
     if (!c.ok()) return fail(std::string(c.status().message()), 1);
     auto m = dpu::ctl::toModel(*c);

@@ -10,7 +10,17 @@
 
 namespace dpu::ctl {
 namespace {
-
+// A JSON string of text without control characters (rule ids, warnings): quotes and
+// backslashes escaped.
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
 
 std::string jsonStrOrNull(const char* s) { return s ? absl::StrCat("\"", s, "\"") : "null"; }
 
@@ -217,12 +227,7 @@ std::string summaryJson(const SummaryInput& in) {
   }
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {
-    std::string esc;
-    for (char ch : in.warnings[i]) {
-      if (ch == '"' || ch == '\\') esc.push_back('\\');
-      esc.push_back(ch);
-    }
-    absl::StrAppend(&s, i ? "," : "", "\"", esc, "\"");
+    absl::StrAppend(&s, i ? "," : "", jsonString(in.warnings[i]));
   }
   absl::StrAppend(&s, "]}");
   return s;
@@ -268,7 +273,7 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
   if (e.type == dp::EventType::kDrop) {
     absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"drop\":{\"reason\":\"",
                     dp::dropReasonName(e.reason), "\",\"stage\":\"", dp::stageName(e.stage),
-                    "\"");
+                    "\",\"action\":\"", dp::verdictName(e.verdict), "\"");
     if (e.rule != dp::kNoRule) {
       absl::StrAppend(&s, ",\"rule\":\"", ruleLabel(names, e.generation, e.stage, e.rule), "\"");
     }
@@ -283,7 +288,11 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
                       dp::tcpStateName(static_cast<dp::TcpState>(e.tcp_state)), "\"");
     }
     absl::StrAppend(&s, ",\"reason\":\"", dp::flowEndReasonName(e.end_reason), "\",\"verdict\":\"",
-                    dp::verdictName(e.verdict), "\"}");
+                    dp::verdictName(e.verdict), "\"");
+    if (e.rule != dp::kNoRule) {
+      absl::StrAppend(&s, ",\"rule\":\"", ruleLabel(names, e.generation, e.stage, e.rule), "\"");
+    }
+    absl::StrAppend(&s, "}");
   }
   absl::StrAppend(&s, "}");
   return s;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "rules/compile/progress.h"
 
 namespace dpu::cli {
 namespace {
@@ -119,7 +120,22 @@ std::string formatStatus(const v1::StatusResponse& s) {
     absl::StrAppendFormat(&o, "  %-4u %-5u %u%s\n", w.id(), w.lcore(), w.generation(),
                           w.generation() == s.generation() ? "" : "  (catching up)");
   }
+  if (s.tasks_size() > 0) {
+    absl::StrAppend(&o, "in progress\n");
+    for (const auto& t : s.tasks()) absl::StrAppend(&o, "  ", formatTask(t), "\n");
+  }
   return o;
+}
+
+std::string formatTask(const v1::TaskProgress& t) {
+  rules::ProgressInfo p;
+  p.task = t.task();
+  p.step = t.step();
+  p.unit = t.unit();
+  p.done = t.done();
+  p.total = t.total();
+  p.elapsed_s = t.elapsed_seconds();
+  return rules::formatProgress(p);
 }
 
 std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {

@@ -25,6 +25,8 @@ std::string formatExplain(const v1::ExplainResponse& r);
 std::string formatApply(const v1::ApplyConfigResponse& r);
 // "file:line: rule 'x': dataplane.timeouts.udp_s: reason" (like rules::formatError).
 std::string formatConfigError(const v1::ConfigError& e);
+// One line of long work in progress: "config apply: compiling 12/40 rules (30%), 2.0 s".
+std::string formatTask(const v1::TaskProgress& t);
 std::string formatTime(int64_t unix_ns);
 
 // The ConfigErrors carried in a failed call's details (dpu.v1.RpcStatus, wire-compatible

@@ -3,7 +3,11 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -75,6 +79,9 @@ commands:
   lb set SERVICE BACKEND [--weight W] [--state active|draining|down] [...]
 
 'dpuctl <command> --help' shows each command's options and examples.
+
+environment: DPUCTL_SERVER (default --server); DPUCTL_PROGRESS=0|1: the progress line of
+             long applies (on by default when stderr is a terminal)
 
 exit codes: 0 ok, 1 failure (server unreachable, call failed, file unreadable), 2 usage,
             3 version conflict (the committed version moved), 4 invalid configuration or
@@ -215,6 +222,7 @@ constexpr const char* kGeoHelp = R"(usage:
 examples:
   dpuctl geo set /var/lib/GeoIP/GeoLite2-Country.mmdb
   dpuctl geo lookup 81.2.69.142
+  dpuctl geo clear --expected-version 12
   dpuctl --json geo lookup 2001:db8::1
 )";
 
@@ -373,6 +381,68 @@ class Client {
   std::unique_ptr<Appliance::Stub> stub_;
 };
 
+// While a change is being applied: the server's long work in progress (GetStatus `tasks`,
+// e.g. "config apply: compiling YARA rules 1200/5000 rules (24%), 3.1 s") on stderr, polled
+// every 500 ms once the call has taken DPUCTL_PROGRESS_AFTER_MS (default 1000). On a
+// terminal one line is updated in place and cleared at the end. When stderr is not a
+// terminal only with DPUCTL_PROGRESS=1: then a line per new step. DPUCTL_PROGRESS=0: never.
+class ProgressWatcher {
+ public:
+  explicit ProgressWatcher(Client& c) : c_(c) {
+    const char* mode = std::getenv("DPUCTL_PROGRESS");
+    tty_ = isatty(fileno(stderr)) != 0;
+    if (mode ? std::string(mode) == "0" : !tty_) return;
+    int after_ms = 1000;
+    if (const char* a = std::getenv("DPUCTL_PROGRESS_AFTER_MS")) absl::SimpleAtoi(a, &after_ms);
+    thread_ = std::thread([this, after_ms] { run(after_ms); });
+  }
+  ~ProgressWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    if (tty_ && shown_) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  bool waitMs(int ms) {  // false when the call has ended
+    std::unique_lock<std::mutex> lock(mu_);
+    return !cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return done_; });
+  }
+  void run(int after_ms) {
+    if (!waitMs(after_ms)) return;
+    std::string last_step;
+    do {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      dpu::v1::StatusResponse st;
+      if (!c_.stub().GetStatus(&ctx, dpu::v1::GetStatusRequest(), &st).ok()) continue;
+      for (const auto& t : st.tasks()) {
+        std::string line = dpu::cli::formatTask(t);
+        if (tty_) {
+          std::fprintf(stderr, "\r\033[K%s", line.c_str());
+          std::fflush(stderr);
+          shown_ = true;
+        } else if (t.task() + t.step() != last_step) {
+          std::fprintf(stderr, "dpuctl: %s\n", line.c_str());
+          last_step = t.task() + t.step();
+        }
+        break;  // the first task: the one this call started, normally
+      }
+    } while (waitMs(500));
+  }
+
+  Client& c_;
+  bool tty_ = false;
+  bool shown_ = false;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
 bool wantsHelp(const std::vector<std::string>& a) {
   for (const auto& s : a) {
     if (s == "--help" || s == "-h") return true;
@@ -485,7 +555,10 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
       req.set_force(v.force);
       grpc::ClientContext ctx;
       c.unary(&ctx);
-      st = c.stub().ApplyConfig(&ctx, req, &resp);
+      {
+        ProgressWatcher progress(c);
+        st = c.stub().ApplyConfig(&ctx, req, &resp);
+      }
     } else {
       dpu::v1::UpdateConfigRequest req;
       auto cfg = dpu::cli::configFromAssignments(pos, req.mutable_update_mask());
@@ -498,7 +571,10 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
       req.set_force(v.force);
       grpc::ClientContext ctx;
       c.unary(&ctx);
-      st = c.stub().UpdateConfig(&ctx, req, &resp);
+      {
+        ProgressWatcher progress(c);
+        st = c.stub().UpdateConfig(&ctx, req, &resp);
+      }
     }
     if (!st.ok()) return rpcFail(c.global(), "config " + sub, st);
     std::fputs(json ? dpu::cli::toJson(resp, true).c_str() : dpu::cli::formatApply(resp).c_str(),
@@ -838,7 +914,11 @@ int cmdFw(Client& c, const std::vector<std::string>& a) {
     req.set_force(v.force);
     grpc::ClientContext ctx;
     c.unary(&ctx);
-    grpc::Status st = c.stub().AddFirewallRule(&ctx, req, &resp);
+    grpc::Status st;
+    {
+      ProgressWatcher progress(c);
+      st = c.stub().AddFirewallRule(&ctx, req, &resp);
+    }
     if (!st.ok()) return rpcFail(c.global(), "fw add", st);
     return printApply(c, resp);
   }
@@ -853,7 +933,11 @@ int cmdFw(Client& c, const std::vector<std::string>& a) {
     req.set_force(v.force);
     grpc::ClientContext ctx;
     c.unary(&ctx);
-    grpc::Status st = c.stub().RemoveFirewallRule(&ctx, req, &resp);
+    grpc::Status st;
+    {
+      ProgressWatcher progress(c);
+      st = c.stub().RemoveFirewallRule(&ctx, req, &resp);
+    }
     if (!st.ok()) return rpcFail(c.global(), "fw remove", st);
     return printApply(c, resp);
   }
@@ -878,7 +962,11 @@ int cmdFw(Client& c, const std::vector<std::string>& a) {
   req.set_force(v.force);
   grpc::ClientContext ctx;
   c.unary(&ctx);
-  grpc::Status st = c.stub().UpdateConfig(&ctx, req, &resp);
+  grpc::Status st;
+  {
+    ProgressWatcher progress(c);
+    st = c.stub().UpdateConfig(&ctx, req, &resp);
+  }
   if (!st.ok()) return fwFail(c.global(), "fw load", st, file, lines);
   if (!c.global().json) {
     std::printf("%s: %zu rule(s) loaded\n", file.c_str(), lines.size());
@@ -937,7 +1025,11 @@ int cmdGeo(Client& c, const std::vector<std::string>& a) {
   grpc::ClientContext ctx;
   c.unary(&ctx);
   dpu::v1::ApplyConfigResponse resp;
-  grpc::Status st = c.stub().SetGeoipDatabase(&ctx, req, &resp);
+  grpc::Status st;
+  {
+    ProgressWatcher progress(c);
+    st = c.stub().SetGeoipDatabase(&ctx, req, &resp);
+  }
   if (!st.ok()) return rpcFail(c.global(), "geo " + sub, st);
   return printApply(c, resp);
 }

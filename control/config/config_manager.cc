@@ -7,6 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "control/config/config_loader.h"
+#include "control/progress/progress_registry.h"
+#include "rules/compile/progress.h"
 #include "rules/compile/firewall_compiler.h"
 #include "rules/compiled/snapshot.h"
 
@@ -48,7 +50,7 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
 }  // namespace
 
 ConfigManager::ConfigManager(ConfigStore* store, dp::DataplaneControl* plane)
-    : store_(store), plane_(plane) {}
+    : store_(store), plane_(plane), committed_version_(store->version()) {}
 
 absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -78,34 +80,68 @@ v1::ApplianceConfig ConfigManager::current() const {
 }
 
 uint64_t ConfigManager::version() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return store_->version();
+  // Not under mu_: status and stats must not wait for a long apply.
+  return committed_version_.load(std::memory_order_acquire);
 }
 
 absl::StatusOr<ApplyResult> ConfigManager::apply(const v1::ApplianceConfig& next,
                                                  uint64_t expected_version, bool force,
                                                  ApplyError* error) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!force && expected_version != store_->version()) {
-    return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
-                                                       expected_version, ", committed ",
-                                                       store_->version())));
-  }
-  return applyLocked(next, error);
+  return update([&](v1::ApplianceConfig& doc) {
+                  doc = next;
+                  return absl::OkStatus();
+                },
+                expected_version, force, error);
 }
 
 absl::StatusOr<ApplyResult> ConfigManager::update(
     const std::function<absl::Status(v1::ApplianceConfig&)>& mutate, uint64_t expected_version,
     bool force, ApplyError* error) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!force && expected_version != store_->version()) {
-    return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
-                                                       expected_version, ", committed ",
-                                                       store_->version())));
+  std::unique_ptr<ProgressRegistry::Task> task;
+  if (progress_) task = progress_->begin("config apply");
+  rules::ProgressScope scope(task.get());
+  absl::StatusOr<ApplyResult> r = [&]() -> absl::StatusOr<ApplyResult> {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!force && expected_version != store_->version()) {
+      return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
+                                                         expected_version, ", committed ",
+                                                         store_->version())));
+    }
+    v1::ApplianceConfig next = store_->current();
+    if (absl::Status st = mutate(next); !st.ok()) return fail(error, std::move(st));
+    return applyLocked(std::move(next), error);
+  }();
+  record(r);
+  return r;
+}
+
+void ConfigManager::record(const absl::StatusOr<ApplyResult>& r) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  if (!r.ok()) {
+    switch (r.status().code()) {
+      case absl::StatusCode::kInvalidArgument: ++stats_.invalid; break;
+      case absl::StatusCode::kAborted: ++stats_.conflicts; break;
+      default: ++stats_.failed; break;
+    }
+    return;
   }
-  v1::ApplianceConfig next = store_->current();
-  if (absl::Status st = mutate(next); !st.ok()) return fail(error, std::move(st));
-  return applyLocked(std::move(next), error);
+  ++stats_.applied;
+  double s = (r->validate_ms + r->compile_ms + r->prepare_ms + r->persist_ms + r->publish_ms) /
+             1000.0;
+  ++stats_.duration_count;
+  stats_.duration_sum_s += s;
+  for (size_t i = 0; i < ApplyStats::kBuckets; ++i) {
+    if (s <= ApplyStats::kBucketsS[i]) ++stats_.duration_le[i];
+  }
+  stats_.last = *r;
+  stats_.last_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+}
+
+ApplyStats ConfigManager::applyStats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
 }
 
 rules::ConfigErrorList ConfigManager::validate(const v1::ApplianceConfig& cfg) const {
@@ -172,6 +208,8 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   next.set_version(new_version);
 
   rules::ConfigErrorList errors;
+  rules::ProgressSink* progress = rules::currentProgress();
+  progress->step("validating", 0, "");
   auto t = Clock::now();
   ModelDetails details;
   auto model = toModel(next, &errors, &details);
@@ -182,6 +220,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   }
   model->version = new_version;
 
+  progress->step("compiling", 0, "");
   t = Clock::now();
   // The compiled firewall of the running snapshot is shared when the section is unchanged.
   auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_);
@@ -202,6 +241,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   // The dataplane builds what it needs for the snapshot (it may refuse it, e.g. a GeoIP
   // database that does not open): a failure here is a failed apply, nothing persisted.
   std::unique_ptr<dp::PreparedSnapshot> prepared;
+  progress->step("preparing dataplane tables", 0, "");
   t = Clock::now();
   if (plane_ != nullptr) {
     auto p = plane_->prepare(std::move(*snap));
@@ -215,12 +255,15 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   result.prepare_ms = msSince(t);
 
   // Persist before publishing: the dataplane never runs a config that a restart would lose.
+  progress->step("persisting", 0, "");
   t = Clock::now();
   absl::Status st = store_->commit(next);
   result.persist_ms = msSince(t);
   if (!st.ok()) return fail(error, std::move(st));
   result.version = store_->version();
+  committed_version_.store(result.version, std::memory_order_release);
 
+  progress->step("publishing (RCU grace period)", 0, "");
   t = Clock::now();
   if (plane_ != nullptr) result.generation = plane_->publish(std::move(prepared));
   result.publish_ms = msSince(t);

@@ -4,6 +4,7 @@
 // a change applies entirely or not at all.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,6 +36,25 @@ struct ApplyError {
   rules::ConfigErrorList errors;
 };
 
+// Outcomes and durations of the applies since start (GetStats, metrics). Durations are the
+// whole apply, validate -> publish, of committed applies.
+struct ApplyStats {
+  static constexpr double kBucketsS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                         0.25,  0.5,    1,     2.5,  5,     10,   30};
+  static constexpr size_t kBuckets = sizeof(kBucketsS) / sizeof(kBucketsS[0]);
+  uint64_t applied = 0;    // committed and published
+  uint64_t invalid = 0;    // INVALID_ARGUMENT
+  uint64_t conflicts = 0;  // ABORTED (expected_version moved)
+  uint64_t failed = 0;     // any other refusal (not found, I/O, dataplane prepare ...)
+  uint64_t duration_count = 0;
+  double duration_sum_s = 0;
+  uint64_t duration_le[kBuckets] = {};  // cumulative: applies that took <= kBucketsS[i]
+  ApplyResult last;                     // the last committed apply
+  int64_t last_unix_ns = 0;             // 0 = none since start
+};
+
+class ProgressRegistry;
+
 class ConfigManager {
  public:
   // `plane` may be null (no dataplane: validation and persistence only, e.g. tests).
@@ -44,6 +64,7 @@ class ConfigManager {
   absl::StatusOr<std::unique_ptr<rules::Snapshot>> compileCurrent() const;
 
   v1::ApplianceConfig current() const;
+  // The committed version; never waits for an apply in progress.
   uint64_t version() const;
 
   // Whole-document apply. expected_version must equal version() unless force.
@@ -83,9 +104,20 @@ class ConfigManager {
     std::shared_ptr<const rules::CompiledLb> compiled;
   };
   absl::StatusOr<LbView> lbView() const;
+  // Applies since this manager was created (its own lock: never waits for an apply).
+  ApplyStats applyStats() const;
+  // Every apply becomes a "config apply" task there, with its steps (validating, compiling
+  // ... and what the compilers report through rules::currentProgress()). Null = none.
+  void setProgress(ProgressRegistry* progress) { progress_ = progress; }
 
  private:
   absl::StatusOr<ApplyResult> applyLocked(v1::ApplianceConfig next, ApplyError* error);
+  // Counts the outcome of one apply/update in stats_.
+  void record(const absl::StatusOr<ApplyResult>& r);
+  ProgressRegistry* progress_ = nullptr;
+  std::atomic<uint64_t> committed_version_;  // store_->version(), readable without mu_
+  mutable std::mutex stats_mu_;
+  ApplyStats stats_;
   mutable std::mutex mu_;
   ConfigStore* store_;
   dp::DataplaneControl* plane_;

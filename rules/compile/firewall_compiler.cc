@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rules/compile/progress.h"
 
 namespace dpu::rules {
 namespace {
@@ -476,10 +477,12 @@ absl::StatusOr<std::shared_ptr<const CompiledFirewall>> compileFirewall(
   fw->rules.reserve(plan.rules.size());
   fw->v4.reserve(plan.v4);
   fw->v6.reserve(plan.v6);
+  ProgressStep progress("expanding firewall rules to ACL entries", plan.rules.size(), "rules");
   for (size_t rank = 0; rank < plan.rules.size(); ++rank) {
     const RulePlan& rp = plan.rules[rank];
     const FirewallRule& r = *rp.rule;
     fw->rules.push_back(FwRuleInfo{r.id, r.action, r.priority, r.description});
+    progress.advance();
     AclEntry base;
     base.rule = static_cast<uint32_t>(rank);
     base.rank = static_cast<uint32_t>(rank);

@@ -7,6 +7,9 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +20,9 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +31,7 @@
 #include "control/api/server.h"
 #include "control/config/config_manager.h"
 #include "control/config/config_store.h"
+#include "control/metrics/metrics_server.h"
 #include "dataplane/packet/parser.h"
 #include "proto/appliance_api.grpc.pb.h"
 
@@ -1328,6 +1334,252 @@ TEST_F(FirewallApiTest, LookupCountry) {
   st = lookup("10.0.0.300", &l);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(st.error_message(), HasSubstr("ip: "));
+}
+
+
+// --- ops: the Prometheus endpoint, scraped over HTTP, against the gRPC answers ------------
+
+// GET http://addr/path; returns the whole response (status line, headers, body).
+std::string httpGet(const std::string& addr, const std::string& path) {
+  std::string host = addr.substr(0, addr.rfind(':'));
+  int port = std::stoi(addr.substr(addr.rfind(':') + 1));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &sa.sin_addr);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nConnection: close\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+struct Scrape {
+  std::map<std::string, std::string> types;            // family -> TYPE
+  std::map<std::string, std::string> help;             // family -> HELP
+  std::map<std::string, double> samples;               // "name{k=v,...}" (labels sorted)
+};
+
+// Parses the text exposition format (the subset prometheus-cpp writes).
+Scrape parseExposition(const std::string& body) {
+  Scrape s;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream l(line.substr(7));
+      std::string name, type;
+      l >> name >> type;
+      s.types[name] = type;
+      continue;
+    }
+    if (line.rfind("# HELP ", 0) == 0) {
+      std::string rest = line.substr(7);
+      s.help[rest.substr(0, rest.find(' '))] = rest.substr(rest.find(' ') + 1);
+      continue;
+    }
+    if (line[0] == '#') continue;
+    size_t sp = line.rfind(' ');
+    std::string series = line.substr(0, sp);
+    double v = std::stod(line.substr(sp + 1));
+    std::string name = series.substr(0, series.find('{'));
+    std::map<std::string, std::string> labels;
+    if (size_t b = series.find('{'); b != std::string::npos) {
+      std::string ls = series.substr(b + 1, series.size() - b - 2);
+      size_t i = 0;
+      while (i < ls.size()) {
+        size_t eq = ls.find('=', i);
+        size_t q2 = ls.find('"', eq + 2);
+        labels[ls.substr(i, eq - i)] = ls.substr(eq + 2, q2 - eq - 2);
+        i = q2 + 2;
+      }
+    }
+    std::string key = name + "{";
+    for (const auto& [k, val] : labels) key += k + "=" + val + ",";
+    s.samples[key + "}"] = v;
+  }
+  return s;
+}
+
+double sample(const Scrape& s, const std::string& key) {
+  auto it = s.samples.find(key);
+  EXPECT_NE(it, s.samples.end()) << "no sample " << key;
+  return it == s.samples.end() ? -1 : it->second;
+}
+
+TEST_F(FirewallApiTest, MetricsEndpointMatchesGetStatsAndRuleList) {
+  // Committed applies (1 ok, 1 invalid, 1 conflict) and per-rule counters.
+  v1::ApplyConfigResponse r;
+  ASSERT_TRUE(apply(parse(R"({"firewall":{"rules":[
+      {"id":"ssh","action":"DENY","protocols":["tcp"],"dst_ports":["22"]},
+      {"id":"web","action":"ALLOW","protocols":["tcp"],"dst_ports":["80"]}]}})"),
+                    1, false, &r)
+                  .ok());
+  EXPECT_FALSE(apply(parse(R"({"dataplane":{"flow_table":{"capacity_per_worker":5}}})"), 2,
+                     false, &r)
+                   .ok());
+  EXPECT_FALSE(apply(parse("{}"), 1, false, &r).ok());
+  dp::RuleCounters ssh;
+  ssh.id = "ssh";
+  ssh.packets = 41;
+  ssh.bytes = 2624;
+  ssh.flows = 40;
+  ssh.last_hit_ns = 1'700'000'000'000'000'000ull;
+  plane_.setRuleCounters({ssh});
+  dp::CountersSnapshot c;
+  c.per_worker.resize(2);
+  for (int w = 0; w < 2; ++w) {
+    auto& f = c.per_worker[w];
+    uint64_t base = 1000 * (w + 1);
+    f.rx_packets[0] = base + 1;
+    f.rx_packets[1] = base + 2;
+    f.tx_packets[1] = base + 3;
+    f.rx_bytes[0] = base * 64;
+    f.verdicts[static_cast<int>(dp::Verdict::kForward)] = base + 4;
+    f.verdicts[static_cast<int>(dp::Verdict::kDrop)] = base + 5;
+    f.drops[static_cast<int>(dp::DropReason::kFirewallDeny)] = base + 5;
+    f.stage_packets[static_cast<int>(dp::Stage::kFirewall)] = base + 6;
+    f.stage_drops[static_cast<int>(dp::Stage::kFirewall)] = base + 5;
+    f.flows_created = base + 7;
+    f.flows_active = base + 8;
+    f.fw_denied = base + 9;
+    f.fw_rst_sent = base + 10;
+    f.frag_datagrams_active = base + 11;
+    f.events_lost = base + 12;
+    f.generation = 2;
+  }
+  for (const auto& w : c.per_worker) dp::accumulate(c.total, w);
+  plane_.setCounters(c);
+
+  auto srv = MetricsServer::start(MetricsOptions{"127.0.0.1:0"}, applianceSources(service_.get()));
+  ASSERT_TRUE(srv.ok()) << srv.status();
+  std::string resp = httpGet((*srv)->address(), "/metrics");
+  ASSERT_NE(resp.find("200 OK"), std::string::npos) << resp.substr(0, 200);
+  Scrape m = parseExposition(resp.substr(resp.find("\r\n\r\n") + 4));
+
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  v1::Stats s;
+  ASSERT_TRUE(stub_->GetStats(&ctx, v1::GetStatsRequest(), &s).ok());
+  v1::ListFirewallRulesResponse rules = list();
+
+  // Types and help of every family; counters are *_total.
+  for (const auto& [name, type] : m.types) {
+    EXPECT_FALSE(m.help[name].empty()) << name;
+    if (name.rfind("dpu_", 0) != 0) continue;  // the exposer's own (exposer_*)
+    EXPECT_EQ(type == "counter", name.size() > 6 && name.substr(name.size() - 6) == "_total")
+        << name << " " << type;
+  }
+  EXPECT_EQ(m.types["dpu_rx_packets_total"], "counter");
+  EXPECT_EQ(m.types["dpu_flows_active"], "gauge");
+  EXPECT_EQ(m.types["dpu_config_version"], "gauge");
+  EXPECT_EQ(m.types["dpu_config_apply_duration_seconds"], "histogram");
+  EXPECT_EQ(m.types["dpu_firewall_rule_packets_total"], "counter");
+
+  // Values: the same numbers gRPC gives.
+  EXPECT_EQ(sample(m, "dpu_config_version{}"), s.config_version());
+  EXPECT_EQ(s.config_version(), 2u);
+  EXPECT_EQ(sample(m, "dpu_snapshot_generation{}"), s.generation());
+  for (int w = 0; w < 2; ++w) {
+    const v1::CounterSet& cs = s.workers(w).counters();
+    std::string wl = "worker=" + std::to_string(w) + ",";
+    EXPECT_EQ(sample(m, "dpu_rx_packets_total{side=A," + wl + "}"), cs.rx_packets_a());
+    EXPECT_EQ(sample(m, "dpu_rx_packets_total{side=B," + wl + "}"), cs.rx_packets_b());
+    EXPECT_EQ(sample(m, "dpu_tx_packets_total{side=B," + wl + "}"), cs.tx_packets_b());
+    EXPECT_EQ(sample(m, "dpu_rx_bytes_total{side=A," + wl + "}"), cs.rx_bytes_a());
+    EXPECT_EQ(sample(m, "dpu_verdicts_total{verdict=forward," + wl + "}"), cs.forwarded());
+    EXPECT_EQ(sample(m, "dpu_verdicts_total{verdict=drop," + wl + "}"), cs.dropped());
+    EXPECT_EQ(sample(m, "dpu_drops_total{reason=firewall_deny," + wl + "}"),
+              cs.drops().at("firewall_deny"));
+    EXPECT_EQ(sample(m, "dpu_drops_total{reason=tcp_midstream," + wl + "}"), 0);
+    EXPECT_EQ(sample(m, "dpu_stage_packets_total{stage=firewall," + wl + "}"),
+              cs.stages(0).packets());
+    EXPECT_EQ(sample(m, "dpu_stage_dropped_total{stage=firewall," + wl + "}"),
+              cs.stages(0).dropped());
+    EXPECT_EQ(sample(m, "dpu_flows_created_total{" + wl + "}"), cs.flows_created());
+    EXPECT_EQ(sample(m, "dpu_flows_active{" + wl + "}"), cs.flows_active());
+    EXPECT_EQ(sample(m, "dpu_fragment_datagrams_active{" + wl + "}"),
+              cs.fragment_datagrams_active());
+    EXPECT_EQ(sample(m, "dpu_firewall_verdicts_total{action=deny," + wl + "}"),
+              cs.firewall().denied());
+    EXPECT_EQ(sample(m, "dpu_firewall_reject_replies_total{kind=tcp_rst," + wl + "}"),
+              cs.firewall().rst_sent());
+    EXPECT_EQ(sample(m, "dpu_events_lost_total{" + wl + "}"), cs.events_lost());
+    EXPECT_EQ(sample(m, "dpu_worker_snapshot_generation{" + wl + "}"), s.workers(w).generation());
+  }
+  EXPECT_EQ(sample(m, "dpu_port_rx_packets_total{device=net_pcap0,side=A,}"), s.ports(0).rx_packets());
+  EXPECT_EQ(sample(m, "dpu_port_rx_missed_total{device=net_pcap0,side=A,}"), s.ports(0).rx_missed());
+  EXPECT_EQ(sample(m, "dpu_port_tx_errors_total{device=net_null0,side=B,}"), s.ports(1).tx_errors());
+  // Applies: 1 committed, 1 invalid, 1 conflict; the histogram counts the committed one.
+  EXPECT_EQ(sample(m, "dpu_config_applies_total{result=applied,}"), s.config_applies().applied());
+  EXPECT_EQ(s.config_applies().applied(), 1u);
+  EXPECT_EQ(sample(m, "dpu_config_applies_total{result=invalid,}"), 1);
+  EXPECT_EQ(sample(m, "dpu_config_applies_total{result=conflict,}"), 1);
+  EXPECT_EQ(sample(m, "dpu_config_apply_duration_seconds_count{}"), 1);
+  EXPECT_EQ(sample(m, "dpu_config_apply_duration_seconds_bucket{le=+Inf,}"), 1);
+  EXPECT_NEAR(sample(m, "dpu_config_apply_duration_seconds_sum{}"),
+              s.config_applies().duration_seconds().sum(), 1e-9);
+  EXPECT_NEAR(sample(m, "dpu_config_last_apply_phase_seconds{phase=publish,}"),
+              s.config_applies().last().publish_ms() / 1000.0, 1e-12);
+  EXPECT_NEAR(sample(m, "dpu_config_last_apply_timestamp_seconds{}"),
+              s.config_applies().last_unix_ns() / 1e9, 1e-3);
+  EXPECT_EQ(sample(m, "dpu_events_total{source=control,}"), s.events().control_events());
+  // Per rule, as ListFirewallRules says.
+  ASSERT_EQ(rules.rules_size(), 2);
+  EXPECT_EQ(sample(m, "dpu_firewall_rule_packets_total{rule=ssh,}"), rules.rules(0).packets());
+  EXPECT_EQ(sample(m, "dpu_firewall_rule_bytes_total{rule=ssh,}"), rules.rules(0).bytes());
+  EXPECT_EQ(sample(m, "dpu_firewall_rule_flows_total{rule=ssh,}"), rules.rules(0).flows());
+  EXPECT_EQ(sample(m, "dpu_firewall_rule_last_hit_timestamp_seconds{rule=ssh,}"),
+            rules.rules(0).last_hit_unix_ns() / 1e9);
+  EXPECT_EQ(sample(m, "dpu_firewall_rule_packets_total{rule=web,}"), 0);
+  EXPECT_EQ(sample(m, "dpu_firewall_acl_entries{family=ipv4,}"), rules.acl_entries_v4());
+  EXPECT_EQ(sample(m, "dpu_metrics_source_up{source=firewall_rules,}"), 1);
+  bool build = false;
+  for (const auto& [k, v] : m.samples) {
+    build = build || (k.rfind("dpu_build_info{", 0) == 0 && v == 1 &&
+                      k.find("version=0.1.0,") != std::string::npos);
+  }
+  EXPECT_TRUE(build);
+  // Only /metrics is served.
+  EXPECT_NE(httpGet((*srv)->address(), "/").find("404"), std::string::npos);
+}
+
+TEST(MetricsAddress, LoopbackByDefault) {
+  auto a = resolveMetricsAddress(MetricsOptions{"9464"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, "127.0.0.1:9464");
+  a = resolveMetricsAddress(MetricsOptions{"localhost:9"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, "127.0.0.1:9");
+  a = resolveMetricsAddress(MetricsOptions{"[::1]:9464"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, "[::1]:9464");
+  a = resolveMetricsAddress(MetricsOptions{"0.0.0.0:9464"});
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("--metrics-listen-any"));
+  a = resolveMetricsAddress(MetricsOptions{"0.0.0.0:9464", true});
+  EXPECT_TRUE(a.ok());
+  a = resolveMetricsAddress(MetricsOptions{"127.0.0.1"});
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  a = resolveMetricsAddress(MetricsOptions{"127.0.0.1:70000"});
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MetricsAddress, BusyPortIsAClearError) {
+  auto first = MetricsServer::start(MetricsOptions{"127.0.0.1:0"}, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = MetricsServer::start(MetricsOptions{(*first)->address()}, {});
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("cannot listen on"));
 }
 
 }  // namespace

@@ -1,0 +1,141 @@
+#include "control/metrics/metrics_server.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "control/api/appliance_service.h"
+#include "control/api/server.h"
+
+namespace dpu::ctl {
+namespace {
+
+// A source from a unary RPC of the service: its response message through exportMessage.
+// The gauge dpu_metrics_source_up{source} says whether the call succeeded.
+template <typename Req, typename Resp>
+MetricsSource rpcSource(ApplianceService* svc,
+                        grpc::Status (ApplianceService::*rpc)(grpc::ServerContext*, const Req*,
+                                                              Resp*),
+                        std::string source, std::string prefix) {
+  return [svc, rpc, source, prefix](metrics::Families& f) {
+    grpc::ServerContext ctx;
+    Req req;
+    Resp resp;
+    grpc::Status st = (svc->*rpc)(&ctx, &req, &resp);
+    f.add("dpu_metrics_source_up", prometheus::MetricType::Gauge,
+          "1 when the API call behind a group of metrics succeeded at this scrape.",
+          {{"source", source}}, st.ok() ? 1 : 0);
+    if (st.ok()) metrics::exportMessage(resp, prefix, {}, f);
+  };
+}
+
+}  // namespace
+
+std::vector<MetricsSource> applianceSources(ApplianceService* svc) {
+  std::vector<MetricsSource> out;
+  out.push_back([svc](metrics::Families& f) {
+    v1::Stats s;
+    svc->collectStats(&s);
+    metrics::exportMessage(s, "", {}, f);
+  });
+  out.push_back([svc](metrics::Families& f) {
+    grpc::ServerContext ctx;
+    v1::GetStatusRequest req;
+    v1::StatusResponse st;
+    if (!svc->GetStatus(&ctx, &req, &st).ok()) return;
+    const v1::BuildInfo& b = st.build();
+    f.add("dpu_build_info", prometheus::MetricType::Gauge,
+          "Build of the running appliance (always 1; the labels carry the information).",
+          {{"version", b.version()},
+           {"git_commit", b.git_commit()},
+           {"dpdk_version", b.dpdk_version()},
+           {"build_type", b.build_type()}},
+          1);
+  });
+  out.push_back(rpcSource(svc, &ApplianceService::ListFirewallRules, "firewall_rules",
+                          "firewall_"));
+  // --- features with a List RPC of their own add a line here (names and labels of their
+  // fields in kRules of prom_export.cc) ---
+  out.push_back(rpcSource(svc, &ApplianceService::ListLbServices, "lb_services", "lb_"));
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> collectMetrics(const std::vector<MetricsSource>& sources,
+                                                     std::vector<std::string>* problems) {
+  metrics::Families f;
+  for (const auto& s : sources) s(f);
+  if (problems) *problems = f.problems();
+  return f.take();
+}
+
+class MetricsServer::Collector final : public prometheus::Collectable {
+ public:
+  explicit Collector(std::vector<MetricsSource> sources) : sources_(std::move(sources)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<std::string> problems;
+    auto out = collectMetrics(sources_, &problems);
+    if (!problems.empty() && !told_.exchange(true)) {
+      std::fprintf(stderr, "dpu-appliance: metrics: %s\n", absl::StrJoin(problems, "; ").c_str());
+    }
+    return out;
+  }
+
+ private:
+  std::vector<MetricsSource> sources_;
+  mutable std::atomic<bool> told_{false};
+};
+
+absl::StatusOr<std::string> resolveMetricsAddress(const MetricsOptions& o) {
+  std::string addr = o.listen;
+  uint32_t port_only = 0;
+  if (absl::SimpleAtoi(addr, &port_only)) addr = absl::StrCat("127.0.0.1:", addr);
+  std::string host, port;
+  if (absl::Status st = splitHostPort(addr, &host, &port); !st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics-listen: ", absl::StripPrefix(st.message(), "listen: ")));
+  }
+  if (!isLoopbackHost(host) && !o.listen_any) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "metrics-listen: refusing '", o.listen, "': ",
+        host.empty() ? "an empty host means every interface" : "not a loopback address",
+        "; the metrics name rules and show traffic. Add --metrics-listen-any to accept it"));
+  }
+  if (absl::AsciiStrToLower(host) == "localhost") host = "127.0.0.1";  // civetweb wants an IP
+  // civetweb takes IPv6 as [addr]:port, IPv4 as addr:port.
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                             : absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(
+    const MetricsOptions& opts, std::vector<MetricsSource> sources) {
+  auto addr = resolveMetricsAddress(opts);
+  if (!addr.ok()) return addr.status();
+  std::unique_ptr<MetricsServer> s(new MetricsServer());
+  s->collector_ = std::make_shared<Collector>(std::move(sources));
+  try {
+    s->exposer_ = std::make_unique<prometheus::Exposer>(*addr, 2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics-listen: cannot listen on ", *addr, ": ", e.what()));
+  }
+  s->exposer_->RegisterCollectable(s->collector_, "/metrics");
+  std::vector<int> ports = s->exposer_->GetListeningPorts();
+  std::string host = addr->substr(0, addr->rfind(':'));
+  s->address_ = absl::StrCat(host, ":", ports.empty() ? 0 : ports[0]);
+  return s;
+}
+
+MetricsServer::~MetricsServer() {
+  if (exposer_) exposer_->RemoveCollectable(collector_, "/metrics");
+  exposer_.reset();
+}
+
+}  // namespace dpu::ctl
