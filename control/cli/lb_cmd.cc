@@ -28,6 +28,7 @@ Load balancer backends of the services in lb.services (config section lb).
   set      change the weight (0..65535) and/or the state of a backend
 
 examples:
+  dpuctl lb list
   dpuctl lb add web be4 --ipv4 10.1.0.4 --mac 02:00:00:00:01:04 --weight 2
   dpuctl lb remove web be2 --drain
   dpuctl lb remove web be2 --flush --reset

@@ -37,7 +37,7 @@ expect() {  # expect "WANT" FUNC WORD...
   [[ $got == "$want" ]] || fail "'${*:2}': got '$got', want '$want'"
 }
 
-expect "config events explain fw geo stats status" _dpuctl dpuctl ""
+expect "config events explain fw geo lb stats status" _dpuctl dpuctl ""
 expect "fw" _dpuctl dpuctl f
 expect "--json" _dpuctl dpuctl --j
 expect "--help add list load remove" _dpuctl dpuctl fw ""
@@ -47,6 +47,7 @@ expect "--expected-version" _dpuctl dpuctl config apply --ex
 expect "--after" _dpuctl dpuctl fw add "deny tcp any any -> any 22 id x" --af
 expect "drop drop,config drop,flow" _dpuctl dpuctl events --types d
 expect "A B" _dpuctl dpuctl explain --side ""
+expect "draining" _dpuctl dpuctl lb set web be1 --state dr
 expect "icmp icmpv6" _dpuctl dpuctl explain --proto ic
 expect "--watch" _dpuctl dpuctl stats --wa
 expect "" _dpuctl dpuctl stats --interval ""

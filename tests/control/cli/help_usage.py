@@ -50,8 +50,6 @@ def dpuctl(ctl):
                 out.setdefault(key, set()).update(OPT.findall(m.group(1)))
             elif key and re.match(r'^\s+[\[(]', line):
                 out[key].update(OPT.findall(line))
-            elif key and re.match(r'^\s{4,}--', line):
-                out[key].add(line.split()[0])
     return out
 
 
