@@ -1074,6 +1074,7 @@ Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
             if (n.a >= 0) n.a += base;
             if (n.b >= 0) n.b += base;
         }
+        if (n.op == CondOp::kFilesize || n.op == CondOp::kUintEq) d.uses_filesize = true;
         d.nodes.push_back(std::move(n));
       }
       d.num_preds += uint32_t(ctx.preds.size());

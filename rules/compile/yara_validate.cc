@@ -3,7 +3,10 @@
 #include <yara.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 
 namespace dpu::rules {
 namespace {
@@ -80,6 +83,30 @@ YaraRulesPtr yaraCompile(const std::vector<YaraSource>& sources, ConfigErrorList
   }
   yr_compiler_destroy(c);
   return YaraRulesPtr(failed == 0 ? rules : nullptr);
+}
+
+std::vector<std::string> yaraFiles(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const std::string& a : paths) {
+    std::error_code ec;
+    if (!fs::is_directory(a, ec)) {
+      out.push_back(a);
+      continue;
+    }
+    for (auto& e : fs::recursive_directory_iterator(a, ec))
+      if (e.is_regular_file() && (e.path().extension() == ".yar" || e.path().extension() == ".yara"))
+        out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string readFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::vector<std::string> yaraScan(YR_RULES* rules, const uint8_t* data, size_t len) {

@@ -24,6 +24,11 @@ using YaraRulesPtr = std::unique_ptr<YR_RULES, YaraRulesDeleter>;
 // file = source name, line, reason = YARA's message) and returns null on any error.
 YaraRulesPtr yaraCompile(const std::vector<YaraSource>& sources, ConfigErrorList& errors);
 
+// The .yar / .yara files under each path (a directory, recursively, or a file), sorted; and
+// a file's bytes ("" when unreadable). For the tools, tests and benchmarks on rule sets.
+std::vector<std::string> yaraFiles(const std::vector<std::string>& paths);
+std::string readFileBytes(const std::string& path);
+
 // Scans `data` with libyara; returns "namespace:rule" of every matching rule (sorted).
 std::vector<std::string> yaraScan(YR_RULES* rules, const uint8_t* data, size_t len);
 

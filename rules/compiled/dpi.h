@@ -120,6 +120,7 @@ class CompiledDpi {
   uint64_t rules_hash = 0;             // hash of the sources (cache key)
   double compile_ms = 0;               // Hyperscan compile (0 when loaded from the cache)
   bool from_cache = false;
+  bool uses_filesize = false;          // some condition reads filesize: evaluate per packet
   hs_database_t* db = nullptr;         // streaming; null when there are no patterns
   hs_scratch_t* scratch_proto = nullptr;  // clone per worker (hs_clone_scratch)
 

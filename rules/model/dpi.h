@@ -37,6 +37,8 @@ struct DpiModel {
   bool unsupported_fails = false;        // an unsupported rule fails the apply
   bool udp_stream = false;               // false: each UDP datagram scanned on its own
   std::string cache_dir;                 // compiled database cache ("" = none)
+  uint32_t streams_per_worker = 4096;    // Hyperscan streams per worker (flow directions)
+  uint32_t ooo_slots_per_worker = 256;   // out-of-order buffers per worker
   bool operator==(const DpiModel&) const = default;
 };
 

@@ -14,16 +14,9 @@
 #include <vector>
 
 #include "rules/compile/yara_translate.h"
+#include "rules/compile/yara_validate.h"
 
-namespace fs = std::filesystem;
 using namespace dpu::rules;
-
-static std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 static std::string normalize(const std::string& reason) {
   static const std::regex ident(R"((\$|#|@|!)[A-Za-z0-9_]*\*?)");
@@ -37,25 +30,18 @@ static std::string normalize(const std::string& reason) {
 
 int main(int argc, char** argv) {
   bool quiet = false;
-  std::vector<fs::path> files;
+  std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quiet") { quiet = true; continue; }
-    fs::path p(a);
-    if (fs::is_directory(p)) {
-      for (auto& e : fs::recursive_directory_iterator(p))
-        if (e.is_regular_file() && (e.path().extension() == ".yar" || e.path().extension() == ".yara"))
-          files.push_back(e.path());
-    } else {
-      files.push_back(p);
-    }
+    if (a == "--quiet") quiet = true;
+    else args.push_back(a);
   }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files = yaraFiles(args);
   size_t rules = 0, accepted = 0, bad_files = 0;
   std::map<std::string, size_t> reasons;
-  for (const fs::path& f : files) {
+  for (const std::string& f : files) {
     DpiModel m;
-    m.sources.push_back({f.string(), slurp(f)});
+    m.sources.push_back({f, readFileBytes(f)});
     ConfigErrorList errs;
     auto c = compileDpi(m, errs);
     if (!c.ok()) {

@@ -19,13 +19,6 @@ namespace fs = std::filesystem;
 using test::Pair;
 using test::scanSegments;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Payloads for one rule: header bytes (hidden uintXX strings) at their offsets, then the
 // samples of its strings with separators, in several combinations.
 std::vector<std::string> payloadsFor(const CompiledDpi& d, const DpiRule& r, std::mt19937& rng) {
@@ -82,7 +75,7 @@ void runSet(const std::vector<fs::path>& files, SetResult& res) {
   const std::vector<std::vector<size_t>> segs = {{1u << 30}, {1}, {7}, {13, 1, 64, 3}, {536}};
   for (const fs::path& f : files) {
     DpiModel m;
-    m.sources.push_back({f.filename().string(), slurp(f)});
+    m.sources.push_back({f.filename().string(), readFileBytes(f.string())});
     Pair p;
     std::string err;
     if (!p.build(m, &err)) continue;  // libyara rejects the file: not part of the comparison
@@ -114,10 +107,7 @@ void runSet(const std::vector<fs::path>& files, SetResult& res) {
 std::vector<fs::path> yarFiles(const fs::path& dir) {
   std::vector<fs::path> out;
   if (!fs::exists(dir)) return out;
-  for (auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && (e.path().extension() == ".yar" || e.path().extension() == ".yara"))
-      out.push_back(e.path());
-  std::sort(out.begin(), out.end());
+  for (const std::string& f : yaraFiles({dir.string()})) out.push_back(f);
   return out;
 }
 
