@@ -96,7 +96,8 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
     hs_scan_stream(st, reinterpret_cast<const char*>(p), n, 0, c.w.scratch,
                    rules::dpiMatchCallback, &mc);
   c.out.scanned += n;
-  if (mc.changed || dpi.uses_filesize) evaluateFire(c);
+  // First bytes of the stream: rules true without any match (`not $a`) fire too.
+  if (dpi.needsEvaluation(mc.changed) || (seen == 0 && !dpi.empty_hits.empty())) evaluateFire(c);
 }
 
 bool openStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiOutcome& out) {

@@ -914,6 +914,8 @@ uint64_t fnv(const std::string& s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
+bool needsMatch(const std::vector<CondNode>& nodes, int32_t idx, int depth = 0);
+
 struct Translated {
   std::shared_ptr<CompiledDpi> dpi;
   std::vector<std::string> exprs;
@@ -1079,11 +1081,34 @@ Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
       }
       d.num_preds += uint32_t(ctx.preds.size());
       out.cond = base + root;
+      out.needs_match = needsMatch(d.nodes, out.cond);
       rule_index[r.name] = int(rule_no);
       d.rules.push_back(std::move(out));
     }
   }
   return tr;
+}
+
+// True when the subtree can only be true (non-zero) if some string of the rule matched.
+bool needsMatch(const std::vector<CondNode>& nodes, int32_t idx, int depth) {
+  if (idx < 0 || depth > 200) return false;
+  const CondNode& n = nodes[size_t(idx)];
+  switch (n.op) {
+    case CondOp::kFound: case CondOp::kPred: case CondOp::kUintEq:
+      return true;
+    case CondOp::kOf: {
+      if (n.list.empty()) return false;
+      if (n.a < 0) return true;  // all of
+      const CondNode& c = nodes[size_t(n.a)];
+      return c.op == CondOp::kConst && c.value >= 1;
+    }
+    case CondOp::kAnd:
+      return needsMatch(nodes, n.a, depth + 1) || needsMatch(nodes, n.b, depth + 1);
+    case CondOp::kOr:
+      return needsMatch(nodes, n.a, depth + 1) && needsMatch(nodes, n.b, depth + 1);
+    default:
+      return false;
+  }
 }
 
 std::string hexKey(uint64_t h) {
@@ -1189,6 +1214,11 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
                          d.strings[d.patterns[size_t(which)].string_id].ident + ": " + msg;
   }
   CompiledDpi& d = *tr.dpi;
+  if (!d.uses_filesize) {
+    std::vector<uint8_t> ms(d.matchStateBytes(), 0);
+    d.empty_hits.resize(d.rules.size());
+    d.empty_hits.resize(d.evaluate(ms.data(), d.empty_hits.data(), uint32_t(d.empty_hits.size())));
+  }
   if (d.db != nullptr && hs_alloc_scratch(d.db, &d.scratch_proto) != HS_SUCCESS) {
     errors.push_back({"dpi", "", -1, 0, "", "dpi", "hyperscan: cannot allocate scratch"});
     return errorsToStatus(errors);

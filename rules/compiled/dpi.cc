@@ -189,6 +189,21 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) c
   std::memset(ns_unsat.data(), 0, num_namespaces);
   Evaluator ev{*this, ms, results.data()};
   for (size_t i = 0; i < rules.size(); ++i) {
+    const DpiRule& r = rules[i];
+    if (r.needs_match) {
+      // Any presence bit in [first_string, first_string + num_strings): whole bytes at once.
+      const uint8_t* pres = ms + presenceOffset();
+      uint32_t lo = r.first_string, hi = r.first_string + r.num_strings;
+      bool any = false;
+      while (lo < hi && (lo & 7) != 0 && !any) any = (pres[lo >> 3] >> (lo & 7)) & 1u, ++lo;
+      while (lo + 8 <= hi && !any) any = pres[lo >> 3] != 0, lo += 8;
+      while (lo < hi && !any) any = (pres[lo >> 3] >> (lo & 7)) & 1u, ++lo;
+      if (!any) {
+        results[i] = 0;
+        if (r.is_global) ns_unsat[r.ns] = 1;
+        continue;
+      }
+    }
     Val v = ev.eval(rules[i].cond);
     results[i] = (!v.undef && v.v) ? 1 : 0;
     if (!results[i] && rules[i].is_global) ns_unsat[rules[i].ns] = 1;

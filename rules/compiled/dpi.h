@@ -90,6 +90,9 @@ struct DpiRule {
   uint32_t first_string = 0;  // its strings: CompiledDpi::strings[first_string, +num_strings)
   uint32_t num_strings = 0;
   int line = 0;
+  // The condition can only be true when one of the rule's strings matched (derived from the
+  // tree at compile time): with none of them present it is false without evaluating it.
+  bool needs_match = false;
   std::string id() const { return source + ":" + name; }
 };
 
@@ -121,6 +124,11 @@ class CompiledDpi {
   double compile_ms = 0;               // Hyperscan compile (0 when loaded from the cache)
   bool from_cache = false;
   bool uses_filesize = false;          // some condition reads filesize: evaluate per packet
+  // Without filesize in any condition, the rules true on a stream with no match at all
+  // (`not $a`, `true`) are fixed: computed once at compile time, so a scan that matched
+  // nothing needs no evaluation (needsEvaluation()).
+  std::vector<uint32_t> empty_hits;
+  bool needsEvaluation(bool changed) const { return changed || uses_filesize; }
   hs_database_t* db = nullptr;         // streaming; null when there are no patterns
   hs_scratch_t* scratch_proto = nullptr;  // clone per worker (hs_clone_scratch)
 
