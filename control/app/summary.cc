@@ -152,6 +152,7 @@ std::string formatSummary(const SummaryInput& in) {
                             t.lb_flows_balanced, t.lb_flows_rehashed, t.lb_flows_reset,
                             t.lb_service_gone, t.lb_key_missing, t.lb_untracked,
                             t.lb_nat_reversed, t.lb_nat_no_reverse));
+  }
   if (t.dpi_bytes || t.dpi_alerts || t.dpi_drops || t.dpi_resets || t.dpi_gaps) {  // --- dpi ---
     absl::StrAppend(&s, absl::StrFormat(
         "\ndpi: %u bytes scanned, rules fired: %u alert, %u drop, %u reset; %u gaps, %u at depth, "

@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
   {
     auto c = compileLb(model.lb, &errs, lb_reuse ? lb_reuse->compiled.get() : nullptr);
     if (c.ok()) lb = std::move(*c);
+  }
   // --- dpi ---
   std::shared_ptr<const CompiledDpi> dpi;
   if (model.dpi.enabled) {

@@ -58,6 +58,10 @@ struct FirewallReuse {
   FirewallModel model;
   std::shared_ptr<const CompiledFirewall> compiled;
 };
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors,
+                                                          const FirewallReuse* reuse);
 // --- dpi --- the DPI section compiled before, shared when the new one is equal.
 struct DpiReuse {
   DpiModel model;
