@@ -163,6 +163,13 @@ std::string formatSummary(const SummaryInput& in) {
                             t.lb_service_gone, t.lb_key_missing, t.lb_untracked,
                             t.lb_nat_reversed, t.lb_nat_no_reverse));
   }
+  if (t.dpi_bytes || t.dpi_alerts || t.dpi_drops || t.dpi_resets || t.dpi_gaps) {  // --- dpi ---
+    absl::StrAppend(&s, absl::StrFormat(
+        "\ndpi: %u bytes scanned, rules fired: %u alert, %u drop, %u reset; %u gaps, %u at depth, "
+        "%u not inspected (no stream)\n",
+        t.dpi_bytes, t.dpi_alerts, t.dpi_drops, t.dpi_resets, t.dpi_gaps, t.dpi_depth,
+        t.dpi_no_stream));
+  }
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
   for (const std::string& w : in.warnings) absl::StrAppend(&s, "\nwarning: ", w, "\n");
   return s;
@@ -225,6 +232,13 @@ std::string summaryJson(const SummaryInput& in) {
                     t.lb_nat_no_reverse, ",\"counters_full\":", t.lb_counters_full,
                     ",\"fragments_passed\":", t.lb_fragments_passed, "}");
   }
+  // --- dpi --- only when DPI did something (the other cases' summaries stay as they are)
+  if (t.dpi_bytes || t.dpi_alerts || t.dpi_drops || t.dpi_resets || t.dpi_gaps || t.dpi_no_stream) {
+    absl::StrAppend(&s, ",\"dpi\":{\"bytes_scanned\":", t.dpi_bytes, ",\"alerts\":", t.dpi_alerts,
+                    ",\"drops\":", t.dpi_drops, ",\"resets\":", t.dpi_resets, ",\"gaps\":",
+                    t.dpi_gaps, ",\"depth_reached\":", t.dpi_depth, ",\"no_stream\":",
+                    t.dpi_no_stream, "}");
+  }
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {
     absl::StrAppend(&s, i ? "," : "", jsonString(in.warnings[i]));
@@ -278,6 +292,16 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
       absl::StrAppend(&s, ",\"rule\":\"", ruleLabel(names, e.generation, e.stage, e.rule), "\"");
     }
     absl::StrAppend(&s, "}");
+  } else if (e.type == dp::EventType::kDpiAlert) {  // --- dpi ---
+    absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"alert\":{\"rule\":",
+                    e.rule == dp::kNoRule
+                        ? std::string("null")
+                        : absl::StrCat("\"", ruleLabel(names, e.generation, e.stage, e.rule), "\""),
+                    ",\"reason\":", e.reason == dp::DropReason::kNone
+                                        ? std::string("null")
+                                        : absl::StrCat("\"", dp::dropReasonName(e.reason), "\""),
+                    ",\"verdict\":\"", dp::verdictName(e.verdict), "\",\"generation\":",
+                    e.generation, "}");
   } else if (e.type == dp::EventType::kFlowEnd) {
     uint64_t start = static_cast<uint64_t>(static_cast<int64_t>(e.first_seen_ns) + wall_offset_ns);
     absl::StrAppend(&s, ",\"flow\":{\"pkts_toserver\":", e.packets[0], ",\"pkts_toclient\":",

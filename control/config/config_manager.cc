@@ -61,10 +61,12 @@ absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent()
   absl::Status st = model.status();
   if (model.ok()) {
     model->version = cfg.version();
-    auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_);
+    auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_,
+                                       &published_dpi_);
     if (snap.ok()) {
       published_fw_ = rules::FirewallReuse{model->firewall, (*snap)->firewall};
       published_lb_ = rules::LbReuse{(*snap)->lb};
+      published_dpi_ = rules::DpiReuse{model->dpi, (*snap)->dpi};  // --- dpi ---
       view_ = FirewallView{cfg.version(), std::move(details.firewall_rules), (*snap)->firewall};
       return snap;
     }
@@ -186,6 +188,7 @@ void ConfigManager::inheritCompiled(const ConfigManager& other) {
   std::scoped_lock lock(mu_, other.mu_);
   published_fw_ = other.published_fw_;
   published_lb_ = other.published_lb_;  // --- lb ---
+  published_dpi_ = other.published_dpi_;  // --- dpi ---
   view_ = other.view_;
 }
 
@@ -223,7 +226,8 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   progress->step("compiling", 0, "");
   t = Clock::now();
   // The compiled firewall of the running snapshot is shared when the section is unchanged.
-  auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_);
+  auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_,
+                                     &published_dpi_);
   result.compile_ms = msSince(t);
   if (!snap.ok()) {
     absl::Status st = errors.empty() ? snap.status() : rules::errorsToStatus(errors);
@@ -231,6 +235,13 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   }
   std::shared_ptr<const rules::CompiledFirewall> compiled_fw = (*snap)->firewall;
   std::shared_ptr<const rules::CompiledLb> compiled_lb = (*snap)->lb;  // --- lb ---
+  // --- dpi --- rules outside the supported subset are listed in the apply response.
+  std::shared_ptr<const rules::CompiledDpi> compiled_dpi = (*snap)->dpi;
+  if (compiled_dpi) {
+    for (const rules::DpiUnsupported& u : compiled_dpi->unsupported)
+      result.warnings.push_back(absl::StrCat("dpi: rule ", u.source, ":", u.rule, " (line ", u.line,
+                                             ") unsupported, not matched: ", u.reason));
+  }
 
   // The committed document is valid (it was compiled when applied); if it no longer is
   // (hand-edited state file), there is nothing to compare against.
@@ -269,6 +280,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   result.publish_ms = msSince(t);
   published_fw_ = rules::FirewallReuse{std::move(model->firewall), compiled_fw};
   published_lb_ = rules::LbReuse{std::move(compiled_lb)};  // --- lb ---
+  published_dpi_ = rules::DpiReuse{std::move(model->dpi), std::move(compiled_dpi)};  // --- dpi ---
   view_ = FirewallView{new_version, std::move(details.firewall_rules), std::move(compiled_fw)};
 
   if (on_applied_) on_applied_(result);

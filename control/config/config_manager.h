@@ -127,6 +127,7 @@ class ConfigManager {
   mutable rules::FirewallReuse published_fw_;
   // --- lb --- The published load balancer: unchanged services are not rebuilt.
   mutable rules::LbReuse published_lb_;
+  mutable rules::DpiReuse published_dpi_;  // --- dpi ---
   mutable FirewallView view_;
 };
 

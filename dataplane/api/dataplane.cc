@@ -23,6 +23,7 @@ const char* eventTypeName(EventType t) {
   switch (t) {
     case EventType::kDrop: return "drop";
     case EventType::kFlowEnd: return "flow";
+    case EventType::kDpiAlert: return "alert";
   }
   return "unknown";
 }
@@ -220,6 +221,30 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
       st->hits.reset(new RuleHitPair[static_cast<size_t>(st->nworkers) * st->hit_pairs]);
     }
   }
+  // --- dpi --- same compiled rules and settings: same runtime (streams of running flows
+  // stay valid); else a new runtime (scratch and stream pools allocated here, off the path).
+  if (next->dpi) {
+    DpiSettings ds;
+    const rules::DpiModel& m = next->dpi_settings;
+    ds.streams_per_worker = m.streams_per_worker;
+    ds.ooo_slots_per_worker = m.ooo_slots_per_worker;
+    ds.ooo_buffer_bytes = m.ooo_buffer_bytes;
+    ds.depth_bytes = m.depth_bytes;
+    ds.gap_policy = m.gap_policy;
+    ds.udp_stream = m.udp_stream;
+    const DpiSettings* cs = cur && cur->dpi ? &cur->dpi->settings() : nullptr;
+    if (cs && cur->dpi->dpiPtr().get() == next->dpi.get() &&
+        cs->streams_per_worker == ds.streams_per_worker &&
+        cs->ooo_slots_per_worker == ds.ooo_slots_per_worker &&
+        cs->ooo_buffer_bytes == ds.ooo_buffer_bytes && cs->depth_bytes == ds.depth_bytes &&
+        cs->gap_policy == ds.gap_policy && cs->udp_stream == ds.udp_stream) {
+      st->dpi = cur->dpi;
+    } else {
+      auto rt = DpiRuntime::create(next->dpi, ds, st->nworkers);
+      if (!rt.ok()) return rt.status();
+      st->dpi = std::move(*rt);
+    }
+  }
   st->snap = std::move(next);
   return st;
 }
@@ -306,7 +331,7 @@ std::vector<RuleCounters> Dataplane::ruleCounters() const {
 }
 
 void Dataplane::rememberNames(const rules::Snapshot& s) {
-  names_.push_back(NamesAt{s.generation, s.firewall});
+  names_.push_back(NamesAt{s.generation, s.firewall, s.dpi});
   if (names_.size() > kNamesKept) names_.pop_front();
 }
 
@@ -316,6 +341,9 @@ std::string Dataplane::ruleName(uint32_t generation, Stage stage, uint32_t rule)
     if (it->generation != generation) continue;
     if (stage == Stage::kFirewall && it->fw && rule < it->fw->rules.size()) {
       return it->fw->rules[rule].id;
+    }
+    if (stage == Stage::kDpi && it->dpi && rule < it->dpi->rules.size()) {  // --- dpi ---
+      return it->dpi->rules[rule].id();
     }
     return "";
   }

@@ -107,6 +107,7 @@ class Dataplane : public DataplaneControl {
   struct NamesAt {
     uint32_t generation = 0;
     std::shared_ptr<const rules::CompiledFirewall> fw;
+    std::shared_ptr<const rules::CompiledDpi> dpi;  // --- dpi ---
   };
   static constexpr size_t kNamesKept = 64;
   void rememberNames(const rules::Snapshot& s);

@@ -11,7 +11,13 @@
 
 namespace dpu::dp {
 
-enum class EventType : uint8_t { kDrop = 1, kFlowEnd = 2 };
+enum class EventType : uint8_t {
+  kDrop = 1,
+  kFlowEnd = 2,
+  // --- dpi --- a YARA rule matched (any action; `rule` = index in the snapshot's
+  // CompiledDpi::rules, kNoRule with reason kDpiGap for a gap under policy alert)
+  kDpiAlert = 3,
+};
 
 // kReused: a new SYN on a closed connection's 5-tuple ends it and starts a new flow.
 enum class FlowEndReason : uint8_t { kTimeout = 1, kShutdown = 2, kReused = 3 };

@@ -30,6 +30,10 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kLbFlowReset: return "lb_flow_reset";
     case DropReason::kLbNoAddress: return "lb_no_address";
     case DropReason::kLbNoHeadroom: return "lb_no_headroom";
+    // --- dpi ---
+    case DropReason::kDpiDrop: return "dpi_drop";
+    case DropReason::kDpiReset: return "dpi_reset";
+    case DropReason::kDpiGap: return "dpi_gap";
     default: return "unknown";
   }
 }
@@ -99,6 +103,14 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.fw_icmp_sent = c.fw_icmp_sent.load();
   f.fw_reject_nombuf = c.fw_reject_nombuf.load();
   f.fw_reject_suppressed = c.fw_reject_suppressed.load();
+  // --- dpi ---
+  f.dpi_bytes = c.dpi_bytes.load();
+  f.dpi_alerts = c.dpi_alerts.load();
+  f.dpi_drops = c.dpi_drops.load();
+  f.dpi_resets = c.dpi_resets.load();
+  f.dpi_gaps = c.dpi_gaps.load();
+  f.dpi_depth = c.dpi_depth.load();
+  f.dpi_no_stream = c.dpi_no_stream.load();
   f.geoip_lookups = c.geoip_lookups.load();
   f.lb_flows_balanced = c.lb_flows_balanced.load();
   f.lb_flows_rehashed = c.lb_flows_rehashed.load();
@@ -151,6 +163,14 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.fw_icmp_sent += w.fw_icmp_sent;
   a.fw_reject_nombuf += w.fw_reject_nombuf;
   a.fw_reject_suppressed += w.fw_reject_suppressed;
+  // --- dpi ---
+  a.dpi_bytes += w.dpi_bytes;
+  a.dpi_alerts += w.dpi_alerts;
+  a.dpi_drops += w.dpi_drops;
+  a.dpi_resets += w.dpi_resets;
+  a.dpi_gaps += w.dpi_gaps;
+  a.dpi_depth += w.dpi_depth;
+  a.dpi_no_stream += w.dpi_no_stream;
   a.geoip_lookups += w.geoip_lookups;
   a.lb_flows_balanced += w.lb_flows_balanced;
   a.lb_flows_rehashed += w.lb_flows_rehashed;

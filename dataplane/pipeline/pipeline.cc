@@ -79,6 +79,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->frags_ = std::move(*fg);
   w->flow_uid_.reset(new uint32_t[w->flows_->capacity()]());
   w->lbInit();  // --- lb ---
+  w->dpi_dirs_.reset(new DpiDir[size_t(w->flows_->capacity()) * 2]);
+  w->dpi_block_.reset(new uint32_t[w->flows_->capacity()]());
   w->tsc_hz_ = rte_get_tsc_hz();
   return w;
 }
@@ -110,6 +112,7 @@ void Worker::refreshSnapshot() {
   fw_nrules_ = st->nrules;
   hits_ = st->hitsOf(opts_.id);
   lbRefresh(s);  // --- lb ---
+  dpi_rt_ = st->dpi.get();
   if (s->generation != generation_) {
     generation_ = s->generation;
     timeouts_ = toTimeouts(s->dataplane);

@@ -17,6 +17,7 @@
 
 #include "dataplane/api/control.h"
 #include "dataplane/pipeline/verdict.h"
+#include "dataplane/stages/dpi_stage.h"
 #include "dataplane/stages/firewall_stage.h"
 
 namespace dpu::dp {
@@ -42,6 +43,9 @@ struct PublishedState : PreparedSnapshot {
   std::vector<std::pair<uint32_t, uint32_t>> uid_index;  // (uid, rule index)
   // Totals carried over from earlier rule sets for rules that kept their id (control only).
   std::vector<RuleCounters> base;
+  // --- dpi --- Hyperscan database, per-worker scratch and stream pools (null: no DPI). Shared
+  // with the previous state when the compiled rules and the settings did not change.
+  std::shared_ptr<const DpiRuntime> dpi;
 
   RuleHit* hitsOf(uint32_t worker) const {
     return nrules == 0 ? nullptr : &hits[static_cast<size_t>(worker) * hit_pairs].h[0];

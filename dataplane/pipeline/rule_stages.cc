@@ -14,6 +14,10 @@ void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
     if (b.v[i].verdict != Verdict::kForward) continue;
     // Stages join here in order (dns, dpi, lb); a stage that drops or rejects sets the
     // verdict, stage and reason, and the later stages skip the packet.
+    if (dpi_rt_ != nullptr) {  // --- dpi ---
+      dpiStage(pkts[i], b, i);
+      if (b.v[i].verdict != Verdict::kForward) continue;
+    }
     lbStage(pkts[i], b, i);  // --- lb ---
   }
 }
@@ -21,6 +25,7 @@ void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
 void Worker::flowEnded(int32_t pos) {
   // per-flow state of the rule stages is released here
   flowEndedLb(pos);  // --- lb ---
+  dpiFlowEnded(pos);  // --- dpi ---
 }
 
 }  // namespace dpu::dp

@@ -49,6 +49,10 @@ enum class DropReason : uint8_t {
   kLbFlowReset,        // the flow's backend is gone and the service's orphan policy is reset
   kLbNoAddress,        // NAT / IPIP: the backend has no address of the packet's family
   kLbNoHeadroom,       // IPIP: no room in the mbuf for the outer header
+  // --- dpi ---
+  kDpiDrop,            // a YARA rule with action drop matched in the flow
+  kDpiReset,           // a YARA rule with action reset matched (TCP RST both ways)
+  kDpiGap,             // out-of-order bytes beyond the DPI buffer, gap policy drop
   kCount
 };
 

@@ -19,6 +19,7 @@
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/published_state.h"
 #include "dataplane/pipeline/verdict.h"
+#include "dataplane/stages/dpi_stage.h"
 #include "rules/compiled/snapshot.h"
 
 struct rte_mbuf;
@@ -133,6 +134,10 @@ class Worker {
   // Called before every flow removal (aging, stale, reused, shutdown): the rule stages
   // release their per-flow state of flow position `pos`.
   void flowEnded(int32_t pos);
+  // --- dpi --- (dpi_path.cc) the DPI stage for packet i; a flow's streams at its end.
+  void dpiStage(rte_mbuf* m, Burst& b, uint16_t i);
+  void dpiFlowEnded(int32_t pos);
+  void dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int32_t pos);
   // Queues a packet the worker built (reject, answer, reset) for tx out of `out_side`,
   // stamped with `like`'s capture time so pcap outputs keep time order.
   void queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like);
@@ -191,6 +196,11 @@ class Worker {
     uint8_t pkt_q[kBurst];
     uint32_t n = 0, npkt = 0;
   } fwb_;
+  // --- dpi --- per flow position and direction (pos * 2 + dir), allocated at create; the
+  // runtime of the current state (null: no DPI).
+  std::unique_ptr<DpiDir[]> dpi_dirs_;
+  std::unique_ptr<uint32_t[]> dpi_block_;  // per flow: 0, or 1 + rule that blocked it
+  const DpiRuntime* dpi_rt_ = nullptr;
   FlowTimeouts timeouts_;
   uint32_t aging_slice_ = 64;
 

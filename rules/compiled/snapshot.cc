@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "rules/compile/firewall_compiler.h"
 #include "rules/compile/lb_compiler.h"
+#include "rules/compile/yara_translate.h"
 
 namespace dpu::rules {
 namespace {
@@ -55,7 +56,8 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           uint32_t generation,
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse,
-                                                          const LbReuse* lb_reuse) {
+                                                          const LbReuse* lb_reuse,
+                                                          const DpiReuse* dpi_reuse) {
   ConfigErrorList local;
   ConfigErrorList& errs = errors ? *errors : local;
   size_t before = errs.size();
@@ -82,10 +84,25 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
     auto c = compileLb(model.lb, &errs, lb_reuse ? lb_reuse->compiled.get() : nullptr);
     if (c.ok()) lb = std::move(*c);
   }
+  // --- dpi ---
+  std::shared_ptr<const CompiledDpi> dpi;
+  if (model.dpi.enabled) {
+    if (dpi_reuse && dpi_reuse->compiled && dpi_reuse->model == model.dpi) {
+      dpi = dpi_reuse->compiled;
+    } else {
+      auto d = compileDpi(model.dpi, errs);
+      if (d.ok()) dpi = std::move(*d);
+      else if (errs.size() == before)
+        errs.push_back({"dpi", "", -1, 0, "", "dpi", std::string(d.status().message())});
+    }
+  }
   if (errs.size() != before) {
     return errorsToStatus(ConfigErrorList(errs.begin() + before, errs.end()));
   }
   auto snap = std::make_unique<Snapshot>();
+  snap->dpi = std::move(dpi);
+  snap->dpi_settings = model.dpi;
+  snap->dpi_settings.sources.clear();
   snap->generation = generation;
   snap->config_version = model.version;
   snap->dataplane = model.dataplane;

@@ -10,9 +10,11 @@
 
 #include "absl/status/statusor.h"
 #include "rules/compile/config_errors.h"
+#include "rules/compiled/dpi.h"
 #include "rules/compiled/firewall.h"
 #include "rules/compiled/lb.h"
 #include "rules/model/dataplane_settings.h"
+#include "rules/model/dpi.h"
 #include "rules/model/firewall.h"
 #include "rules/model/lb.h"
 
@@ -25,6 +27,7 @@ struct ConfigModel {
   FirewallModel firewall;
   // --- lb ---
   LbModel lb;
+  DpiModel dpi;  // --- dpi ---
 };
 
 struct Snapshot {
@@ -35,6 +38,10 @@ struct Snapshot {
   std::shared_ptr<const CompiledFirewall> firewall;
   // --- lb --- Services are shared one by one with the previous snapshot when unchanged.
   std::shared_ptr<const CompiledLb> lb;
+  // --- dpi --- null when DPI is off; shared when the dpi section did not change.
+  // dpi_settings: the section without its sources (depth, buffers, policies).
+  std::shared_ptr<const CompiledDpi> dpi;
+  DpiModel dpi_settings;
 };
 
 // Validates `model` (every field, errors name the field) and compiles it into a snapshot.
@@ -55,6 +62,11 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           uint32_t generation,
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse);
+// --- dpi --- the DPI section compiled before, shared when the new one is equal.
+struct DpiReuse {
+  DpiModel model;
+  std::shared_ptr<const CompiledDpi> compiled;
+};
 
 // --- lb --- The load balancer compiled before (normally the published one): every service
 // whose model did not change is shared (same pointer, no Maglev build).
@@ -65,7 +77,8 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           uint32_t generation,
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse,
-                                                          const LbReuse* lb_reuse);
+                                                          const LbReuse* lb_reuse,
+                                                          const DpiReuse* dpi_reuse = nullptr);
 
 // Validation of the dataplane section alone: appends one error per bad field.
 void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors);

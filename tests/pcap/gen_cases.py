@@ -1726,6 +1726,88 @@ the change never lands on be1.""")
     c.add(eth_a() / IP(src="10.0.8.200", dst="192.0.2.10") / TCP(sport=1, dport=80, flags="S"),
           "F n1 new", "n1: new flow after the change")
     c.changes = [(12, "change1.json", reset)]
+# --------------------------------------------------------------------------------------
+# --- dpi --- YARA rules in TCP/UDP payload (intent notation as for the fw_* cases).
+# --------------------------------------------------------------------------------------
+
+DPI_RULES = r"""
+rule split_drop { meta: action = "drop" strings: $a = "EVIL-PAYLOAD-SPLIT" condition: $a }
+rule ooo_alert { strings: $a = "OUT-OF-ORDER-MARKER" condition: $a }
+rule udp_alert { strings: $a = "UDP-BAD" condition: $a }
+rule hex_drop { meta: action = "drop" strings: $h = { 13 37 ?? 42 [0-4] FE } condition: $h }
+rule server_count { strings: $a = "tick" condition: #a >= 3 }
+"""
+
+
+def case_dpi_streams():
+    c = FwCase("dpi_streams", {"dpi": {"rule_files": ["rules.yar"], "ooo_buffer_bytes": 4096}}, """
+DPI with YARA rules (rules.yar, indices in evaluation order): 0 split_drop (meta action drop,
+"EVIL-PAYLOAD-SPLIT"), 1 ooo_alert ("OUT-OF-ORDER-MARKER", alert), 2 udp_alert ("UDP-BAD",
+alert), 3 hex_drop ({ 13 37 ?? 42 [0-4] FE }, drop), 4 server_count (#a >= 3 of "tick", alert).
+Matches are found across TCP segments (one Hyperscan stream per flow direction), out-of-order
+segments are buffered and scanned in sequence order, retransmitted bytes are not scanned again
+(first copy wins), UDP datagrams are scanned one by one. A drop rule drops the packet where the
+match completes and every later packet of the flow (both directions); alerts are events
+(event_type "alert", rule = index above).""")
+    os.makedirs(os.path.join(HERE, "dpi_streams"), exist_ok=True)
+    with open(os.path.join(HERE, "dpi_streams", "rules.yar"), "w") as f:
+        f.write(DPI_RULES.lstrip())
+    ipc = lambda: IP(src="10.1.0.10", dst="10.2.0.80")
+    ips = lambda: IP(src="10.2.0.80", dst="10.1.0.10")
+    # t1: the match is split over two segments: dropped where it completes, flow blocked.
+    t = Tcp(c, eth_a, eth_b, ipc, ips, 40001, 80, "t1", side_c="A", side_s="B")
+    t.handshake("t1: split match -> drop")
+    t.c("PA", note="t1: GET ... EVIL-PAY (first half of the match)", data=b"GET /x HTTP/1.1\r\nX: EVIL-PAY")
+    t.c("PA", "D dpi_drop t1", "t1: LOAD-SPLIT completes the match: dropped (rule 0)",
+        data=b"LOAD-SPLIT\r\n\r\n")
+    t.s("PA", "D dpi_drop t1", "t1: server answer: the flow is blocked", data=b"HTTP/1.1 200 OK\r\n\r\n")
+    t.c("PA", "D dpi_drop t1", "t1: more client data: blocked", data=b"more")
+    # t2: out of order: the second segment arrives first, is buffered; alert when reassembled.
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.11", dst="10.2.0.80"),
+            lambda: IP(src="10.2.0.80", dst="10.1.0.11"), 40002, 80, "t2", side_c="A", side_s="B")
+    t.handshake("t2: out of order -> alert")
+    first = b"hello OUT-OF-"
+    second = b"ORDER-MARKER bye"
+    base = t.cseq
+    t.cseq = base + len(first)
+    t.c("PA", note="t2: second segment first (buffered, not yet scanned)", data=second)
+    t.cseq = base
+    t.c("PA", note="t2: first segment: the buffer continues it: alert (rule 1)", data=first)
+    t.cseq = base + len(first) + len(second)
+    t.s("PA", note="t2: server answer forwarded (alert only)", data=b"ok")
+    # t3: retransmission with other bytes: the first copy was scanned, the new bytes are not.
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.12", dst="10.2.0.80"),
+            lambda: IP(src="10.2.0.80", dst="10.1.0.12"), 40003, 80, "t3", side_c="A", side_s="B")
+    t.handshake("t3: retransmission not rescanned")
+    t.c("PA", note="t3: 18 harmless bytes", data=b"harmless-bytes-xyz")
+    t.cseq -= 18
+    t.c("PA", note="t3: same sequence range, other bytes (EVIL-PAYLOAD-SPLIT): not scanned",
+        data=b"EVIL-PAYLOAD-SPLIT")
+    # t4: hex string with a wildcard and a jump, split 1 byte at a time at the end.
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.13", dst="10.2.0.81"),
+            lambda: IP(src="10.2.0.81", dst="10.1.0.13"), 40004, 443, "t4", side_c="A", side_s="B")
+    t.handshake("t4: hex string over segments -> drop")
+    t.c("PA", note="t4: 13 37", data=b"\x00\x13\x37")
+    t.c("PA", note="t4: 99 42 (?? then 42)", data=b"\x99\x42")
+    t.c("PA", note="t4: two jump bytes", data=b"\x01\x02")
+    t.c("PA", "D dpi_drop t4", "t4: FE completes { 13 37 ?? 42 [0-4] FE }: dropped (rule 3)",
+        data=b"\xfe")
+    # t5: a count condition on the server side (the other direction of the stream).
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.14", dst="10.2.0.82"),
+            lambda: IP(src="10.2.0.82", dst="10.1.0.14"), 40005, 8080, "t5", side_c="A", side_s="B")
+    t.handshake("t5: #a >= 3 on the server's stream")
+    t.s("PA", note="t5: tick tick", data=b"tick tick ")
+    t.c("PA", note="t5: client says tick (other direction: not counted)", data=b"tick")
+    t.s("PA", note="t5: ti (the third tick begins)", data=b"ti")
+    t.s("PA", note="t5: ck! completes the third tick in the server stream: alert (rule 4)", data=b"ck!")
+    # u1/u2: UDP datagrams are scanned one by one.
+    c.add(eth_a() / IP(src="10.1.0.20", dst="10.2.0.53") / UDP(sport=5000, dport=5353) /
+          Raw(b"data UDP-BAD data"), "F u1 new",
+          "u1: udp UDP-BAD in one datagram: alert (rule 2), forwarded")
+    c.add(eth_a() / IP(src="10.1.0.21", dst="10.2.0.53") / UDP(sport=5001, dport=5353) / Raw(b"xx UDP-"),
+          "F u2 new", "u2: udp UDP- ...")
+    c.add(eth_a() / IP(src="10.1.0.21", dst="10.2.0.53") / UDP(sport=5001, dport=5353) / Raw(b"BAD xx"),
+          "F u2", "u2: ... BAD in the next datagram: no alert (datagrams are scanned on their own)")
     return c
 
 
@@ -1761,6 +1843,7 @@ CASES = {
     "lb_payload_key": lb_case_payload_key,
     "lb_drain": lb_case_drain,
     "lb_flush_reset": lb_case_flush_reset,
+    "dpi_streams": case_dpi_streams,  # --- dpi ---
 }
 
 

@@ -1,0 +1,93 @@
+#include "control/config/dpi_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace dpu::ctl {
+namespace {
+
+rules::ConfigError dpiError(std::string field, std::string reason) {
+  rules::ConfigError e;
+  e.section = "dpi";
+  e.field = std::move(field);
+  e.reason = std::move(reason);
+  return e;
+}
+
+bool toAction(v1::DpiAction a, rules::DpiAction fallback, rules::DpiAction* out) {
+  switch (a) {
+    case v1::DPI_ACTION_DEFAULT: *out = fallback; return true;
+    case v1::DPI_ALERT: *out = rules::DpiAction::kAlert; return true;
+    case v1::DPI_DROP: *out = rules::DpiAction::kDrop; return true;
+    case v1::DPI_RESET: *out = rules::DpiAction::kReset; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::ConfigErrorList& errors) {
+  if (!cfg.has_dpi()) return;
+  const v1::DpiConfig& c = cfg.dpi();
+  m->enabled = true;
+  for (int k = 0; k < c.rule_files_size(); ++k) {
+    const std::string& path = c.rule_files(k);
+    const std::string field = absl::StrCat("dpi.rule_files[", k, "]");
+    if (path.empty()) {
+      errors.push_back(dpiError(field, "empty path"));
+      continue;
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      errors.push_back(dpiError(field, absl::StrCat(path, ": cannot be read")));
+      continue;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    m->sources.push_back({path, ss.str()});
+  }
+  // Sources are named by their file name (rule ids "<file name>:<rule>", the same wherever
+  // the files live); by the full path when two files share a name.
+  std::map<std::string, int> seen;
+  for (const rules::YaraSource& s : m->sources) ++seen[std::filesystem::path(s.name).filename().string()];
+  for (rules::YaraSource& s : m->sources) {
+    std::string base = std::filesystem::path(s.name).filename().string();
+    if (seen[base] == 1) s.name = base;
+  }
+  if (!toAction(c.default_action(), rules::DpiAction::kAlert, &m->default_action))
+    errors.push_back(dpiError("dpi.default_action", "not ALERT, DROP or RESET"));
+  for (int k = 0; k < c.actions_size(); ++k) {
+    rules::DpiRuleAction a;
+    a.rule = c.actions(k).rule();
+    if (a.rule.empty()) errors.push_back(dpiError(absl::StrCat("dpi.actions[", k, "].rule"), "empty"));
+    if (!toAction(c.actions(k).action(), m->default_action, &a.action))
+      errors.push_back(dpiError(absl::StrCat("dpi.actions[", k, "].action"), "not ALERT, DROP or RESET"));
+    m->actions.push_back(std::move(a));
+  }
+  if (c.depth_bytes() != 0) m->depth_bytes = c.depth_bytes();
+  if (c.unlimited_depth()) m->depth_bytes = 0;
+  if (c.ooo_buffer_bytes() != 0) m->ooo_buffer_bytes = c.ooo_buffer_bytes();
+  if (m->ooo_buffer_bytes > (1u << 20))
+    errors.push_back(dpiError("dpi.ooo_buffer_bytes", absl::StrCat(m->ooo_buffer_bytes, " is out of range [1, 1048576]")));
+  switch (c.gap_policy()) {
+    case v1::GAP_STOP_INSPECTING: m->gap_policy = rules::DpiGapPolicy::kStopInspecting; break;
+    case v1::GAP_ALERT: m->gap_policy = rules::DpiGapPolicy::kAlert; break;
+    case v1::GAP_DROP: m->gap_policy = rules::DpiGapPolicy::kDrop; break;
+    default: errors.push_back(dpiError("dpi.gap_policy", "not STOP_INSPECTING, ALERT or DROP"));
+  }
+  m->unsupported_fails = c.fail_on_unsupported();
+  m->udp_stream = c.udp_stream();
+  if (c.streams_per_worker() != 0) m->streams_per_worker = c.streams_per_worker();
+  if (c.ooo_slots_per_worker() != 0) m->ooo_slots_per_worker = c.ooo_slots_per_worker();
+  if (m->streams_per_worker > (1u << 22))
+    errors.push_back(dpiError("dpi.streams_per_worker", absl::StrCat(m->streams_per_worker, " is out of range [1, 4194304]")));
+  if (m->ooo_slots_per_worker > (1u << 20))
+    errors.push_back(dpiError("dpi.ooo_slots_per_worker", absl::StrCat(m->ooo_slots_per_worker, " is out of range [1, 1048576]")));
+  m->cache_dir = c.cache_dir();
+}
+
+}  // namespace dpu::ctl

@@ -1,0 +1,144 @@
+// DPI in the packet path (Worker members): TCP/UDP payload of each forwarded packet to the
+// flow direction's Hyperscan stream (dataplane/stages/dpi_stage.h), and the rules that fire
+// acted upon: alert (event), drop (packet dropped, flow blocked), reset (TCP RST both ways
+// through sendReject, flow blocked). A blocked flow's later packets are dropped here too.
+#include <rte_mbuf.h>
+
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/pipeline/worker.h"
+
+namespace dpu::dp {
+
+namespace {
+constexpr uint8_t kProtoTcpNum = 6, kProtoUdpNum = 17;
+}
+
+void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
+  const PacketMeta& pm = b.meta[i];
+  PacketVerdict& v = b.v[i];
+  const int32_t pos = b.pos[i];
+  if (pos >= 0 && dpi_block_[pos] != 0) {
+    v.verdict = Verdict::kDrop;
+    v.stage = Stage::kDpi;
+    v.reason = DropReason::kDpiDrop;
+    v.rule = dpi_block_[pos] == kNoRule ? kNoRule : dpi_block_[pos] - 1;
+    return;  // (applyVerdict counts the stage's drops)
+  }
+  if (!pm.has_l4 || pm.is_fragment) return;
+  if (pm.l4_proto != kProtoTcpNum && pm.l4_proto != kProtoUdpNum) return;
+  // A SYN without payload still tells where the direction's byte stream starts.
+  const bool syn = pm.l4_proto == kProtoTcpNum && (pm.tcp_flags & kTcpSyn);
+  if (pm.payload_len == 0 && !(syn && pos >= 0)) return;
+  if (uint32_t(pm.payload_offset) + pm.payload_len > m->data_len) return;
+  const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
+  if (pm.payload_len != 0) c_->stage_packets[static_cast<int>(Stage::kDpi)].add();
+  DpiOutcome o;
+  if (pos < 0) {
+    DpiInspector::block(*dpi_rt_, opts_.id, p, pm.payload_len, o);
+  } else {
+    DpiDir& d = dpi_dirs_[size_t(pos) * 2 + (b.dir[i] & 1)];
+    if (pm.l4_proto == kProtoTcpNum)
+      DpiInspector::tcp(*dpi_rt_, opts_.id, d, p, pm.payload_len, pm.tcp_seq, pm.tcp_flags, o);
+    else
+      DpiInspector::udp(*dpi_rt_, opts_.id, d, p, pm.payload_len, o);
+  }
+  dpiAct(o, m, &b, i, pos);
+}
+
+void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int32_t pos) {
+  c_->dpi_bytes.add(o.scanned);
+  if (o.depth_reached) c_->dpi_depth.add();
+  if (o.no_stream) c_->dpi_no_stream.add();
+  if (o.nfired == 0 && !o.gap) return;
+  const rules::CompiledDpi& dpi = dpi_rt_->dpi();
+  PacketVerdict* v = b != nullptr ? &b->v[i] : nullptr;
+  const PacketMeta* pm = b != nullptr ? &b->meta[i] : nullptr;
+  // Strongest action wins: reset > drop > alert.
+  int best = -1;
+  uint32_t best_rule = kNoRule;
+  for (uint32_t k = 0; k < o.nfired; ++k) {
+    const uint32_t r = o.fired[k];
+    const int a = static_cast<int>(dpi.rules[r].action);
+    if (a > best) {
+      best = a;
+      best_rule = r;
+    }
+  }
+  DropReason reason = DropReason::kNone;
+  Verdict verdict = Verdict::kForward;
+  if (best == static_cast<int>(rules::DpiAction::kDrop)) {
+    reason = DropReason::kDpiDrop;
+    verdict = Verdict::kDrop;
+  } else if (best == static_cast<int>(rules::DpiAction::kReset)) {
+    const bool tcp = pm != nullptr && pm->l4_proto == kProtoTcpNum;
+    reason = tcp ? DropReason::kDpiReset : DropReason::kDpiDrop;
+    verdict = tcp ? Verdict::kReject : Verdict::kDrop;
+  }
+  if (o.gap) {
+    c_->dpi_gaps.add();
+    const rules::DpiGapPolicy g = dpi_rt_->settings().gap_policy;
+    if (g == rules::DpiGapPolicy::kDrop && verdict == Verdict::kForward) {
+      reason = DropReason::kDpiGap;
+      verdict = Verdict::kDrop;
+    }
+  }
+  for (uint32_t k = 0; k < o.nfired; ++k) {
+    switch (dpi.rules[o.fired[k]].action) {
+      case rules::DpiAction::kAlert: c_->dpi_alerts.add(); break;
+      case rules::DpiAction::kDrop: c_->dpi_drops.add(); break;
+      case rules::DpiAction::kReset: c_->dpi_resets.add(); break;
+    }
+  }
+  // One alert event per fired rule (and one for a gap under policy alert).
+  const uint32_t nev = o.nfired + (o.gap && dpi_rt_->settings().gap_policy == rules::DpiGapPolicy::kAlert);
+  for (uint32_t k = 0; k < nev; ++k) {
+    Event* ev = newEvent();
+    if (ev == nullptr) break;
+    ev->type = EventType::kDpiAlert;
+    ev->worker = static_cast<uint8_t>(opts_.id);
+    ev->stage = Stage::kDpi;
+    ev->rule = k < o.nfired ? o.fired[k] : kNoRule;
+    ev->reason = k < o.nfired ? DropReason::kNone : DropReason::kDpiGap;
+    ev->verdict = v != nullptr ? verdict : Verdict::kForward;
+    ev->generation = generation_;
+    ev->ts_ns = b != nullptr ? b->ts[i] : now_ns_;
+    if (v != nullptr) {
+      ev->in_side = v->in_side;
+      ev->seq = v->seq;
+      ev->flow_id = v->flow_id;
+    }
+    if (pm != nullptr && pm->l3 != L3Type::kNone) {
+      ev->ip_ver = static_cast<uint8_t>(pm->l3);
+      ev->proto = pm->l4_proto;
+      ev->sport = pm->sport;
+      ev->dport = pm->dport;
+      ev->src = pm->src;
+      ev->dst = pm->dst;
+      ev->vlan = pm->vlan_outer;
+    }
+    postEvent(ev);
+  }
+  if (v == nullptr || verdict == Verdict::kForward) return;
+  v->verdict = verdict;
+  v->stage = Stage::kDpi;
+  v->reason = reason;
+  v->rule = reason == DropReason::kDpiGap ? kNoRule : best_rule;
+  if (pos >= 0) dpi_block_[pos] = reason == DropReason::kDpiGap ? kNoRule : best_rule + 1;
+  (void)m;
+}
+
+void Worker::dpiFlowEnded(int32_t pos) {
+  dpi_block_[pos] = 0;
+  for (int dir = 0; dir < 2; ++dir) {
+    DpiDir& d = dpi_dirs_[size_t(pos) * 2 + dir];
+    if (dpi_rt_ == nullptr || d.rt_id != dpi_rt_->id()) {
+      DpiInspector::forget(d);
+      continue;
+    }
+    DpiOutcome o;
+    DpiInspector::end(*dpi_rt_, opts_.id, d, o);
+    if (o.nfired) dpiAct(o, nullptr, nullptr, 0, -1);  // matches at the stream end: alerts
+  }
+}
+
+}  // namespace dpu::dp

@@ -1,0 +1,292 @@
+#include "dataplane/stages/dpi_stage.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace dpu::dp {
+
+using rules::CompiledDpi;
+
+absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
+    std::shared_ptr<const CompiledDpi> dpi, const DpiSettings& s, uint32_t workers) {
+  static std::atomic<uint64_t> next_id{1};
+  std::shared_ptr<DpiRuntime> rt(new DpiRuntime());
+  rt->dpi_ = std::move(dpi);
+  rt->s_ = s;
+  rt->id_ = next_id.fetch_add(1);
+  const CompiledDpi& d = *rt->dpi_;
+  // Match state, then one "fired" bit per rule, rounded to 8 bytes.
+  rt->ms_stride_ = (d.matchStateBytes() + (d.rules.size() + 7) / 8 + 7) & ~size_t(7);
+  rt->workers_.resize(workers);
+  for (PerWorker& w : rt->workers_) {
+    if (d.db != nullptr) {
+      if (hs_clone_scratch(d.scratch_proto, &w.scratch) != HS_SUCCESS)
+        return absl::ResourceExhaustedError("dpi: cannot allocate Hyperscan scratch");
+      w.streams.resize(s.streams_per_worker, nullptr);
+      for (uint32_t i = 0; i < s.streams_per_worker; ++i) {
+        if (hs_open_stream(d.db, 0, &w.streams[i]) != HS_SUCCESS)
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "dpi: cannot allocate ", s.streams_per_worker, " Hyperscan streams of ",
+              d.streamStateBytes(), " bytes"));
+      }
+      if (hs_open_stream(d.db, 0, &w.block_stream) != HS_SUCCESS)
+        return absl::ResourceExhaustedError("dpi: cannot allocate a Hyperscan stream");
+    }
+    w.free_streams.reserve(s.streams_per_worker);
+    for (uint32_t i = s.streams_per_worker; i > 0; --i) w.free_streams.push_back(i - 1);
+    w.ms.reset(new uint8_t[size_t(s.streams_per_worker) * rt->ms_stride_]());
+    w.block_ms.reset(new uint8_t[rt->ms_stride_]());
+    const size_t ob = s.ooo_buffer_bytes;
+    w.ooo_data.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ob]);
+    w.ooo_bits.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ((ob + 7) / 8)]());
+    for (uint32_t i = s.ooo_slots_per_worker; i > 0; --i) w.free_ooo.push_back(i - 1);
+  }
+  return rt;
+}
+
+DpiRuntime::~DpiRuntime() {
+  for (PerWorker& w : workers_) {
+    for (hs_stream_t* st : w.streams)
+      if (st != nullptr) hs_close_stream(st, nullptr, nullptr, nullptr);
+    if (w.block_stream != nullptr) hs_close_stream(w.block_stream, nullptr, nullptr, nullptr);
+    if (w.scratch != nullptr) hs_free_scratch(w.scratch);
+  }
+}
+
+namespace {
+
+struct Ctx {
+  const DpiRuntime& rt;
+  DpiRuntime::PerWorker& w;
+  DpiDir& d;
+  uint8_t* ms;
+  DpiOutcome& out;
+};
+
+// Evaluates the rules and records those that newly match (their "fired" bit was clear).
+void evaluateFire(const Ctx& c) {
+  const CompiledDpi& dpi = c.rt.dpi();
+  uint32_t hit[64];
+  uint32_t n = dpi.evaluate(c.ms, hit, 64);
+  if (n > 64) n = 64;
+  uint8_t* fired = c.ms + dpi.matchStateBytes();
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t r = hit[i];
+    if (fired[r >> 3] & (1u << (r & 7))) continue;
+    fired[r >> 3] |= uint8_t(1u << (r & 7));
+    if (c.out.nfired < DpiOutcome::kMaxFired) c.out.fired[c.out.nfired++] = r;
+  }
+}
+
+void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
+  const CompiledDpi& dpi = c.rt.dpi();
+  const uint64_t seen = CompiledDpi::filesize(c.ms);
+  const uint64_t depth = c.rt.settings().depth_bytes;
+  if (depth != 0 && seen + n > depth) {
+    n = seen >= depth ? 0 : uint32_t(depth - seen);
+    c.out.depth_reached = true;
+    c.d.flags |= DpiDir::kDone;
+  }
+  if (n == 0) return;
+  CompiledDpi::setFilesize(c.ms, seen + n);
+  rules::DpiMatchCtx mc{&dpi, c.ms, 0, false};
+  if (st != nullptr)
+    hs_scan_stream(st, reinterpret_cast<const char*>(p), n, 0, c.w.scratch,
+                   rules::dpiMatchCallback, &mc);
+  c.out.scanned += n;
+  // First bytes of the stream: rules true without any match (`not $a`) fire too.
+  if (dpi.needsEvaluation(mc.changed) || (seen == 0 && !dpi.empty_hits.empty())) evaluateFire(c);
+}
+
+bool openStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiOutcome& out) {
+  if (d.slot != DpiDir::kNoSlot) return true;
+  if (w.free_streams.empty()) {
+    out.no_stream = true;
+    d.flags |= DpiDir::kDone;
+    return false;
+  }
+  d.slot = w.free_streams.back();
+  w.free_streams.pop_back();
+  rt.dpi().resetMatchState(w.ms.get() + size_t(d.slot) * rt.msStride());
+  std::memset(w.ms.get() + size_t(d.slot) * rt.msStride(), 0, rt.msStride());
+  return true;
+}
+
+void releaseOoo(DpiRuntime::PerWorker& w, const DpiRuntime& rt, DpiDir& d) {
+  if (d.ooo == DpiDir::kNoSlot) return;
+  const size_t nb = (rt.settings().ooo_buffer_bytes + 7) / 8;
+  std::memset(w.ooo_bits.get() + size_t(d.ooo) * nb, 0, nb);
+  w.free_ooo.push_back(d.ooo);
+  d.ooo = DpiDir::kNoSlot;
+}
+
+void releaseStream(DpiRuntime::PerWorker& w, DpiDir& d, const Ctx* flush) {
+  if (d.slot == DpiDir::kNoSlot) return;
+  hs_stream_t* st = w.streams.empty() ? nullptr : w.streams[d.slot];
+  if (st != nullptr) {
+    if (flush != nullptr) {
+      rules::DpiMatchCtx mc{&flush->rt.dpi(), flush->ms, 0, false};
+      hs_reset_stream(st, 0, w.scratch, rules::dpiMatchCallback, &mc);
+      evaluateFire(*flush);
+    } else {
+      hs_reset_stream(st, 0, nullptr, nullptr, nullptr);
+    }
+  }
+  w.free_streams.push_back(d.slot);
+  d.slot = DpiDir::kNoSlot;
+}
+
+inline bool bitAt(const uint8_t* bits, uint32_t i) { return (bits[i >> 3] >> (i & 7)) & 1u; }
+
+// Scans the buffered bytes that now continue the stream.
+void drainOoo(const Ctx& c, hs_stream_t* st) {
+  if (c.d.ooo == DpiDir::kNoSlot) return;
+  const uint32_t B = c.rt.settings().ooo_buffer_bytes;
+  uint8_t* data = c.w.ooo_data.get() + size_t(c.d.ooo) * B;
+  uint8_t* bits = c.w.ooo_bits.get() + size_t(c.d.ooo) * ((B + 7) / 8);
+  while (!(c.d.flags & DpiDir::kDone)) {
+    uint32_t idx = c.d.next_seq % B;
+    uint32_t run = 0;
+    while (idx + run < B && bitAt(bits, idx + run)) {
+      bits[(idx + run) >> 3] &= uint8_t(~(1u << ((idx + run) & 7)));
+      ++run;
+    }
+    if (run == 0) break;
+    scan(c, st, data + idx, run);
+    c.d.next_seq += run;
+  }
+  bool any = false;
+  for (uint32_t i = 0; i < (B + 7) / 8 && !any; ++i) any = bits[i] != 0;
+  if (!any) releaseOoo(c.w, c.rt, c.d);
+}
+
+// Drops buffered bytes that sequence range [from, to) made obsolete (already scanned).
+void clearOoo(const Ctx& c, uint32_t from, uint32_t to) {
+  if (c.d.ooo == DpiDir::kNoSlot) return;
+  const uint32_t B = c.rt.settings().ooo_buffer_bytes;
+  uint8_t* bits = c.w.ooo_bits.get() + size_t(c.d.ooo) * ((B + 7) / 8);
+  uint32_t n = to - from;
+  if (n >= B) {
+    std::memset(bits, 0, (B + 7) / 8);
+    return;
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t i = (from + k) % B;
+    bits[i >> 3] &= uint8_t(~(1u << (i & 7)));
+  }
+}
+
+bool bufferOoo(const Ctx& c, uint32_t seq, const uint8_t* p, uint32_t n) {
+  const uint32_t B = c.rt.settings().ooo_buffer_bytes;
+  const uint32_t delta = seq - c.d.next_seq;
+  if (uint64_t(delta) + n > B) return false;
+  if (c.d.ooo == DpiDir::kNoSlot) {
+    if (c.w.free_ooo.empty()) return false;
+    c.d.ooo = c.w.free_ooo.back();
+    c.w.free_ooo.pop_back();
+  }
+  uint8_t* data = c.w.ooo_data.get() + size_t(c.d.ooo) * B;
+  uint8_t* bits = c.w.ooo_bits.get() + size_t(c.d.ooo) * ((B + 7) / 8);
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t i = (seq + k) % B;
+    if (bitAt(bits, i)) continue;  // first copy wins
+    data[i] = p[k];
+    bits[i >> 3] |= uint8_t(1u << (i & 7));
+  }
+  return true;
+}
+
+}  // namespace
+
+void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
+                       uint32_t len, uint32_t seq, uint8_t tcp_flags, DpiOutcome& out) {
+  if (d.rt_id != rt.id()) {
+    forget(d);
+    d.rt_id = rt.id();
+  }
+  if (d.flags & DpiDir::kDone) return;
+  if (tcp_flags & 0x02) {  // SYN: the sequence number of the first payload byte is seq + 1
+    if (!(d.flags & DpiDir::kSeqKnown)) {
+      d.next_seq = seq + 1;
+      d.flags |= DpiDir::kSeqKnown;
+    }
+    seq += 1;
+  }
+  if (len == 0) return;
+  if (!(d.flags & DpiDir::kSeqKnown)) {  // joined mid-stream: start at the first payload seen
+    d.next_seq = seq;
+    d.flags |= DpiDir::kSeqKnown;
+  }
+  DpiRuntime::PerWorker& w = rt.worker(worker);
+  if (!openStream(rt, w, d, out)) return;
+  Ctx c{rt, w, d, w.ms.get() + size_t(d.slot) * rt.msStride(), out};
+  hs_stream_t* st = w.streams.empty() ? nullptr : w.streams[d.slot];
+  int32_t delta = int32_t(seq - d.next_seq);
+  if (delta < 0) {  // retransmission (or overlap): only the new tail is scanned
+    uint32_t skip = uint32_t(-int64_t(delta));
+    if (skip >= len) return;
+    payload += skip;
+    len -= skip;
+    seq = d.next_seq;
+    delta = 0;
+  }
+  if (delta == 0) {
+    const uint32_t from = d.next_seq;
+    scan(c, st, payload, len);
+    d.next_seq += len;
+    clearOoo(c, from, d.next_seq);
+    drainOoo(c, st);
+  } else if (!bufferOoo(c, seq, payload, len)) {
+    out.gap = true;
+    d.flags |= DpiDir::kGap | DpiDir::kDone;
+  }
+  if (d.flags & DpiDir::kDone) {  // depth or gap: nothing more to scan in this direction
+    releaseOoo(w, rt, d);
+    releaseStream(w, d, nullptr);
+  }
+}
+
+void DpiInspector::udp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
+                       uint32_t len, DpiOutcome& out) {
+  if (len == 0) return;
+  if (rt.settings().udp_stream) {
+    // One stream per flow direction, datagrams in arrival order.
+    uint32_t seq = d.next_seq;
+    if (!(d.flags & DpiDir::kSeqKnown) || d.rt_id != rt.id()) seq = 0;
+    tcp(rt, worker, d, payload, len, seq, 0, out);
+    return;
+  }
+  block(rt, worker, payload, len, out);
+}
+
+void DpiInspector::block(const DpiRuntime& rt, uint32_t worker, const uint8_t* payload,
+                         uint32_t len, DpiOutcome& out) {
+  DpiRuntime::PerWorker& w = rt.worker(worker);
+  DpiDir scratch_dir;
+  std::memset(w.block_ms.get(), 0, rt.msStride());
+  Ctx c{rt, w, scratch_dir, w.block_ms.get(), out};
+  scan(c, w.block_stream, payload, len);
+  if (w.block_stream != nullptr) {
+    rules::DpiMatchCtx mc{&rt.dpi(), w.block_ms.get(), 0, false};
+    hs_reset_stream(w.block_stream, 0, w.scratch, rules::dpiMatchCallback, &mc);
+    if (mc.changed) evaluateFire(c);
+  }
+}
+
+void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out) {
+  if (d.rt_id != rt.id()) {
+    forget(d);
+    return;
+  }
+  DpiRuntime::PerWorker& w = rt.worker(worker);
+  releaseOoo(w, rt, d);
+  if (d.slot != DpiDir::kNoSlot) {
+    Ctx c{rt, w, d, w.ms.get() + size_t(d.slot) * rt.msStride(), out};
+    releaseStream(w, d, (d.flags & DpiDir::kDone) ? nullptr : &c);
+  }
+  forget(d);
+}
+
+}  // namespace dpu::dp

@@ -1,0 +1,123 @@
+// DPI stage: per flow direction one Hyperscan stream, TCP payload fed in sequence order,
+// conditions of the YARA rules evaluated on the stream's match state. No DPDK here (tested
+// without EAL); the Worker calls it from dataplane/pipeline/dpi_path.cc.
+//
+// Memory, all allocated off the packet path:
+//   - DpiRuntime (built by Dataplane::prepare for one CompiledDpi + settings, shared by the
+//     snapshots that keep the same CompiledDpi, freed after the RCU grace period with the
+//     last of them) holds per worker: a Hyperscan scratch (hs_clone_scratch), a pool of
+//     `streams_per_worker` Hyperscan streams opened once at prepare time and recycled with
+//     hs_reset_stream (no allocation when a flow starts or ends), the match states of those
+//     streams (one slab), and a pool of out-of-order buffers (ring of `ooo_buffer_bytes` per
+//     slot plus a presence bitmap).
+//   - DpiDir (per flow position and direction, in the Worker, sized to the flow table at
+//     worker create): which stream slot / ooo slot it uses, next expected TCP sequence
+//     number, state flags, and the id of the runtime the slots belong to. A slot of another
+//     runtime (the rules changed) is never touched again: that runtime frees its streams
+//     itself, and the flow starts a new stream on the new rules at its current position
+//     (patterns anchored at the stream start then do not match).
+// Retransmitted bytes (sequence before the next expected one) are not scanned again; the
+// first copy of overlapping bytes wins. Out-of-order bytes beyond the buffer (or with no free
+// buffer) are a gap: the gap policy says stop inspecting, alert, or drop.
+#pragma once
+
+#include <hs/hs.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rules/compiled/dpi.h"
+
+namespace dpu::dp {
+
+struct DpiSettings {
+  uint32_t streams_per_worker = 4096;
+  uint32_t ooo_slots_per_worker = 256;
+  uint32_t ooo_buffer_bytes = 16384;
+  uint64_t depth_bytes = 1u << 20;  // 0 = unlimited
+  rules::DpiGapPolicy gap_policy = rules::DpiGapPolicy::kStopInspecting;
+  bool udp_stream = false;
+};
+
+class DpiRuntime {
+ public:
+  static absl::StatusOr<std::shared_ptr<DpiRuntime>> create(
+      std::shared_ptr<const rules::CompiledDpi> dpi, const DpiSettings& s, uint32_t workers);
+  ~DpiRuntime();
+  DpiRuntime(const DpiRuntime&) = delete;
+  DpiRuntime& operator=(const DpiRuntime&) = delete;
+
+  struct PerWorker {
+    hs_scratch_t* scratch = nullptr;
+    std::vector<hs_stream_t*> streams;
+    std::vector<uint32_t> free_streams;     // stack of free slot indices
+    std::unique_ptr<uint8_t[]> ms;          // streams.size() * ms_stride
+    std::vector<uint32_t> free_ooo;
+    std::unique_ptr<uint8_t[]> ooo_data;    // ooo_slots * ooo_buffer_bytes
+    std::unique_ptr<uint8_t[]> ooo_bits;    // ooo_slots * ooo_buffer_bytes / 8
+    hs_stream_t* block_stream = nullptr;    // UDP datagrams scanned on their own
+    std::unique_ptr<uint8_t[]> block_ms;
+  };
+
+  const rules::CompiledDpi& dpi() const { return *dpi_; }
+  const std::shared_ptr<const rules::CompiledDpi>& dpiPtr() const { return dpi_; }
+  const DpiSettings& settings() const { return s_; }
+  uint64_t id() const { return id_; }
+  size_t msStride() const { return ms_stride_; }
+  // Bytes per stream: Hyperscan stream state + match state.
+  size_t bytesPerStream() const { return dpi_->streamStateBytes() + ms_stride_; }
+  PerWorker& worker(uint32_t w) const { return workers_[w]; }
+  uint32_t workers() const { return uint32_t(workers_.size()); }
+
+ private:
+  DpiRuntime() = default;
+  std::shared_ptr<const rules::CompiledDpi> dpi_;
+  DpiSettings s_;
+  uint64_t id_ = 0;
+  size_t ms_stride_ = 0;
+  mutable std::vector<PerWorker> workers_;
+};
+
+// Per flow direction (indexed pos * 2 + dir by the Worker).
+struct DpiDir {
+  uint64_t rt_id = 0;        // runtime the slots belong to; 0 = none
+  uint32_t slot = kNoSlot;   // stream slot
+  uint32_t ooo = kNoSlot;    // out-of-order slot
+  uint32_t next_seq = 0;     // next expected TCP sequence number (when seq_known)
+  uint8_t flags = 0;
+  static constexpr uint32_t kNoSlot = 0xffffffffu;
+  static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4;
+};
+
+// What one packet did.
+struct DpiOutcome {
+  static constexpr uint32_t kMaxFired = 8;
+  uint32_t fired[kMaxFired];     // rules (indices in CompiledDpi::rules) that newly matched
+  uint32_t nfired = 0;
+  bool gap = false;              // this packet found a gap (policy in settings)
+  bool depth_reached = false;
+  bool no_stream = false;        // stream pool empty: not inspected
+  uint32_t scanned = 0;          // bytes scanned
+};
+
+class DpiInspector {
+ public:
+  // TCP segment of flow direction `d` (payload may be empty: SYN / FIN / ACK).
+  static void tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
+                  uint32_t len, uint32_t seq, uint8_t tcp_flags, DpiOutcome& out);
+  // One packet scanned on its own (untracked packets, UDP datagrams by default).
+  static void block(const DpiRuntime& rt, uint32_t worker, const uint8_t* payload, uint32_t len,
+                    DpiOutcome& out);
+  // UDP datagram: a block scan of its own (or a flow stream when settings.udp_stream).
+  static void udp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
+                  uint32_t len, DpiOutcome& out);
+  // Flow end: end-of-stream matches (`\z`, fullword at the end) are evaluated, the stream
+  // and buffers go back to their pools.
+  static void end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out);
+  // Forgets state of a runtime that is gone (no pool access).
+  static void forget(DpiDir& d) { d = DpiDir{}; }
+};
+
+}  // namespace dpu::dp

@@ -1,0 +1,1243 @@
+#include "rules/compile/yara_translate.h"
+
+#include <hs/hs.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "rules/compile/yara_validate.h"
+
+namespace dpu::rules {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Lexer
+
+enum class Tk { kEnd, kIdent, kStrId, kCountId, kOffId, kLenId, kNum, kFloat, kText, kHex,
+                kRegex, kPunct };
+
+struct Token {
+  Tk kind = Tk::kEnd;
+  std::string text;   // identifier / punctuation / decoded text / hex body / regex body
+  std::string flags;  // regex flags
+  int64_t num = 0;
+  int line = 0;
+};
+
+struct Unsupported {
+  std::string reason;
+};
+
+class Lexer {
+ public:
+  explicit Lexer(const std::string& s) : s_(s) {}
+
+  std::vector<Token> run() {
+    std::vector<Token> out;
+    while (true) {
+      skipSpace();
+      Token t;
+      t.line = line_;
+      if (pos_ >= s_.size()) { out.push_back(t); break; }
+      char c = s_[pos_];
+      bool prev_assign = !out.empty() && out.back().kind == Tk::kPunct && out.back().text == "=";
+      if (c == '{' && prev_assign) {
+        size_t e = s_.find('}', pos_);
+        if (e == std::string::npos) e = s_.size();
+        t.kind = Tk::kHex;
+        t.text = s_.substr(pos_ + 1, e - pos_ - 1);
+        countLines(pos_, e);
+        pos_ = e + 1;
+      } else if (std::isalpha(uint8_t(c)) || c == '_') {
+        t.kind = Tk::kIdent;
+        t.text = ident();
+      } else if (c == '$' || c == '#' || c == '@' ||
+                 (c == '!' && pos_ + 1 < s_.size() &&
+                  (std::isalnum(uint8_t(s_[pos_ + 1])) || s_[pos_ + 1] == '_'))) {
+        ++pos_;
+        t.kind = c == '$' ? Tk::kStrId : c == '#' ? Tk::kCountId : c == '@' ? Tk::kOffId : Tk::kLenId;
+        t.text = std::string(1, '$') + ident();
+        if (c == '$' && pos_ < s_.size() && s_[pos_] == '*') { t.text += '*'; ++pos_; }
+      } else if (std::isdigit(uint8_t(c))) {
+        number(t);
+      } else if (c == '"') {
+        t.kind = Tk::kText;
+        t.text = text();
+      } else if (c == '/') {
+        t.kind = Tk::kRegex;
+        regex(t);
+      } else {
+        t.kind = Tk::kPunct;
+        static const char* kTwo[] = {"==", "!=", "<=", ">=", "<<", ">>", ".."};
+        t.text = std::string(1, c);
+        for (const char* two : kTwo)
+          if (s_.compare(pos_, 2, two) == 0) t.text = two;
+        pos_ += t.text.size();
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+ private:
+  void countLines(size_t from, size_t to) {
+    for (size_t i = from; i < to && i < s_.size(); ++i) line_ += s_[i] == '\n';
+  }
+  void skipSpace() {
+    while (pos_ < s_.size()) {
+      char c = s_[pos_];
+      if (c == '\n') { ++line_; ++pos_; }
+      else if (std::isspace(uint8_t(c))) ++pos_;
+      else if (s_.compare(pos_, 2, "//") == 0) {
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else if (s_.compare(pos_, 2, "/*") == 0) {
+        size_t e = s_.find("*/", pos_ + 2);
+        if (e == std::string::npos) e = s_.size();
+        countLines(pos_, e);
+        pos_ = std::min(s_.size(), e + 2);
+      } else break;
+    }
+  }
+  std::string ident() {
+    size_t b = pos_;
+    while (pos_ < s_.size() && (std::isalnum(uint8_t(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    return s_.substr(b, pos_ - b);
+  }
+  void number(Token& t) {
+    size_t b = pos_;
+    int base = 10;
+    if (s_.compare(pos_, 2, "0x") == 0 || s_.compare(pos_, 2, "0X") == 0) { base = 16; pos_ += 2; }
+    else if (s_.compare(pos_, 2, "0o") == 0) { base = 8; pos_ += 2; }
+    size_t ds = pos_;
+    while (pos_ < s_.size() && std::isxdigit(uint8_t(s_[pos_]))) {
+      if (base == 10 && !std::isdigit(uint8_t(s_[pos_]))) break;
+      ++pos_;
+    }
+    t.kind = Tk::kNum;
+    if (base == 10 && pos_ + 1 < s_.size() && s_[pos_] == '.' &&
+        std::isdigit(uint8_t(s_[pos_ + 1]))) {
+      while (pos_ < s_.size() && (std::isdigit(uint8_t(s_[pos_])) || s_[pos_] == '.')) ++pos_;
+      t.kind = Tk::kFloat;
+      t.text = s_.substr(b, pos_ - b);
+      return;
+    }
+    uint64_t v = 0;
+    for (size_t i = ds; i < pos_; ++i) {
+      char c = char(std::tolower(uint8_t(s_[i])));
+      v = v * uint64_t(base) + uint64_t(std::isdigit(uint8_t(c)) ? c - '0' : c - 'a' + 10);
+    }
+    if (s_.compare(pos_, 2, "KB") == 0) { v <<= 10; pos_ += 2; }
+    else if (s_.compare(pos_, 2, "MB") == 0) { v <<= 20; pos_ += 2; }
+    t.num = int64_t(v);
+    t.text = s_.substr(b, pos_ - b);
+  }
+  static int hexVal(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    c = char(std::tolower(uint8_t(c)));
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  }
+  std::string text() {
+    std::string out;
+    ++pos_;
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      char c = s_[pos_++];
+      if (c == '\n') ++line_;
+      if (c != '\\' || pos_ >= s_.size()) { out += c; continue; }
+      char e = s_[pos_++];
+      switch (e) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'x': {
+          int hi = pos_ < s_.size() ? hexVal(s_[pos_]) : -1;
+          int lo = pos_ + 1 < s_.size() ? hexVal(s_[pos_ + 1]) : -1;
+          if (hi >= 0 && lo >= 0) { out += char(hi * 16 + lo); pos_ += 2; }
+          break;
+        }
+        default: out += e; break;
+      }
+    }
+    ++pos_;
+    return out;
+  }
+  void regex(Token& t) {
+    ++pos_;
+    while (pos_ < s_.size() && s_[pos_] != '/') {
+      if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) t.text += s_[pos_++];
+      if (s_[pos_] == '\n') ++line_;
+      t.text += s_[pos_++];
+    }
+    ++pos_;
+    while (pos_ < s_.size() && (s_[pos_] == 'i' || s_[pos_] == 's')) t.flags += s_[pos_++];
+  }
+
+  const std::string& s_;
+  size_t pos_ = 0;
+  int line_ = 1;
+};
+
+// ---------------------------------------------------------------------------------------
+// Rule structure
+
+struct RString {
+  std::string ident;  // "$a", "$" (anonymous)
+  Tk kind = Tk::kText;
+  std::string body;
+  std::string flags;
+  bool ascii = false, wide = false, nocase = false, fullword = false, priv = false;
+  bool xor_ = false, base64 = false;
+  int xor_lo = 0, xor_hi = 255;
+  bool hidden = false;
+  std::string hidden_bytes;
+  int64_t hidden_at = -1;
+  int line = 0;
+};
+
+struct RRule {
+  std::string name;
+  int line = 0;
+  bool is_private = false, is_global = false;
+  std::vector<std::string> tags;
+  std::vector<std::pair<std::string, std::string>> meta;
+  std::vector<RString> strings;
+  std::vector<Token> cond;
+  std::string parse_error;  // structural problem found by this parser
+};
+
+struct RSource {
+  std::vector<std::string> imports;
+  std::vector<RRule> rules;
+};
+
+bool isKw(const Token& t, const char* kw) { return t.kind == Tk::kIdent && t.text == kw; }
+bool isP(const Token& t, const char* p) { return t.kind == Tk::kPunct && t.text == p; }
+
+RSource parseSource(const std::string& text) {
+  RSource src;
+  std::vector<Token> toks = Lexer(text).run();
+  size_t i = 0;
+  auto at = [&](size_t k) -> const Token& { return toks[std::min(k, toks.size() - 1)]; };
+  while (at(i).kind != Tk::kEnd) {
+    if (isKw(at(i), "import")) {
+      if (at(i + 1).kind == Tk::kText) src.imports.push_back(at(i + 1).text);
+      i += 2;
+      continue;
+    }
+    if (isKw(at(i), "include")) { i += 2; continue; }
+    RRule r;
+    r.line = at(i).line;
+    while (isKw(at(i), "private") || isKw(at(i), "global")) {
+      (at(i).text == "private" ? r.is_private : r.is_global) = true;
+      ++i;
+    }
+    if (!isKw(at(i), "rule")) { ++i; continue; }
+    r.line = at(i).line;
+    r.name = at(i + 1).text;
+    i += 2;
+    if (isP(at(i), ":")) {
+      ++i;
+      while (at(i).kind == Tk::kIdent) r.tags.push_back(at(i++).text);
+    }
+    if (!isP(at(i), "{")) { r.parse_error = "expected {"; src.rules.push_back(r); continue; }
+    ++i;
+    std::string section;
+    while (at(i).kind != Tk::kEnd && !isP(at(i), "}")) {
+      if ((isKw(at(i), "meta") || isKw(at(i), "strings") || isKw(at(i), "condition")) &&
+          isP(at(i + 1), ":") && section != "condition") {
+        section = at(i).text;
+        i += 2;
+        continue;
+      }
+      if (section == "meta") {
+        std::string key = at(i).text;
+        if (!isP(at(i + 1), "=")) { ++i; continue; }
+        i += 2;
+        std::string val;
+        if (isP(at(i), "-")) { val = "-"; ++i; }
+        val += at(i).text;
+        r.meta.emplace_back(key, val);
+        ++i;
+      } else if (section == "strings") {
+        RString s;
+        s.ident = at(i).text;
+        s.line = at(i).line;
+        if (at(i).kind != Tk::kStrId || !isP(at(i + 1), "=")) { ++i; continue; }
+        i += 2;
+        s.kind = at(i).kind;
+        s.body = at(i).text;
+        s.flags = at(i).flags;
+        ++i;
+        while (at(i).kind == Tk::kIdent) {
+          const std::string m = at(i).text;
+          if (m == "ascii") s.ascii = true;
+          else if (m == "wide") s.wide = true;
+          else if (m == "nocase") s.nocase = true;
+          else if (m == "fullword") s.fullword = true;
+          else if (m == "private") s.priv = true;
+          else if (m == "xor") s.xor_ = true;
+          else if (m == "base64" || m == "base64wide") s.base64 = true;
+          else break;
+          ++i;
+          if (isP(at(i), "(")) {  // xor(lo-hi) / xor(k) / base64("alphabet")
+            if (m == "xor" && at(i + 1).kind == Tk::kNum) {
+              s.xor_lo = s.xor_hi = int(at(i + 1).num);
+              if (isP(at(i + 2), "-") && at(i + 3).kind == Tk::kNum) s.xor_hi = int(at(i + 3).num);
+            }
+            while (at(i).kind != Tk::kEnd && !isP(at(i), ")")) ++i;
+            ++i;
+          }
+        }
+        r.strings.push_back(std::move(s));
+      } else if (section == "condition") {
+        r.cond.push_back(at(i++));
+      } else {
+        ++i;
+      }
+    }
+    // The condition ends at the rule's closing brace (a condition has no braces of its own).
+    ++i;
+    src.rules.push_back(std::move(r));
+  }
+  return src;
+}
+
+// ---------------------------------------------------------------------------------------
+// Pattern generation
+
+struct GenPattern {
+  std::string expr;
+  unsigned flags = 0;
+  uint32_t length = 0;  // 0 = variable
+  uint32_t trail = 0;
+  bool anchored = false;
+};
+
+std::string esc(uint8_t b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02x", b);
+  return buf;
+}
+std::string escBytes(const std::string& s) {
+  std::string o;
+  for (char c : s) o += esc(uint8_t(c));
+  return o;
+}
+
+constexpr const char* kNotAlnum = "[^A-Za-z0-9]";
+
+void textPatterns(const RString& s, std::vector<GenPattern>& out) {
+  if (s.base64) throw Unsupported{"base64/base64wide modifier on " + s.ident};
+  std::vector<std::pair<std::string, bool>> encs;  // bytes, wide
+  if (s.ascii || !s.wide) encs.emplace_back(s.body, false);
+  if (s.wide) {
+    std::string w;
+    for (char c : s.body) { w += c; w += '\0'; }
+    encs.emplace_back(w, true);
+  }
+  int lo = s.xor_ ? s.xor_lo : 0, hi = s.xor_ ? s.xor_hi : 0;
+  if (lo < 0 || hi > 255 || lo > hi) throw Unsupported{"xor range of " + s.ident};
+  unsigned flags = HS_FLAG_DOTALL | (s.nocase ? HS_FLAG_CASELESS : 0u);
+  for (auto& [bytes, wide] : encs) {
+    for (int k = lo; k <= hi; ++k) {
+      std::string x = bytes;
+      for (char& c : x) c = char(uint8_t(c) ^ uint8_t(k));
+      const std::string core = escBytes(x);
+      const uint32_t len = uint32_t(x.size());
+      if (!s.fullword) {
+        out.push_back({core, flags, len, 0, false});
+        continue;
+      }
+      if (!wide) {
+        const std::string lead = std::string("(?:^|") + kNotAlnum + ")";
+        out.push_back({lead + core + "\\z", flags, len, 0, false});
+        out.push_back({lead + core + kNotAlnum, flags, len, 1, false});
+      } else {
+        // libyara (wide): not a word if the wide char before is alnum,0 or the one after is
+        // alnum,0 (the latter checked only when two bytes follow).
+        const std::string lead =
+            std::string("(?:^|^.|.[^\\x00]|") + kNotAlnum + "\\x00)";
+        out.push_back({lead + core + "\\z", flags, len, 0, false});
+        out.push_back({lead + core + ".\\z", flags, len, 1, false});
+        out.push_back({lead + core + "(?:" + kNotAlnum + ".|.[^\\x00])", flags, len, 2, false});
+      }
+    }
+  }
+}
+
+int hexNib(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = char(std::tolower(uint8_t(c)));
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// Translates a hex string body; returns (min, max) length (max = -1 unbounded).
+struct HexOut {
+  std::string re;
+  int64_t min = 0, max = 0;
+};
+
+HexOut hexSeq(const std::string& b, size_t& i, int depth);
+
+HexOut hexAlt(const std::string& b, size_t& i, int depth) {
+  // after '(': alternatives until ')'
+  HexOut o;
+  o.re = "(?:";
+  bool first = true;
+  while (true) {
+    HexOut a = hexSeq(b, i, depth + 1);
+    if (first) { o.min = a.min; o.max = a.max; }
+    else {
+      o.min = std::min(o.min, a.min);
+      o.max = (o.max < 0 || a.max < 0) ? -1 : std::max(o.max, a.max);
+      o.re += "|";
+    }
+    o.re += a.re;
+    first = false;
+    if (i < b.size() && b[i] == '|') { ++i; continue; }
+    if (i < b.size() && b[i] == ')') ++i;
+    break;
+  }
+  o.re += ")";
+  return o;
+}
+
+HexOut hexSeq(const std::string& b, size_t& i, int depth) {
+  HexOut o;
+  if (depth > 16) throw Unsupported{"hex string nesting"};
+  while (i < b.size()) {
+    char c = b[i];
+    if (std::isspace(uint8_t(c))) { ++i; continue; }
+    if (c == '|' || c == ')') break;
+    if (c == '(') {
+      ++i;
+      HexOut a = hexAlt(b, i, depth);
+      o.re += a.re;
+      o.min += a.min;
+      o.max = (o.max < 0 || a.max < 0) ? -1 : o.max + a.max;
+      continue;
+    }
+    if (c == '[') {
+      size_t e = b.find(']', i);
+      if (e == std::string::npos) throw Unsupported{"hex jump"};
+      std::string j = b.substr(i + 1, e - i - 1);
+      j.erase(std::remove_if(j.begin(), j.end(), [](char x) { return std::isspace(uint8_t(x)); }),
+              j.end());
+      i = e + 1;
+      size_t dash = j.find('-');
+      int64_t lo = 0, hi = -1;
+      if (dash == std::string::npos) {
+        lo = hi = std::stoll(j.empty() ? "0" : j);
+      } else {
+        lo = dash == 0 ? 0 : std::stoll(j.substr(0, dash));
+        hi = dash + 1 >= j.size() ? -1 : std::stoll(j.substr(dash + 1));
+      }
+      if (hi >= 0) o.re += "." + (lo == hi ? absl::StrCat("{", lo, "}") : absl::StrCat("{", lo, ",", hi, "}"));
+      else o.re += absl::StrCat(".{", lo, ",}");
+      o.min += lo;
+      o.max = (o.max < 0 || hi < 0) ? -1 : o.max + hi;
+      continue;
+    }
+    bool neg = false;
+    if (c == '~') { neg = true; ++i; }
+    if (i + 1 >= b.size()) throw Unsupported{"hex string byte"};
+    char h = b[i], l = b[i + 1];
+    i += 2;
+    int hv = hexNib(h), lv = hexNib(l);
+    std::string cls;
+    if (h == '?' && l == '?') {
+      if (neg) throw Unsupported{"hex ~??"};
+      cls = ".";
+    } else if (h == '?' && lv >= 0) {
+      cls = "[";
+      for (int k = 0; k < 16; ++k) cls += esc(uint8_t(k * 16 + lv));
+      cls += "]";
+    } else if (hv >= 0 && l == '?') {
+      cls = "[" + esc(uint8_t(hv * 16)) + "-" + esc(uint8_t(hv * 16 + 15)) + "]";
+    } else if (hv >= 0 && lv >= 0) {
+      cls = esc(uint8_t(hv * 16 + lv));
+    } else {
+      throw Unsupported{"hex string token"};
+    }
+    if (neg) cls = cls.front() == '[' ? "[^" + cls.substr(1) : "[^" + cls + "]";
+    o.re += cls;
+    o.min += 1;
+    if (o.max >= 0) o.max += 1;
+  }
+  return o;
+}
+
+void hexPatterns(const RString& s, std::vector<GenPattern>& out) {
+  size_t i = 0;
+  HexOut h = hexSeq(s.body, i, 0);
+  uint32_t len = (h.max >= 0 && h.max == h.min) ? uint32_t(h.min) : 0;
+  out.push_back({h.re, HS_FLAG_DOTALL, len, 0, false});
+}
+
+void regexPatterns(const RString& s, std::vector<GenPattern>& out) {
+  if (s.wide) throw Unsupported{"wide regular expression " + s.ident};
+  if (s.fullword) throw Unsupported{"fullword regular expression " + s.ident};
+  if (s.xor_ || s.base64) throw Unsupported{"modifier on regular expression " + s.ident};
+  std::string re;
+  bool in_class = false;
+  const std::string& b = s.body;
+  for (size_t i = 0; i < b.size(); ++i) {
+    char c = b[i];
+    if (c == '\\' && i + 1 < b.size()) {
+      re += c;
+      re += b[++i];
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      re += c;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      re += c;
+      if (i + 1 < b.size() && b[i + 1] == '^') re += b[++i];
+      if (i + 1 < b.size() && b[i + 1] == ']') re += b[++i];
+      continue;
+    }
+    if (c == '$') { re += "\\z"; continue; }  // YARA: end of data only
+    if (c == '{' && i + 1 < b.size() && b[i + 1] == ',') { re += "{0"; continue; }
+    re += c;
+  }
+  unsigned flags = 0;
+  if (s.flags.find('i') != std::string::npos || s.nocase) flags |= HS_FLAG_CASELESS;
+  if (s.flags.find('s') != std::string::npos) flags |= HS_FLAG_DOTALL;
+  out.push_back({re, flags, 0, 0, false});
+}
+
+// Samples: one byte sequence each string matches (test payloads, `dpuctl dpi list`).
+std::string hexSampleSeq(const std::string& b, size_t& i, int depth) {
+  std::string o;
+  while (i < b.size() && depth < 16) {
+    char c = b[i];
+    if (std::isspace(uint8_t(c))) { ++i; continue; }
+    if (c == '|' || c == ')') break;
+    if (c == '(') {
+      ++i;
+      std::string first = hexSampleSeq(b, i, depth + 1);
+      while (i < b.size() && b[i] == '|') { ++i; hexSampleSeq(b, i, depth + 1); }
+      if (i < b.size() && b[i] == ')') ++i;
+      o += first;
+      continue;
+    }
+    if (c == '[') {
+      size_t e = b.find(']', i);
+      if (e == std::string::npos) break;
+      std::string j = b.substr(i + 1, e - i - 1);
+      i = e + 1;
+      int64_t lo = 0;
+      size_t k = 0;
+      while (k < j.size() && std::isspace(uint8_t(j[k]))) ++k;
+      while (k < j.size() && std::isdigit(uint8_t(j[k]))) lo = lo * 10 + (j[k++] - '0');
+      o.append(size_t(std::min<int64_t>(lo, 4096)), '\x20');
+      continue;
+    }
+    bool neg = c == '~';
+    if (neg) ++i;
+    if (i + 1 >= b.size()) break;
+    int hv = hexNib(b[i]), lv = hexNib(b[i + 1]);
+    i += 2;
+    uint8_t v = uint8_t((hv < 0 ? 2 : hv) * 16 + (lv < 0 ? 0 : lv));
+    if (neg) v ^= 0x01;
+    o += char(v);
+  }
+  return o;
+}
+
+std::string regexSample(const std::string& re) {
+  // Literal characters and escapes only; gives up (empty) on anything else.
+  std::string o;
+  for (size_t i = 0; i < re.size(); ++i) {
+    char c = re[i];
+    if (c == '\\' && i + 1 < re.size()) {
+      char e = re[++i];
+      if (e == 'x' && i + 2 < re.size()) {
+        int hv = hexNib(re[i + 1]), lv = hexNib(re[i + 2]);
+        if (hv < 0 || lv < 0) return "";
+        o += char(hv * 16 + lv);
+        i += 2;
+      } else if (std::isalnum(uint8_t(e))) {
+        if (e == 'n') o += '\n';
+        else if (e == 't') o += '\t';
+        else if (e == 'd') o += '7';
+        else if (e == 'w') o += 'k';
+        else if (e == 's') o += ' ';
+        else return "";
+      } else {
+        o += e;
+      }
+      continue;
+    }
+    if (std::strchr("[](){}|*+?.^$", c) != nullptr) {
+      if (c == '.' ) { o += 'q'; continue; }
+      if ((c == '+' ) && !o.empty()) continue;
+      if (c == '^' && i == 0) continue;
+      return "";
+    }
+    o += c;
+  }
+  return o;
+}
+
+std::string stringSample(const RString& s) {
+  if (s.hidden) return s.hidden_bytes;
+  if (s.kind == Tk::kHex) {
+    size_t i = 0;
+    return hexSampleSeq(s.body, i, 0);
+  }
+  if (s.kind == Tk::kRegex) return regexSample(s.body);
+  std::string b = s.body;
+  if (s.wide && !s.ascii) {
+    std::string w;
+    for (char c : s.body) { w += c; w += '\0'; }
+    b = w;
+  }
+  if (s.xor_) for (char& c : b) c = char(uint8_t(c) ^ uint8_t(s.xor_lo));
+  return b;
+}
+
+// ---------------------------------------------------------------------------------------
+// Condition parsing
+
+struct LocalNode {
+  CondNode n;
+  bool is_uint = false;  // uintXX(offset) read, unresolved: value=offset, a=size, b=be
+};
+
+struct RuleCtx {
+  const RRule& rule;
+  std::vector<RString>& strings;             // rule strings + hidden ones appended
+  const std::map<std::string, int>& rule_index;       // supported rules of this namespace
+  const std::map<std::string, std::string>& bad_rules;  // unsupported ones -> reason
+  const std::set<std::string>& imports;
+  std::vector<LocalNode> nodes;
+  std::map<int, uint32_t> count_needed;      // string -> 1
+  std::map<int, uint32_t> slots_needed;      // string -> K
+  std::vector<std::pair<int, DpiPosPred>> preds;
+  size_t pos = 0;
+
+  const Token& tok(size_t k = 0) const {
+    static const Token kEnd;
+    return pos + k < rule.cond.size() ? rule.cond[pos + k] : kEnd;
+  }
+  int add(CondNode n) {
+    nodes.push_back({std::move(n), false});
+    return int(nodes.size() - 1);
+  }
+  int add(CondOp op, int a = -1, int b = -1, int64_t v = 0) {
+    CondNode n;
+    n.op = op;
+    n.a = a;
+    n.b = b;
+    n.value = v;
+    return add(std::move(n));
+  }
+  void expectP(const char* p) {
+    if (!isP(tok(), p)) throw Unsupported{absl::StrCat("condition syntax near '", tok().text, "'")};
+    ++pos;
+  }
+  int stringIndex(const std::string& ident) const {
+    for (size_t i = 0; i < strings.size(); ++i)
+      if (!strings[i].hidden && strings[i].ident == ident) return int(i);
+    throw Unsupported{"string " + ident + " outside a for loop"};
+  }
+  std::vector<uint32_t> stringSet() {
+    std::vector<uint32_t> out;
+    auto addMatching = [&](const std::string& pat) {
+      bool wild = !pat.empty() && pat.back() == '*';
+      std::string pre = wild ? pat.substr(0, pat.size() - 1) : pat;
+      for (size_t i = 0; i < strings.size(); ++i) {
+        if (strings[i].hidden) continue;
+        if (wild ? strings[i].ident.compare(0, pre.size(), pre) == 0 : strings[i].ident == pre)
+          out.push_back(uint32_t(i));
+      }
+    };
+    if (isKw(tok(), "them")) {
+      ++pos;
+      addMatching("$*");
+      return out;
+    }
+    expectP("(");
+    while (true) {
+      if (tok().kind != Tk::kStrId) throw Unsupported{"rule sets in `of` (only strings)"};
+      addMatching(tok().text);
+      ++pos;
+      if (isP(tok(), ",")) { ++pos; continue; }
+      break;
+    }
+    expectP(")");
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  // Constant value of a node built from constants only.
+  bool constVal(int idx, int64_t& v) const {
+    const CondNode& n = nodes[size_t(idx)].n;
+    if (nodes[size_t(idx)].is_uint) return false;
+    int64_t a = 0, b = 0;
+    switch (n.op) {
+      case CondOp::kConst: v = n.value; return true;
+      case CondOp::kNeg: if (!constVal(n.a, a)) return false; v = int64_t(0ull - uint64_t(a)); return true;
+      case CondOp::kAdd: case CondOp::kSub: case CondOp::kMul:
+        if (!constVal(n.a, a) || !constVal(n.b, b)) return false;
+        v = n.op == CondOp::kAdd ? int64_t(uint64_t(a) + uint64_t(b))
+            : n.op == CondOp::kSub ? int64_t(uint64_t(a) - uint64_t(b))
+                                   : int64_t(uint64_t(a) * uint64_t(b));
+        return true;
+      default: return false;
+    }
+  }
+  int64_t needConst(int idx, const std::string& what) const {
+    int64_t v = 0;
+    if (!constVal(idx, v)) throw Unsupported{what + " that is not a constant"};
+    return v;
+  }
+
+  int primary() {
+    const Token t = tok();
+    if (t.kind == Tk::kEnd) throw Unsupported{"condition syntax"};
+    if (isKw(t, "not")) { ++pos; return add(CondOp::kNot, expr(3)); }
+    if (isP(t, "(")) {
+      ++pos;
+      int e = expr(0);
+      expectP(")");
+      return e;
+    }
+    if (isP(t, "-")) { ++pos; return add(CondOp::kNeg, expr(12)); }
+    if (isP(t, "~")) { ++pos; return add(CondOp::kBitNot, expr(12)); }
+    if (isKw(t, "true") || isKw(t, "false")) { ++pos; return add(CondOp::kConst, -1, -1, t.text == "true"); }
+    if (t.kind == Tk::kNum) { ++pos; return add(CondOp::kConst, -1, -1, t.num); }
+    if (t.kind == Tk::kFloat) throw Unsupported{"floating-point value " + t.text};
+    if (t.kind == Tk::kText) throw Unsupported{"text string value in condition"};
+    if (t.kind == Tk::kRegex) throw Unsupported{"regular expression in condition"};
+    if (isKw(t, "filesize")) { ++pos; return add(CondOp::kFilesize); }
+    if (isKw(t, "entrypoint")) throw Unsupported{"entrypoint"};
+    if (isKw(t, "for")) throw Unsupported{"for loop"};
+    if (isKw(t, "defined")) throw Unsupported{"defined"};
+    if (isKw(t, "any") || isKw(t, "all") || isKw(t, "none")) {
+      if (t.text == "none") throw Unsupported{"none of"};
+      ++pos;
+      if (!isKw(tok(), "of")) throw Unsupported{"condition syntax near " + t.text};
+      ++pos;
+      int n = t.text == "any" ? add(CondOp::kConst, -1, -1, 1) : -1;
+      return ofNode(n);
+    }
+    if (t.kind == Tk::kStrId) {
+      ++pos;
+      if (t.text == "$") throw Unsupported{"anonymous string reference outside a for loop"};
+      int s = stringIndex(t.text);
+      if (isKw(tok(), "at")) {
+        ++pos;
+        int64_t at = needConst(expr(6), "`at` offset");
+        return predNode(s, DpiPosPred{true, at, at, 0});
+      }
+      if (isKw(tok(), "in")) {
+        ++pos;
+        expectP("(");
+        int lo = expr(6);
+        expectP("..");
+        int hi = expr(6);
+        expectP(")");
+        return predNode(s, DpiPosPred{false, needConst(lo, "`in` range bound"),
+                                      needConst(hi, "`in` range bound"), 0});
+      }
+      return add(CondOp::kFound, s);
+    }
+    if (t.kind == Tk::kCountId) {
+      ++pos;
+      int s = stringIndex(t.text);
+      if (isKw(tok(), "in")) throw Unsupported{"#a in (range)"};
+      count_needed[s] = 1;
+      return add(CondOp::kCount, s);
+    }
+    if (t.kind == Tk::kOffId || t.kind == Tk::kLenId) {
+      ++pos;
+      int s = stringIndex(t.text);
+      int64_t i = 1;
+      if (isP(tok(), "[")) {
+        ++pos;
+        i = needConst(expr(0), "match index");
+        expectP("]");
+      }
+      if (i < 1 || i > 64) throw Unsupported{absl::StrCat("match index ", i, " (1..64 supported)")};
+      count_needed[s] = 1;
+      uint32_t& k = slots_needed[s];
+      k = std::max<uint32_t>(k, uint32_t(i));
+      return add(t.kind == Tk::kOffId ? CondOp::kOffset : CondOp::kLength, s, -1, i);
+    }
+    if (t.kind == Tk::kIdent) {
+      static const std::map<std::string, std::pair<int, int>> kInts = {
+          {"uint8", {1, 0}},    {"uint16", {2, 0}},   {"uint32", {4, 0}},
+          {"uint8be", {1, 1}},  {"uint16be", {2, 1}}, {"uint32be", {4, 1}}};
+      auto it = kInts.find(t.text);
+      if (it != kInts.end() && isP(tok(1), "(")) {
+        if (tok(2).kind == Tk::kIdent && (tok(2).text.rfind("uint", 0) == 0 || tok(2).text.rfind("int", 0) == 0))
+          throw Unsupported{t.text + " at an offset read from the data (e.g. the PE header check " +
+                            t.text + "(uint32(0x3C)))"};
+        pos += 2;
+        int off = expr(0);
+        expectP(")");
+        int64_t o = needConst(off, t.text + " offset");
+        if (o < 0 || o > 65535) throw Unsupported{t.text + " offset out of range"};
+        LocalNode ln;
+        ln.is_uint = true;
+        ln.n.value = o;
+        ln.n.a = it->second.first;
+        ln.n.b = it->second.second;
+        ln.n.list = {0};
+        nodes.push_back(ln);
+        return int(nodes.size() - 1);
+      }
+      if (t.text.rfind("int", 0) == 0 && isP(tok(1), "("))
+        throw Unsupported{t.text + " (signed read)"};
+      if (isP(tok(1), ".") || isP(tok(1), "(") || isP(tok(1), "["))
+        throw Unsupported{"module or function " + t.text};
+      if (imports.count(t.text)) throw Unsupported{"module " + t.text};
+      auto r = rule_index.find(t.text);
+      if (r != rule_index.end()) { ++pos; return add(CondOp::kRule, r->second); }
+      auto b = bad_rules.find(t.text);
+      if (b != bad_rules.end()) throw Unsupported{"references unsupported rule " + t.text};
+      throw Unsupported{"identifier " + t.text + " (external variable or module)"};
+    }
+    throw Unsupported{"condition syntax near '" + t.text + "'"};
+  }
+
+  int ofNode(int count_node) {
+    CondNode n;
+    n.op = CondOp::kOf;
+    n.a = count_node;
+    n.list = stringSet();
+    return add(std::move(n));
+  }
+  int predNode(int s, DpiPosPred p) {
+    p.bit = uint32_t(preds.size());
+    preds.emplace_back(s, p);
+    return add(CondOp::kPred, s, -1, p.bit);
+  }
+
+  static int bindingPower(const Token& t, CondOp& op) {
+    static const std::map<std::string, std::pair<int, CondOp>> kOps = {
+        {"or", {1, CondOp::kOr}},    {"and", {2, CondOp::kAnd}},   {"==", {4, CondOp::kEq}},
+        {"!=", {4, CondOp::kNe}},    {"<", {5, CondOp::kLt}},      {"<=", {5, CondOp::kLe}},
+        {">", {5, CondOp::kGt}},     {">=", {5, CondOp::kGe}},     {"|", {6, CondOp::kBitOr}},
+        {"^", {7, CondOp::kBitXor}}, {"&", {8, CondOp::kBitAnd}},  {"<<", {9, CondOp::kShl}},
+        {">>", {9, CondOp::kShr}},   {"+", {10, CondOp::kAdd}},    {"-", {10, CondOp::kSub}},
+        {"*", {11, CondOp::kMul}},   {"\\", {11, CondOp::kDiv}},   {"%", {11, CondOp::kMod}}};
+    if (t.kind != Tk::kPunct && t.kind != Tk::kIdent) return -1;
+    auto it = kOps.find(t.text);
+    if (it == kOps.end()) return -1;
+    op = it->second.second;
+    return it->second.first;
+  }
+
+  int uintEq(int u, int c) {
+    const LocalNode ln = nodes[size_t(u)];
+    int64_t v = needConst(c, "value compared with " + std::string("uint read"));
+    const int size = ln.n.a;
+    const bool be = ln.n.b != 0;
+    const uint64_t mask = size == 8 ? ~0ull : ((1ull << (8 * size)) - 1);
+    if (v < 0 || uint64_t(v) > mask) return add(CondOp::kConst, -1, -1, 0);  // never equal
+    std::string bytes;
+    for (int k = 0; k < size; ++k) {
+      int sh = be ? 8 * (size - 1 - k) : 8 * k;
+      bytes += char(uint8_t(uint64_t(v) >> sh));
+    }
+    RString h;
+    h.hidden = true;
+    h.kind = Tk::kIdent;
+    h.ident = absl::StrCat("uint", 8 * size, be ? "be" : "", "(", ln.n.value, ")");
+    h.hidden_bytes = bytes;
+    h.hidden_at = ln.n.value;
+    h.body = (ln.n.value > 0 ? absl::StrCat("^.{", ln.n.value, "}") : std::string("^")) +
+             escBytes(bytes);
+    strings.push_back(h);
+    CondNode n;
+    n.op = CondOp::kUintEq;
+    n.a = int(strings.size() - 1);
+    n.value = ln.n.value + size;
+    return add(std::move(n));
+  }
+
+  int expr(int min_bp) {
+    int left = primary();
+    while (true) {
+      const Token& t = tok();
+      if (isKw(t, "of")) {
+        ++pos;
+        left = ofNode(left);
+        continue;
+      }
+      if (t.kind == Tk::kIdent &&
+          (t.text == "contains" || t.text == "icontains" || t.text == "startswith" ||
+           t.text == "istartswith" || t.text == "endswith" || t.text == "iendswith" ||
+           t.text == "matches" || t.text == "iequals"))
+        throw Unsupported{"string operator " + t.text};
+      CondOp op;
+      int bp = bindingPower(t, op);
+      if (bp < 0 || bp <= min_bp) break;
+      ++pos;
+      int right = expr(bp);
+      const bool lu = nodes[size_t(left)].is_uint, ru = nodes[size_t(right)].is_uint;
+      if (lu || ru) {
+        if (op != CondOp::kEq || (lu && ru))
+          throw Unsupported{"uint read used other than `uintXX(constant) == constant`"};
+        left = lu ? uintEq(left, right) : uintEq(right, left);
+        continue;
+      }
+      left = add(op, left, right);
+    }
+    if (nodes[size_t(left)].is_uint && min_bp < 4)
+      throw Unsupported{"uint read used other than `uintXX(constant) == constant`"};
+    return left;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Whole-model translation
+
+uint64_t fnv(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (char c : s) { h ^= uint8_t(c); h *= 1099511628211ull; }
+  return h;
+}
+
+bool needsMatch(const std::vector<CondNode>& nodes, int32_t idx, int depth = 0);
+
+struct Translated {
+  std::shared_ptr<CompiledDpi> dpi;
+  std::vector<std::string> exprs;
+  std::vector<unsigned> flags;
+  std::vector<uint32_t> pattern_rule;  // pattern -> rule index in dpi->rules
+};
+
+bool parseAction(const std::string& v, DpiAction& a) {
+  if (v == "alert") a = DpiAction::kAlert;
+  else if (v == "drop") a = DpiAction::kDrop;
+  else if (v == "reset") a = DpiAction::kReset;
+  else return false;
+  return true;
+}
+
+Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
+                     const std::map<std::string, std::string>& excluded, ConfigErrorList& errors) {
+  Translated tr;
+  tr.dpi = std::make_shared<CompiledDpi>();
+  CompiledDpi& d = *tr.dpi;
+  d.num_namespaces = uint32_t(model.sources.size());
+  for (size_t si = 0; si < model.sources.size(); ++si) {
+    const YaraSource& src = model.sources[si];
+    const RSource& rs = parsed[si];
+    std::set<std::string> imports(rs.imports.begin(), rs.imports.end());
+    std::map<std::string, int> rule_index;
+    std::map<std::string, std::string> bad;
+    for (const RRule& r : rs.rules) {
+      std::string reason;
+      std::vector<RString> strings = r.strings;
+      RuleCtx ctx{r, strings, rule_index, bad, imports, {}, {}, {}, {}, 0};
+      int root = -1;
+      std::vector<std::vector<GenPattern>> gen;
+      const std::string id = src.name + ":" + r.name;
+      auto ex = excluded.find(id);
+      try {
+        if (ex != excluded.end()) throw Unsupported{ex->second};
+        if (!r.parse_error.empty()) throw Unsupported{r.parse_error};
+        root = ctx.expr(0);
+        if (ctx.tok().kind != Tk::kEnd)
+          throw Unsupported{"condition syntax near '" + ctx.tok().text + "'"};
+        if (ctx.nodes[size_t(root)].is_uint) throw Unsupported{"uint read as a condition"};
+        for (const RString& s : strings) {
+          std::vector<GenPattern> g;
+          if (s.hidden) g.push_back({s.body, HS_FLAG_DOTALL, 0, 0, true});
+          else if (s.kind == Tk::kText) textPatterns(s, g);
+          else if (s.kind == Tk::kHex) hexPatterns(s, g);
+          else if (s.kind == Tk::kRegex) regexPatterns(s, g);
+          else throw Unsupported{"string " + s.ident};
+          for (GenPattern& p : g) {
+            hs_expr_info_t* info = nullptr;
+            hs_compile_error_t* err = nullptr;
+            if (hs_expression_info(p.expr.c_str(), p.flags, &info, &err) != HS_SUCCESS) {
+              std::string m = err != nullptr ? err->message : "error";
+              hs_free_compile_error(err);
+              throw Unsupported{"hyperscan cannot compile " + s.ident + ": " + m};
+            }
+            std::free(info);
+          }
+          gen.push_back(std::move(g));
+        }
+        auto fixedOrdered = [&](int s) {
+          const auto& g = gen[size_t(s)];
+          if (g.empty()) return false;
+          for (const GenPattern& p : g)
+            if (p.length == 0 || p.length != g[0].length) return false;
+          return true;
+        };
+        for (auto& [s, one] : ctx.count_needed)
+          if (!fixedOrdered(s))
+            throw Unsupported{"count/offset/length of " + strings[size_t(s)].ident +
+                              " (variable length or several encodings)"};
+        for (auto& [s, p] : ctx.preds)
+          if (!fixedOrdered(s))
+            throw Unsupported{"position of " + strings[size_t(s)].ident +
+                              " (variable length or several encodings)"};
+      } catch (const Unsupported& u) {
+        reason = u.reason;
+      } catch (const std::exception& e) {
+        reason = std::string("translation: ") + e.what();
+      }
+      if (!reason.empty()) {
+        bad[r.name] = reason;
+        d.unsupported.push_back({src.name, r.name, r.line, reason});
+        continue;
+      }
+      // Commit: strings, patterns, nodes.
+      DpiRule out;
+      out.source = src.name;
+      out.name = r.name;
+      out.tags = r.tags;
+      out.meta = r.meta;
+      out.is_private = r.is_private;
+      out.is_global = r.is_global;
+      out.ns = uint32_t(si);
+      out.action = model.default_action;
+      for (auto& [k, v] : r.meta) {
+        if (k != "action") continue;
+        std::string val = v;
+        if (!parseAction(val, out.action))
+          errors.push_back({"dpi", id, -1, r.line, src.name, "meta.action",
+                            "\"" + val + "\" is not alert, drop or reset"});
+      }
+      for (const DpiRuleAction& a : model.actions)
+        if (a.rule == r.name || a.rule == id) out.action = a.action;
+      const uint32_t rule_no = uint32_t(d.rules.size());
+      out.first_string = uint32_t(d.strings.size());
+      out.num_strings = uint32_t(strings.size());
+      out.line = r.line;
+      std::vector<int32_t> smap(strings.size());
+      for (size_t s = 0; s < strings.size(); ++s) {
+        DpiString ds;
+        ds.ident = strings[s].ident;
+        ds.sample = stringSample(strings[s]);
+        ds.sample_at = strings[s].hidden ? strings[s].hidden_at : -1;
+        smap[s] = int32_t(d.strings.size());
+        if (ctx.count_needed.count(int(s))) ds.count_slot = int32_t(d.num_counts++);
+        auto k = ctx.slots_needed.find(int(s));
+        if (k != ctx.slots_needed.end()) {
+          ds.first_slot = int32_t(d.num_slots);
+          ds.num_slots = k->second;
+          d.num_slots += k->second;
+        }
+        for (auto& [ps, p] : ctx.preds) {
+          if (ps != int(s)) continue;
+          DpiPosPred q = p;
+          q.bit = d.num_preds + p.bit;
+          ds.preds.push_back(q);
+        }
+        const bool needs_all = ds.count_slot >= 0 || !ds.preds.empty();
+        for (const GenPattern& g : gen[s]) {
+          d.patterns.push_back({uint32_t(smap[s]), g.length, g.trail, g.anchored});
+          tr.exprs.push_back(g.expr);
+          tr.flags.push_back(g.flags | (needs_all ? 0u : HS_FLAG_SINGLEMATCH));
+          tr.pattern_rule.push_back(rule_no);
+        }
+        d.strings.push_back(std::move(ds));
+      }
+      const int32_t base = int32_t(d.nodes.size());
+      for (LocalNode& ln : ctx.nodes) {
+        CondNode n = ln.n;
+        switch (n.op) {
+          case CondOp::kFound: case CondOp::kCount: case CondOp::kOffset:
+          case CondOp::kLength: case CondOp::kUintEq:
+            n.a = smap[size_t(n.a)];
+            break;
+          case CondOp::kPred:
+            n.a = smap[size_t(n.a)];
+            n.value += d.num_preds;
+            break;
+          case CondOp::kOf:
+            if (n.a >= 0) n.a += base;
+            for (uint32_t& s : n.list) s = uint32_t(smap[s]);
+            break;
+          case CondOp::kRule: case CondOp::kConst: case CondOp::kFilesize:
+            break;
+          default:
+            if (n.a >= 0) n.a += base;
+            if (n.b >= 0) n.b += base;
+        }
+        if (n.op == CondOp::kFilesize || n.op == CondOp::kUintEq) d.uses_filesize = true;
+        d.nodes.push_back(std::move(n));
+      }
+      d.num_preds += uint32_t(ctx.preds.size());
+      out.cond = base + root;
+      out.needs_match = needsMatch(d.nodes, out.cond);
+      rule_index[r.name] = int(rule_no);
+      d.rules.push_back(std::move(out));
+    }
+  }
+  return tr;
+}
+
+// True when the subtree can only be true (non-zero) if some string of the rule matched.
+bool needsMatch(const std::vector<CondNode>& nodes, int32_t idx, int depth) {
+  if (idx < 0 || depth > 200) return false;
+  const CondNode& n = nodes[size_t(idx)];
+  switch (n.op) {
+    case CondOp::kFound: case CondOp::kPred: case CondOp::kUintEq:
+      return true;
+    case CondOp::kOf: {
+      if (n.list.empty()) return false;
+      if (n.a < 0) return true;  // all of
+      const CondNode& c = nodes[size_t(n.a)];
+      return c.op == CondOp::kConst && c.value >= 1;
+    }
+    case CondOp::kAnd:
+      return needsMatch(nodes, n.a, depth + 1) || needsMatch(nodes, n.b, depth + 1);
+    case CondOp::kOr:
+      return needsMatch(nodes, n.a, depth + 1) && needsMatch(nodes, n.b, depth + 1);
+    default:
+      return false;
+  }
+}
+
+std::string hexKey(uint64_t h) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
+  return b;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& model,
+                                                              ConfigErrorList& errors,
+                                                              const DpiCompileOptions& opt) {
+  const size_t errors_before = errors.size();
+  if (opt.validate_with_libyara) {
+    YaraRulesPtr y = yaraCompile(model.sources, errors);
+    if (!y) return errorsToStatus(errors);
+  }
+  std::vector<RSource> parsed;
+  for (const YaraSource& s : model.sources) parsed.push_back(parseSource(s.text));
+
+  // Global rules: an unsupported global rule makes its whole namespace unsupported (the
+  // others' verdicts depend on it). Rules that Hyperscan rejects are excluded and the
+  // translation runs again (references to them become unsupported too).
+  std::map<std::string, std::string> excluded;
+  Translated tr;
+  for (int round = 0; round < 64; ++round) {
+    ConfigErrorList round_errors;
+    tr = translate(model, parsed, excluded, round_errors);
+    bool again = false;
+    for (const DpiUnsupported& u : tr.dpi->unsupported) {
+      const RSource& rs = parsed[size_t(std::find_if(model.sources.begin(), model.sources.end(),
+                                                     [&](const YaraSource& s) { return s.name == u.source; }) -
+                                        model.sources.begin())];
+      for (const RRule& r : rs.rules) {
+        if (r.name != u.rule || !r.is_global) continue;
+        for (const RRule& o : rs.rules) {
+          std::string id = u.source + ":" + o.name;
+          if (o.name != u.rule && !excluded.count(id)) {
+            excluded[id] = "global rule " + u.rule + " in the same namespace is unsupported";
+            again = true;
+          }
+        }
+      }
+    }
+    if (again) continue;
+    errors.insert(errors.end(), round_errors.begin(), round_errors.end());
+    CompiledDpi& d = *tr.dpi;
+    for (const YaraSource& s : model.sources) d.rules_hash = fnv(s.text, fnv(s.name, d.rules_hash));
+    if (!opt.compile_hyperscan || tr.exprs.empty()) break;
+    // Cache key: the expressions themselves (what Hyperscan compiles) and the library version.
+    uint64_t key = fnv(hs_version());
+    for (size_t i = 0; i < tr.exprs.size(); ++i)
+      key = fnv(absl::StrCat(tr.flags[i], "/", tr.exprs[i], "\n"), key);
+    const std::string cache_file =
+        model.cache_dir.empty() ? "" : model.cache_dir + "/dpi-" + hexKey(key) + ".hsdb";
+    if (!cache_file.empty()) {
+      std::ifstream in(cache_file, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!bytes.empty() &&
+          hs_deserialize_database(bytes.data(), bytes.size(), &d.db) == HS_SUCCESS) {
+        d.from_cache = true;
+        break;
+      }
+      d.db = nullptr;
+    }
+    std::vector<const char*> ex;
+    std::vector<unsigned> ids;
+    for (size_t i = 0; i < tr.exprs.size(); ++i) {
+      ex.push_back(tr.exprs[i].c_str());
+      ids.push_back(unsigned(i));
+    }
+    hs_compile_error_t* err = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    hs_error_t rc = hs_compile_multi(ex.data(), tr.flags.data(), ids.data(), unsigned(ex.size()),
+                                     HS_MODE_STREAM, nullptr, &d.db, &err);
+    d.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (rc == HS_SUCCESS) {
+      if (!cache_file.empty()) {
+        char* bytes = nullptr;
+        size_t len = 0;
+        if (hs_serialize_database(d.db, &bytes, &len) == HS_SUCCESS) {
+          std::string tmp = cache_file + ".tmp";
+          std::ofstream o(tmp, std::ios::binary);
+          o.write(bytes, std::streamsize(len));
+          o.close();
+          if (o) std::rename(tmp.c_str(), cache_file.c_str());
+          std::free(bytes);
+        }
+      }
+      break;
+    }
+    std::string msg = err != nullptr ? err->message : "unknown error";
+    int which = err != nullptr ? err->expression : -1;
+    hs_free_compile_error(err);
+    d.db = nullptr;
+    if (which < 0 || size_t(which) >= tr.pattern_rule.size()) {
+      errors.push_back({"dpi", "", -1, 0, "", "dpi.rule_files", "hyperscan: " + msg});
+      return errorsToStatus(errors);
+    }
+    const DpiRule& bad = d.rules[tr.pattern_rule[size_t(which)]];
+    excluded[bad.id()] = "hyperscan cannot compile " +
+                         d.strings[d.patterns[size_t(which)].string_id].ident + ": " + msg;
+  }
+  CompiledDpi& d = *tr.dpi;
+  if (!d.uses_filesize) {
+    std::vector<uint8_t> ms(d.matchStateBytes(), 0);
+    d.empty_hits.resize(d.rules.size());
+    d.empty_hits.resize(d.evaluate(ms.data(), d.empty_hits.data(), uint32_t(d.empty_hits.size())));
+  }
+  if (d.db != nullptr && hs_alloc_scratch(d.db, &d.scratch_proto) != HS_SUCCESS) {
+    errors.push_back({"dpi", "", -1, 0, "", "dpi", "hyperscan: cannot allocate scratch"});
+    return errorsToStatus(errors);
+  }
+  if (model.unsupported_fails) {
+    for (const DpiUnsupported& u : d.unsupported)
+      errors.push_back({"dpi", u.source + ":" + u.rule, -1, u.line, u.source, "dpi.unsupported_fails",
+                        "rule unsupported: " + u.reason});
+  }
+  for (const DpiRuleAction& a : model.actions) {
+    bool found = false;
+    for (const DpiRule& r : d.rules) found |= (a.rule == r.name || a.rule == r.id());
+    for (const DpiUnsupported& u : d.unsupported)
+      found |= (a.rule == u.rule || a.rule == u.source + ":" + u.rule);
+    if (!found)
+      errors.push_back({"dpi", a.rule, -1, 0, "", "dpi.actions", "no such YARA rule"});
+  }
+  if (errors.size() > errors_before) return errorsToStatus(errors);
+  return std::shared_ptr<const CompiledDpi>(tr.dpi);
+}
+
+}  // namespace dpu::rules

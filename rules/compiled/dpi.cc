@@ -1,0 +1,239 @@
+#include "rules/compiled/dpi.h"
+
+#include <limits>
+
+namespace dpu::rules {
+
+CompiledDpi::~CompiledDpi() {
+  if (scratch_proto != nullptr) hs_free_scratch(scratch_proto);
+  if (db != nullptr) hs_free_database(db);
+}
+
+size_t CompiledDpi::streamStateBytes() const {
+  size_t sz = 0;
+  if (db == nullptr || hs_stream_size(db, &sz) != HS_SUCCESS) return 0;
+  return sz;
+}
+
+const char* dpiActionName(DpiAction a) {
+  switch (a) {
+    case DpiAction::kAlert: return "alert";
+    case DpiAction::kDrop: return "drop";
+    case DpiAction::kReset: return "reset";
+  }
+  return "?";
+}
+
+bool CompiledDpi::onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base) const {
+  if (id >= patterns.size()) return false;
+  const DpiPattern& p = patterns[id];
+  if (p.anchored && base != 0) return false;  // stream reopened mid-flow: no start anchor
+  const DpiString& s = strings[p.string_id];
+  uint8_t* pres = ms + presenceOffset();
+  const uint32_t sid = p.string_id;
+  bool changed = (pres[sid >> 3] & (1u << (sid & 7))) == 0;
+  pres[sid >> 3] |= uint8_t(1u << (sid & 7));
+  if (p.length == 0) return changed;  // variable length: presence only
+  const uint64_t end = base + to;
+  const uint64_t start = end - p.trail - p.length;
+  uint32_t n = 0;
+  if (s.count_slot >= 0) {
+    uint8_t* c = ms + countOffset() + 4 * size_t(s.count_slot);
+    std::memcpy(&n, c, 4);
+    if (n != std::numeric_limits<uint32_t>::max()) ++n;
+    std::memcpy(c, &n, 4);
+    changed = true;
+  }
+  if (s.first_slot >= 0 && n >= 1 && n <= s.num_slots) {
+    uint32_t rec[2] = {uint32_t(start), p.length};
+    std::memcpy(ms + slotOffset() + 8 * size_t(s.first_slot + n - 1), rec, 8);
+  }
+  uint8_t* preds = ms + predOffset();
+  for (const DpiPosPred& q : s.preds) {
+    const int64_t st = int64_t(start);
+    if (q.at ? st == q.lo : (st >= q.lo && st <= q.hi)) {
+      if ((preds[q.bit >> 3] & (1u << (q.bit & 7))) == 0) changed = true;
+      preds[q.bit >> 3] |= uint8_t(1u << (q.bit & 7));
+    }
+  }
+  return changed;
+}
+
+int dpiMatchCallback(unsigned id, unsigned long long /*from*/, unsigned long long to,
+                     unsigned /*flags*/, void* ctx) {
+  auto* c = static_cast<DpiMatchCtx*>(ctx);
+  if (c->dpi->onMatch(c->ms, id, to, c->base)) c->changed = true;
+  return 0;
+}
+
+namespace {
+
+struct Val {
+  int64_t v = 0;
+  bool undef = false;
+};
+constexpr Val kUndef{0, true};
+
+struct Evaluator {
+  const CompiledDpi& d;
+  const uint8_t* ms;
+  const uint8_t* rule_results;
+
+  bool bit(size_t off, uint32_t i) const { return (ms[off + (i >> 3)] >> (i & 7)) & 1u; }
+  uint32_t count(const DpiString& s) const {
+    uint32_t n = 0;
+    std::memcpy(&n, ms + d.countOffset() + 4 * size_t(s.count_slot), 4);
+    return n;
+  }
+
+  Val eval(int32_t idx) const {
+    const CondNode& n = d.nodes[size_t(idx)];
+    switch (n.op) {
+      case CondOp::kConst: return {n.value, false};
+      case CondOp::kFilesize: return {int64_t(CompiledDpi::filesize(ms)), false};
+      case CondOp::kFound: return {bit(d.presenceOffset(), uint32_t(n.a)), false};
+      case CondOp::kCount: return {int64_t(count(d.strings[size_t(n.a)])), false};
+      case CondOp::kOffset:
+      case CondOp::kLength: {
+        const DpiString& s = d.strings[size_t(n.a)];
+        if (n.value < 1 || uint64_t(n.value) > s.num_slots) return kUndef;
+        if (count(s) < uint64_t(n.value)) return kUndef;
+        uint32_t rec[2];
+        std::memcpy(rec, ms + d.slotOffset() + 8 * size_t(s.first_slot + n.value - 1), 8);
+        return {int64_t(n.op == CondOp::kOffset ? rec[0] : rec[1]), false};
+      }
+      case CondOp::kPred: return {bit(d.predOffset(), uint32_t(n.value)), false};
+      case CondOp::kOf: {
+        int64_t need = int64_t(n.list.size());
+        if (n.a >= 0) {
+          Val q = eval(n.a);
+          if (!q.undef) need = q.v;
+        }
+        int64_t found = 0;
+        for (uint32_t s : n.list) found += bit(d.presenceOffset(), s);
+        return {found >= need, false};
+      }
+      case CondOp::kRule: return {rule_results[size_t(n.a)] != 0, false};
+      case CondOp::kUintEq:
+        if (CompiledDpi::filesize(ms) < uint64_t(n.value)) return kUndef;
+        return {bit(d.presenceOffset(), uint32_t(n.a)), false};
+      case CondOp::kAnd: {
+        Val l = eval(n.a);
+        if (l.undef || !l.v) return l.undef ? kUndef : Val{0, false};
+        Val r = eval(n.b);
+        return {(!r.undef && r.v) ? 1 : 0, false};
+      }
+      case CondOp::kOr: {
+        Val l = eval(n.a);
+        if (!l.undef && l.v) return {1, false};
+        Val r = eval(n.b);
+        if (l.undef) return r.undef ? kUndef : Val{r.v != 0, false};
+        if (r.undef) return {0, false};
+        return {r.v != 0, false};
+      }
+      case CondOp::kNot: {
+        Val l = eval(n.a);
+        if (l.undef) return kUndef;
+        return {!l.v, false};
+      }
+      case CondOp::kNeg:
+      case CondOp::kBitNot: {
+        Val l = eval(n.a);
+        if (l.undef) return kUndef;
+        return {n.op == CondOp::kNeg ? int64_t(0ull - uint64_t(l.v)) : ~l.v, false};
+      }
+      default: break;
+    }
+    Val l = eval(n.a);
+    Val r = eval(n.b);
+    if (l.undef || r.undef) return kUndef;
+    const uint64_t ul = uint64_t(l.v), ur = uint64_t(r.v);
+    switch (n.op) {
+      case CondOp::kEq: return {l.v == r.v, false};
+      case CondOp::kNe: return {l.v != r.v, false};
+      case CondOp::kLt: return {l.v < r.v, false};
+      case CondOp::kLe: return {l.v <= r.v, false};
+      case CondOp::kGt: return {l.v > r.v, false};
+      case CondOp::kGe: return {l.v >= r.v, false};
+      case CondOp::kAdd: return {int64_t(ul + ur), false};
+      case CondOp::kSub: return {int64_t(ul - ur), false};
+      case CondOp::kMul: return {int64_t(ul * ur), false};
+      case CondOp::kDiv:
+        if (r.v == 0 || (r.v == -1 && l.v == std::numeric_limits<int64_t>::min())) return kUndef;
+        return {l.v / r.v, false};
+      case CondOp::kMod:
+        if (r.v == 0 || r.v == -1) return r.v == 0 ? kUndef : Val{0, false};
+        return {l.v % r.v, false};
+      case CondOp::kBitAnd: return {l.v & r.v, false};
+      case CondOp::kBitOr: return {l.v | r.v, false};
+      case CondOp::kBitXor: return {l.v ^ r.v, false};
+      case CondOp::kShl:
+        if (r.v < 0) return kUndef;
+        return {r.v < 64 ? int64_t(ul << r.v) : 0, false};
+      case CondOp::kShr:
+        if (r.v < 0) return kUndef;
+        return {r.v < 64 ? (l.v >> r.v) : 0, false};
+      default: return kUndef;
+    }
+  }
+};
+
+}  // namespace
+
+uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const {
+  // Per-thread scratch sized once per rule count (grows only; never per packet).
+  thread_local std::vector<uint8_t> results;
+  thread_local std::vector<uint8_t> ns_unsat;
+  if (results.size() < rules.size()) results.resize(rules.size());
+  if (ns_unsat.size() < num_namespaces) ns_unsat.resize(num_namespaces);
+  std::memset(ns_unsat.data(), 0, num_namespaces);
+  Evaluator ev{*this, ms, results.data()};
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const DpiRule& r = rules[i];
+    if (r.needs_match) {
+      // Any presence bit in [first_string, first_string + num_strings): whole bytes at once.
+      const uint8_t* pres = ms + presenceOffset();
+      uint32_t lo = r.first_string, hi = r.first_string + r.num_strings;
+      bool any = false;
+      while (lo < hi && (lo & 7) != 0 && !any) any = (pres[lo >> 3] >> (lo & 7)) & 1u, ++lo;
+      while (lo + 8 <= hi && !any) any = pres[lo >> 3] != 0, lo += 8;
+      while (lo < hi && !any) any = (pres[lo >> 3] >> (lo & 7)) & 1u, ++lo;
+      if (!any) {
+        results[i] = 0;
+        if (r.is_global) ns_unsat[r.ns] = 1;
+        continue;
+      }
+    }
+    Val v = ev.eval(rules[i].cond);
+    results[i] = (!v.undef && v.v) ? 1 : 0;
+    if (!results[i] && rules[i].is_global) ns_unsat[rules[i].ns] = 1;
+  }
+  uint32_t n = 0;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (!results[i] || rules[i].is_private || ns_unsat[rules[i].ns]) continue;
+    if (n < max) out[n] = uint32_t(i);
+    ++n;
+  }
+  return n;
+}
+
+std::vector<uint32_t> CompiledDpi::scanBuffer(const uint8_t* data, size_t len, uint8_t* ms,
+                                              hs_scratch_t* scratch) const {
+  resetMatchState(ms);
+  setFilesize(ms, len);
+  if (db != nullptr) {
+    DpiMatchCtx ctx{this, ms, 0, false};
+    hs_stream_t* st = nullptr;
+    if (hs_open_stream(db, 0, &st) == HS_SUCCESS) {
+      hs_scan_stream(st, reinterpret_cast<const char*>(data), unsigned(len), 0, scratch,
+                     dpiMatchCallback, &ctx);
+      hs_close_stream(st, scratch, dpiMatchCallback, &ctx);
+    }
+  }
+  std::vector<uint32_t> out(rules.size());
+  uint32_t n = evaluate(ms, out.data(), uint32_t(out.size()));
+  out.resize(n);
+  return out;
+}
+
+}  // namespace dpu::rules

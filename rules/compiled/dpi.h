@@ -1,0 +1,176 @@
+// Compiled DPI: YARA rules translated to one Hyperscan streaming database plus condition trees
+// evaluated on per-stream match state. Built by rules/compile/yara_translate (control side),
+// immutable afterwards, shared through the Snapshot; read by workers (scan + evaluate) and by
+// tests (the differential test against libyara). No DPDK here.
+//
+// Per stream (one flow direction) the caller owns two pieces of memory:
+//   - a Hyperscan stream (hs_stream_t, streamStateBytes()),
+//   - a match state of matchStateBytes() bytes: the bytes seen so far ("filesize"), one
+//     presence bit per string, one bit per positional predicate (`$a at N`, `$a in (N..M)`),
+//     a counter per counted string (`#a`) and the first K (offset, length) pairs of strings
+//     whose `@a[i]` / `!a[i]` are used.
+// filesize in a condition is the number of bytes of the stream seen so far.
+#pragma once
+
+#include <hs/hs.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rules/model/dpi.h"
+
+namespace dpu::rules {
+
+// Condition tree node kinds.
+enum class CondOp : uint8_t {
+  kConst,        // value
+  kFilesize,
+  kFound,        // $a                 (a = string)
+  kCount,        // #a                 (a = string)
+  kOffset,       // @a[value]          (a = string, value = i, constant)
+  kLength,       // !a[value]
+  kPred,         // $a at N / $a in (N..M): bit `value` of the predicate bitset
+  kOf,           // N of (...): a = node giving N (-1 = all), list = strings
+  kRule,         // a = rule index
+  kUintEq,       // uintXX(N) == C via hidden anchored string a; value = bytes needed
+  kAnd, kOr, kNot,
+  kEq, kNe, kLt, kLe, kGt, kGe,
+  kAdd, kSub, kMul, kDiv, kMod, kNeg,
+  kBitAnd, kBitOr, kBitXor, kBitNot, kShl, kShr,
+};
+
+struct CondNode {
+  CondOp op = CondOp::kConst;
+  int64_t value = 0;
+  int32_t a = -1;
+  int32_t b = -1;
+  std::vector<uint32_t> list;
+};
+
+// One Hyperscan expression (id = index in CompiledDpi::patterns).
+struct DpiPattern {
+  uint32_t string_id = 0;
+  uint32_t length = 0;      // bytes of the string itself (start = end - trail - length); 0 = variable
+  uint32_t trail = 0;       // bytes after the string the expression consumes (fullword)
+  bool anchored = false;    // matches only at a position counted from stream start
+};
+
+struct DpiPosPred {
+  bool at = true;           // at: lo == start; in: lo <= start <= hi
+  int64_t lo = 0, hi = 0;
+  uint32_t bit = 0;
+};
+
+struct DpiString {
+  std::string ident;        // "$a" (hidden strings: "uint16(0)")
+  int32_t count_slot = -1;  // index of its uint32 counter, -1 = not counted
+  int32_t first_slot = -1;  // first (offset,len) slot, -1 = none
+  uint32_t num_slots = 0;
+  std::vector<DpiPosPred> preds;
+  // One byte sequence the string matches (text: first encoding; hex: wildcards filled, jumps
+  // at their minimum, first alternatives; regex: empty), and for hidden uintXX strings the
+  // offset it must sit at (-1 = anywhere). For generated test payloads and `dpuctl dpi list`.
+  std::string sample;
+  int64_t sample_at = -1;
+};
+
+struct DpiRule {
+  std::string source;       // YaraSource::name (the YARA namespace)
+  std::string name;
+  std::vector<std::string> tags;
+  std::vector<std::pair<std::string, std::string>> meta;
+  bool is_private = false;
+  bool is_global = false;
+  DpiAction action = DpiAction::kAlert;
+  int32_t cond = -1;        // root node
+  uint32_t ns = 0;          // namespace (source) index
+  uint32_t first_string = 0;  // its strings: CompiledDpi::strings[first_string, +num_strings)
+  uint32_t num_strings = 0;
+  int line = 0;
+  // The condition can only be true when one of the rule's strings matched (derived from the
+  // tree at compile time): with none of them present it is false without evaluating it.
+  bool needs_match = false;
+  std::string id() const { return source + ":" + name; }
+};
+
+struct DpiUnsupported {
+  std::string source;
+  std::string rule;
+  int line = 0;
+  std::string reason;
+};
+
+class CompiledDpi {
+ public:
+  CompiledDpi() = default;
+  ~CompiledDpi();
+  CompiledDpi(const CompiledDpi&) = delete;
+  CompiledDpi& operator=(const CompiledDpi&) = delete;
+
+  // --- compiled content (filled by the translator) ---
+  std::vector<DpiRule> rules;          // supported rules, evaluation order (declaration order)
+  std::vector<DpiUnsupported> unsupported;
+  std::vector<CondNode> nodes;
+  std::vector<DpiString> strings;
+  std::vector<DpiPattern> patterns;
+  uint32_t num_namespaces = 0;
+  uint32_t num_counts = 0;
+  uint32_t num_slots = 0;
+  uint32_t num_preds = 0;
+  uint64_t rules_hash = 0;             // hash of the sources (cache key)
+  double compile_ms = 0;               // Hyperscan compile (0 when loaded from the cache)
+  bool from_cache = false;
+  bool uses_filesize = false;          // some condition reads filesize: evaluate per packet
+  // Without filesize in any condition, the rules true on a stream with no match at all
+  // (`not $a`, `true`) are fixed: computed once at compile time, so a scan that matched
+  // nothing needs no evaluation (needsEvaluation()).
+  std::vector<uint32_t> empty_hits;
+  bool needsEvaluation(bool changed) const { return changed || uses_filesize; }
+  hs_database_t* db = nullptr;         // streaming; null when there are no patterns
+  hs_scratch_t* scratch_proto = nullptr;  // clone per worker (hs_clone_scratch)
+
+  // --- match state layout ---
+  size_t presenceOffset() const { return 8; }
+  size_t predOffset() const { return 8 + (strings.size() + 7) / 8; }
+  size_t countOffset() const { return align4(predOffset() + (num_preds + 7) / 8); }
+  size_t slotOffset() const { return countOffset() + 4 * size_t(num_counts); }
+  size_t matchStateBytes() const { return slotOffset() + 8 * size_t(num_slots); }
+  size_t streamStateBytes() const;
+
+  void resetMatchState(uint8_t* ms) const { std::memset(ms, 0, matchStateBytes()); }
+  static uint64_t filesize(const uint8_t* ms) { uint64_t v; std::memcpy(&v, ms, 8); return v; }
+  static void setFilesize(uint8_t* ms, uint64_t v) { std::memcpy(ms, &v, 8); }
+
+  // Records one Hyperscan match of pattern `id` ending at stream offset `to` (base = stream
+  // offset where the Hyperscan stream was opened). Returns true when the state changed.
+  bool onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base) const;
+
+  // Evaluates every rule on `ms`; writes the indices (into `rules`) of the matching non-private
+  // rules to `out` (up to `max`) and returns how many matched in all.
+  uint32_t evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const;
+
+  // Convenience for tests and block scans: whole buffer, one stream, state reset first.
+  // `ms` must hold matchStateBytes(). Returns matching rule indices.
+  std::vector<uint32_t> scanBuffer(const uint8_t* data, size_t len, uint8_t* ms,
+                                   hs_scratch_t* scratch) const;
+
+ private:
+  static size_t align4(size_t v) { return (v + 3) & ~size_t(3); }
+};
+
+// Hyperscan match-callback context for one stream.
+struct DpiMatchCtx {
+  const CompiledDpi* dpi;
+  uint8_t* ms;
+  uint64_t base;
+  bool changed;
+};
+int dpiMatchCallback(unsigned id, unsigned long long from, unsigned long long to,
+                     unsigned flags, void* ctx);
+
+const char* dpiActionName(DpiAction a);
+
+}  // namespace dpu::rules

@@ -1,0 +1,243 @@
+// YARA translation and condition evaluation, each feature checked two ways: the expected
+// verdict written here, and libyara's verdict on the same bytes (the oracle), with our engine
+// fed the bytes in many segmentations.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "tests/rules/dpi_test_util.h"
+
+namespace dpu::rules {
+namespace {
+
+using test::Pair;
+using test::scanSegments;
+
+const char* kRules = R"YARA(
+rule text_plain { strings: $a = "evil.exe" condition: $a }
+rule text_nocase { strings: $a = "PowerShell" nocase condition: $a }
+rule text_wide { strings: $a = "cmd" wide condition: $a }
+rule text_wide_ascii { strings: $a = "svc" wide ascii condition: $a and not text_plain }
+rule text_fullword { strings: $a = "root" fullword condition: $a }
+rule text_fullword_wide { strings: $a = "adm" fullword wide condition: $a }
+rule text_xor { strings: $a = "secret" xor(1-3) condition: $a }
+rule text_private { strings: $a = "priv" private condition: $a }
+rule hex_basic { strings: $a = { 4D 5A ?? 00 [2-4] ( 50 45 | 4E 45 ) } condition: $a }
+rule hex_nibble { strings: $a = { 1? ?2 [1] FF } condition: $a }
+rule hex_unbounded { strings: $a = { AA BB [-] CC DD } condition: $a }
+rule re_basic { strings: $a = /user=[a-z]{3,8}&pass/ condition: $a }
+rule re_flags { strings: $a = /GET .+HTTP\/1\.[01]/is condition: $a }
+rule re_end { strings: $a = /tail$/ condition: $a }
+rule count_gt { strings: $a = "ab" condition: #a > 2 }
+rule at_zero { strings: $a = "HDR" condition: $a at 0 }
+rule in_range { strings: $a = "mid" condition: $a in (10..20) }
+rule offset_idx { strings: $a = "xy" condition: @a[2] == 5 }
+rule length_idx { strings: $a = "len" condition: !a[1] == 3 and #a == 1 }
+rule n_of { strings: $a = "one" $b = "two" $c = "three" condition: 2 of them }
+rule n_of_set { strings: $p1 = "pa" $p2 = "pb" $q = "qq" condition: all of ($p*) and not $q }
+rule any_of { strings: $a = "k1" $b = "k2" condition: any of ($a, $b) }
+rule size_cmp { strings: $a = "sz" condition: $a and filesize < 40 }
+rule arith { strings: $a = "w" condition: (#a * 2 + 1) % 5 == 0 or (#a << 1) == 8 }
+rule mz_header { strings: $a = "This program" condition: uint16(0) == 0x5A4D and $a }
+rule be_read { condition: uint32be(4) == 0x41424344 }
+private rule helper { strings: $a = "helper" condition: $a }
+rule uses_helper { condition: helper and filesize > 10 }
+rule undef_not { strings: $a = "zz" condition: not (@a[3] > 0) }
+rule anon { strings: $ = "anon1" $ = "anon2" condition: all of them }
+)YARA";
+
+struct Case {
+  const char* name;
+  std::string data;
+  std::vector<std::string> expect;  // rule names expected to match (besides what libyara says)
+};
+
+class YaraTranslateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DpiModel m;
+    m.sources.push_back({"t", kRules});
+    std::string err;
+    ASSERT_TRUE(p.build(m, &err)) << err;
+  }
+  Pair p;
+};
+
+TEST_F(YaraTranslateTest, EveryRuleAccepted) {
+  for (const DpiUnsupported& u : p.ours->unsupported) ADD_FAILURE() << u.rule << ": " << u.reason;
+  EXPECT_EQ(p.ours->rules.size(), 30u);
+}
+
+TEST_F(YaraTranslateTest, VerdictsEqualLibyaraAcrossSegmentations) {
+  std::string w;
+  for (char c : std::string("xxcmdxx")) { w += c; w += '\0'; }
+  std::string adm_word = std::string("a\0 \0a\0d\0m\0 \0", 12);
+  std::string adm_inside = std::string("x\0a\0d\0m\0", 8);
+  std::string sec;
+  for (char c : std::string("secret")) sec += char(c ^ 2);
+  std::vector<Case> cases = {
+      {"plain", "...evil.exe...", {"text_plain"}},
+      {"nocase", "run pOWERsHELL now", {"text_nocase"}},
+      {"wide", w, {"text_wide"}},
+      {"svc_wide", std::string("s\0v\0c\0", 6), {"text_wide_ascii"}},
+      {"fullword_yes", "the root user", {"text_fullword"}},
+      {"fullword_no", "the rooted user", {}},
+      {"fullword_end", "root", {"text_fullword"}},
+      {"fullword_wide_yes", adm_word, {"text_fullword_wide"}},
+      {"fullword_wide_no", adm_inside, {}},
+      {"xor", "--" + sec + "--", {"text_xor"}},
+      {"xor_key0_no", "--secret--", {}},
+      {"hex", std::string("\x4d\x5a\x01\x00\x10\x11\x12\x4e\x45", 9), {"hex_basic"}},
+      {"hex_no", std::string("\x4d\x5a\x01\x00\x10\x4e\x45", 7), {}},
+      {"nibble", std::string("\x1a\x72\x00\xff", 4), {"hex_nibble"}},
+      {"unbounded", std::string("\xaa\xbb") + std::string(300, 'q') + "\xcc\xdd", {"hex_unbounded"}},
+      {"re", "?user=alice&pass=1", {"re_basic"}},
+      {"re_flags", "get /x\nhttp/1.1", {"re_flags"}},
+      {"re_end_yes", "the tail", {"re_end"}},
+      {"re_end_no", "the tail\n", {}},
+      {"count3", "ababab", {"count_gt"}},
+      {"count_overlap", "abab", {}},
+      {"at0", "HDR and more", {"at_zero"}},
+      {"at1", " HDR", {}},
+      {"in", "0123456789abcmid", {"in_range"}},
+      {"offset", "xy...xy", {"offset_idx"}},
+      {"length", "len", {"length_idx"}},
+      {"n_of", "one...three", {"n_of"}},
+      {"n_of_set", "pa pb", {"n_of_set"}},
+      {"n_of_set_q", "pa pb qq", {}},
+      {"any", "k2", {"any_of"}},
+      {"size", "sz", {"size_cmp"}},
+      {"size_big", "sz" + std::string(60, '.'), {}},
+      {"arith", "wwww", {"arith"}},
+      {"mz", "MZ This program cannot", {"mz_header"}},
+      {"mz_no", " MZ This program", {}},
+      {"be", "....ABCD", {"be_read"}},
+      {"helper", "helper and more text", {"uses_helper"}},
+      {"undef", "zz", {}},
+      {"anon", "anon2 anon1", {"anon"}},
+      {"short", "M", {}},
+  };
+  const std::vector<std::vector<size_t>> segs = {{1 << 20}, {1}, {2}, {3}, {5, 1, 7}, {4, 9}};
+  for (const Case& c : cases) {
+    std::vector<std::string> want = p.oracle(c.data);
+    for (const std::string& e : c.expect)
+      EXPECT_TRUE(std::find(want.begin(), want.end(), "t:" + e) != want.end())
+          << c.name << ": libyara does not match " << e;
+    for (const auto& s : segs)
+      EXPECT_EQ(scanSegments(*p.ours, p.scratch, c.data, s), want)
+          << c.name << " segments " << s[0];
+  }
+}
+
+TEST(YaraTranslate, UnsupportedRulesAreReportedWithReasons) {
+  DpiModel m;
+  m.sources.push_back({"u", R"YARA(
+import "pe"
+rule uses_pe { condition: pe.number_of_sections > 2 }
+rule loop { strings: $a = "a" condition: for any i in (1..#a) : (@a[i] > 10) }
+rule b64 { strings: $a = "hello" base64 condition: $a }
+rule var_count { strings: $a = /ab+c/ condition: #a > 1 }
+rule ext { condition: filetype == "exe" }
+rule refs_bad { condition: uses_pe }
+rule ok { strings: $a = "fine" condition: $a }
+)YARA"});
+  ConfigErrorList errs;
+  auto c = compileDpi(m, errs);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::map<std::string, std::string> why;
+  for (const DpiUnsupported& u : (*c)->unsupported) why[u.rule] = u.reason;
+  EXPECT_EQ(why.size(), 6u);
+  EXPECT_NE(why["uses_pe"].find("pe"), std::string::npos);
+  EXPECT_NE(why["loop"].find("for loop"), std::string::npos);
+  EXPECT_NE(why["b64"].find("base64"), std::string::npos);
+  EXPECT_NE(why["var_count"].find("variable length"), std::string::npos);
+  EXPECT_NE(why["ext"].find("filetype"), std::string::npos) << why["ext"];
+  EXPECT_NE(why["refs_bad"].find("unsupported rule uses_pe"), std::string::npos);
+  ASSERT_EQ((*c)->rules.size(), 1u);
+  EXPECT_EQ((*c)->rules[0].name, "ok");
+
+  m.unsupported_fails = true;
+  ConfigErrorList errs2;
+  auto f = compileDpi(m, errs2);
+  EXPECT_FALSE(f.ok());
+  EXPECT_EQ(errs2.size(), 6u);
+  EXPECT_NE(std::string(f.status().message()).find("u:loop"), std::string::npos);
+}
+
+TEST(YaraTranslate, SyntaxErrorsReadLikeYaras) {
+  DpiModel m;
+  m.sources.push_back({"bad.yar", "rule a {\n strings: $a = \"x\"\n condition: $b\n}\n"});
+  ConfigErrorList errs;
+  auto c = compileDpi(m, errs);
+  ASSERT_FALSE(c.ok());
+  ASSERT_FALSE(errs.empty());
+  EXPECT_EQ(errs[0].file, "bad.yar");
+  EXPECT_GE(errs[0].line, 3);  // the line libyara names
+  EXPECT_EQ(errs[0].reason, "yara: undefined string \"$b\"");
+  EXPECT_EQ(formatError(errs[0]).find("bad.yar:"), 0u) << formatError(errs[0]);
+}
+
+TEST(YaraTranslate, ActionsFromMetaAndConfig) {
+  DpiModel m;
+  m.sources.push_back({"s", R"YARA(
+rule d { meta: action = "drop" strings: $a = "a1" condition: $a }
+rule r { meta: action = "reset" strings: $a = "a2" condition: $a }
+rule c { meta: action = "drop" strings: $a = "a3" condition: $a }
+rule x { strings: $a = "a4" condition: $a }
+)YARA"});
+  m.actions.push_back({"s:c", DpiAction::kAlert});
+  m.default_action = DpiAction::kAlert;
+  ConfigErrorList errs;
+  auto c = compileDpi(m, errs);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->rules[0].action, DpiAction::kDrop);
+  EXPECT_EQ((*c)->rules[1].action, DpiAction::kReset);
+  EXPECT_EQ((*c)->rules[2].action, DpiAction::kAlert);
+  EXPECT_EQ((*c)->rules[3].action, DpiAction::kAlert);
+
+  m.actions.push_back({"nosuch", DpiAction::kDrop});
+  ConfigErrorList errs2;
+  EXPECT_FALSE(compileDpi(m, errs2).ok());
+  m.actions.pop_back();
+  m.sources[0].text += "rule y { meta: action = \"explode\" condition: true }\n";
+  ConfigErrorList errs3;
+  EXPECT_FALSE(compileDpi(m, errs3).ok());
+}
+
+TEST(YaraTranslate, GlobalRuleGatesItsNamespace) {
+  DpiModel m;
+  m.sources.push_back({"g", R"YARA(
+global rule small { condition: filesize < 20 }
+rule hit { strings: $a = "hit" condition: $a }
+)YARA"});
+  Pair p;
+  std::string err;
+  ASSERT_TRUE(p.build(m, &err)) << err;
+  for (std::string d : {std::string("hit"), "hit" + std::string(40, '.')}) {
+    EXPECT_EQ(scanSegments(*p.ours, p.scratch, d, {3}), p.oracle(d)) << d.size();
+  }
+  EXPECT_EQ(p.oracle("hit"), (std::vector<std::string>{"g:hit", "g:small"}));
+}
+
+TEST(YaraTranslate, CompiledDatabaseCachedOnDisk) {
+  char tmpl[] = "/tmp/dpi-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  DpiModel m;
+  m.cache_dir = tmpl;
+  m.sources.push_back({"c", "rule a { strings: $a = \"cached\" condition: $a }"});
+  ConfigErrorList e1, e2;
+  auto a = compileDpi(m, e1);
+  auto b = compileDpi(m, e2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE((*a)->from_cache);
+  EXPECT_TRUE((*b)->from_cache);
+  std::vector<uint8_t> ms((*b)->matchStateBytes());
+  const std::string d = "is cached";
+  EXPECT_EQ((*b)->scanBuffer(reinterpret_cast<const uint8_t*>(d.data()), d.size(), ms.data(),
+                             (*b)->scratch_proto).size(), 1u);
+  std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace dpu::rules
