@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "control/config/dns_config.h"
 #include "rules/compile/firewall_compiler.h"
 #include "rules/compile/geoip_db.h"
 #include "control/config/lb_loader.h"
@@ -104,6 +105,7 @@ void resolveRelativePaths(v1::ApplianceConfig* cfg, const std::string& base_dir)
     for (v1::IpSet& set : *fw->mutable_ip_sets()) fix(set.mutable_file());
   }
   if (cfg->has_geoip()) fix(cfg->mutable_geoip()->mutable_database());
+  fixDnsPaths(cfg, fix);  // DNS filtering: list files
 }
 
 rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& r, int index) {
@@ -360,6 +362,7 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   rules::validateDataplane(d, errors);
   firewallToModel(cfg, &m.firewall, errors, details);
   lbToModel(cfg.lb(), &m.lb, errors);  // --- lb ---
+  dnsToModel(cfg, &m.dns, errors);  // DNS filtering
   if (!errors.empty()) {
     absl::Status st = rules::errorsToStatus(errors);
     if (out) out->insert(out->end(), errors.begin(), errors.end());

@@ -59,10 +59,12 @@ absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent()
   absl::Status st = model.status();
   if (model.ok()) {
     model->version = cfg.version();
-    auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_);
+    auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_,
+                                       &published_dns_);
     if (snap.ok()) {
       published_fw_ = rules::FirewallReuse{model->firewall, (*snap)->firewall};
       published_lb_ = rules::LbReuse{(*snap)->lb};
+      published_dns_ = rules::DnsReuse{(*snap)->dns};
       view_ = FirewallView{cfg.version(), std::move(details.firewall_rules), (*snap)->firewall};
       return snap;
     }
@@ -150,6 +152,7 @@ void ConfigManager::inheritCompiled(const ConfigManager& other) {
   std::scoped_lock lock(mu_, other.mu_);
   published_fw_ = other.published_fw_;
   published_lb_ = other.published_lb_;  // --- lb ---
+  published_dns_ = other.published_dns_;
   view_ = other.view_;
 }
 
@@ -184,7 +187,8 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
 
   t = Clock::now();
   // The compiled firewall of the running snapshot is shared when the section is unchanged.
-  auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_);
+  auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_,
+                                     &published_dns_);
   result.compile_ms = msSince(t);
   if (!snap.ok()) {
     absl::Status st = errors.empty() ? snap.status() : rules::errorsToStatus(errors);
@@ -192,6 +196,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   }
   std::shared_ptr<const rules::CompiledFirewall> compiled_fw = (*snap)->firewall;
   std::shared_ptr<const rules::CompiledLb> compiled_lb = (*snap)->lb;  // --- lb ---
+  std::shared_ptr<const rules::CompiledDns> compiled_dns = (*snap)->dns;
 
   // The committed document is valid (it was compiled when applied); if it no longer is
   // (hand-edited state file), there is nothing to compare against.
@@ -226,6 +231,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   result.publish_ms = msSince(t);
   published_fw_ = rules::FirewallReuse{std::move(model->firewall), compiled_fw};
   published_lb_ = rules::LbReuse{std::move(compiled_lb)};  // --- lb ---
+  published_dns_ = rules::DnsReuse{std::move(compiled_dns)};
   view_ = FirewallView{new_version, std::move(details.firewall_rules), std::move(compiled_fw)};
 
   if (on_applied_) on_applied_(result);

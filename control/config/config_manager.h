@@ -95,6 +95,8 @@ class ConfigManager {
   mutable rules::FirewallReuse published_fw_;
   // --- lb --- The published load balancer: unchanged services are not rebuilt.
   mutable rules::LbReuse published_lb_;
+  // DNS filtering: the DNS section of the snapshot handed to the dataplane last.
+  mutable rules::DnsReuse published_dns_;
   mutable FirewallView view_;
 };
 

@@ -56,6 +56,15 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse,
                                                           const LbReuse* lb_reuse) {
+  return compileSnapshot(model, generation, errors, reuse, lb_reuse, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors,
+                                                          const FirewallReuse* reuse,
+                                                          const LbReuse* lb_reuse,
+                                                          const DnsReuse* dns_reuse) {
   ConfigErrorList local;
   ConfigErrorList& errs = errors ? *errors : local;
   size_t before = errs.size();
@@ -82,6 +91,12 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
     auto c = compileLb(model.lb, &errs, lb_reuse ? lb_reuse->compiled.get() : nullptr);
     if (c.ok()) lb = std::move(*c);
   }
+  // DNS filtering (errors go to `errs`).
+  std::shared_ptr<const CompiledDns> dns;
+  if (model.dns.enabled() || !model.dns.extra_ports.empty()) {
+    auto d = compileDns(model.dns, dns_reuse ? dns_reuse->compiled.get() : nullptr, &errs);
+    if (d.ok() && model.dns.enabled()) dns = std::move(*d);
+  }
   if (errs.size() != before) {
     return errorsToStatus(ConfigErrorList(errs.begin() + before, errs.end()));
   }
@@ -91,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
   snap->dataplane = model.dataplane;
   snap->firewall = std::move(firewall);
   snap->lb = std::move(lb);
+  snap->dns = std::move(dns);
   return snap;
 }
 

@@ -10,9 +10,11 @@
 
 #include "absl/status/statusor.h"
 #include "rules/compile/config_errors.h"
+#include "rules/compiled/dns.h"
 #include "rules/compiled/firewall.h"
 #include "rules/compiled/lb.h"
 #include "rules/model/dataplane_settings.h"
+#include "rules/model/dns.h"
 #include "rules/model/firewall.h"
 #include "rules/model/lb.h"
 
@@ -25,6 +27,8 @@ struct ConfigModel {
   FirewallModel firewall;
   // --- lb ---
   LbModel lb;
+  // DNS filtering.
+  DnsModel dns;
 };
 
 struct Snapshot {
@@ -35,6 +39,9 @@ struct Snapshot {
   std::shared_ptr<const CompiledFirewall> firewall;
   // --- lb --- Services are shared one by one with the previous snapshot when unchanged.
   std::shared_ptr<const CompiledLb> lb;
+  // DNS filtering: null when the section has no lists. Unchanged lists are shared with the
+  // previous snapshot (same CompiledDnsList pointers).
+  std::shared_ptr<const CompiledDns> dns;
 };
 
 // Validates `model` (every field, errors name the field) and compiles it into a snapshot.
@@ -61,11 +68,23 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
 struct LbReuse {
   std::shared_ptr<const CompiledLb> compiled;
 };
+// DNS filtering: the DNS section compiled last (normally the published snapshot's); its
+// lists are shared or patched by compileDns instead of read again.
+struct DnsReuse {
+  std::shared_ptr<const CompiledDns> compiled;
+};
 absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
                                                           uint32_t generation,
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse,
                                                           const LbReuse* lb_reuse);
+// With the DNS section's reuse too (DNS filtering).
+absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
+                                                          uint32_t generation,
+                                                          ConfigErrorList* errors,
+                                                          const FirewallReuse* reuse,
+                                                          const LbReuse* lb_reuse,
+                                                          const DnsReuse* dns_reuse);
 
 // Validation of the dataplane section alone: appends one error per bad field.
 void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors);
