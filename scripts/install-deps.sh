@@ -8,6 +8,7 @@ PKGS=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
   python3 python3-scapy tcpdump iproute2 ethtool
+  tshark                               # DNS filtering: pcap cases check the answers decode as DNS
   clang libclang-rt-14-dev             # scripts/fuzz: libFuzzer + ASan/UBSan runtimes for clang 14
 )
 SUDO=""

@@ -23,6 +23,7 @@ const char* eventTypeName(EventType t) {
   switch (t) {
     case EventType::kDrop: return "drop";
     case EventType::kFlowEnd: return "flow";
+    case EventType::kDns: return "dns";
   }
   return "unknown";
 }

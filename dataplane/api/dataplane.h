@@ -65,6 +65,7 @@ class Dataplane : public DataplaneControl {
   // prepare() then publish(); returns the new generation.
   absl::StatusOr<uint32_t> prepareAndPublish(std::unique_ptr<rules::Snapshot> next);
   std::vector<RuleCounters> ruleCounters() const override;
+  std::vector<DnsListCounters> dnsLists() const override;  // DNS filtering
   uint32_t currentGeneration() const override;
   std::vector<WorkerInfo> workers() const override;
   std::vector<PortInfo> ports() const override;

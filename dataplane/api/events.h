@@ -11,7 +11,7 @@
 
 namespace dpu::dp {
 
-enum class EventType : uint8_t { kDrop = 1, kFlowEnd = 2 };
+enum class EventType : uint8_t { kDrop = 1, kFlowEnd = 2, kDns = 3 /* DNS filtering: a block */ };
 
 // kReused: a new SYN on a closed connection's 5-tuple ends it and starts a new flow.
 enum class FlowEndReason : uint8_t { kTimeout = 1, kShutdown = 2, kReused = 3 };
@@ -38,6 +38,13 @@ struct Event {
   uint64_t packets[2];        // flow end: orig, reply
   uint64_t bytes[2];
   IpAddr src, dst;
+  // DNS filtering (kDns): the blocked name (lower case, cut at 127 bytes, NUL-terminated),
+  // the list that blocked it and its action (rules::DnsAction), whether it was a CNAME
+  // target in a resolver response (cloaking).
+  char dns_name[128];
+  char dns_list[65];
+  uint8_t dns_action;
+  bool dns_cloaked;
 };
 
 const char* eventTypeName(EventType t);

@@ -11,6 +11,30 @@
 
 namespace dpu::dp {
 
+// DNS filtering: stage counters (names in dnsCounterName) and per-list counter slots
+// (rules::CompiledDnsList::slot, stable for a list name across reloads).
+enum DnsCounter : uint8_t {
+  kDnsMessages = 0,       // DNS messages inspected (UDP datagrams, TCP stream messages)
+  kDnsQueries,
+  kDnsResponses,
+  kDnsBlocked,            // queries blocked (answered or dropped) and cloaked responses
+  kDnsAllowed,            // messages an allow entry let through
+  kDnsAnswersSent,        // answer frames sent
+  kDnsAnswerNoMbuf,       // answers not sent: no mbuf / did not fit
+  kDnsMalformed,          // messages that do not parse (either policy)
+  kDnsMalformedForwarded, // of those, forwarded by policy
+  kDnsNotInspected,       // not a standard query/response (opcode, qdcount)
+  kDnsCloaked,            // responses replaced for a blocked CNAME target
+  kDnsTcpSegments,        // TCP segments with DNS stream bytes
+  kDnsTcpUnsynced,        // TCP segments passed unread (out of order, stream lost)
+  kDnsTcpClosed,          // TCP connections the appliance closed after answering
+  kDnsResetsSent,         // TCP RSTs sent to servers of those connections
+  kDnsCounterCount
+};
+const char* dnsCounterName(int c);
+inline constexpr int kDnsListSlots = 256;   // rules::kDnsCounterSlots
+inline constexpr int kDnsActions = 8;       // by rules::DnsAction value
+
 class Counter {
  public:
   void add(uint64_t n = 1) { __atomic_store_n(&v_, v_ + n, __ATOMIC_RELAXED); }
@@ -48,6 +72,11 @@ struct alignas(64) WorkerCounters {
   Counter lb_flows_balanced, lb_flows_rehashed, lb_flows_reset, lb_service_gone;
   Counter lb_key_missing, lb_untracked, lb_nat_reversed, lb_nat_no_reverse, lb_counters_full;
   Counter lb_fragments_passed;  // later IP fragments passed unbalanced (see lb_path.cc)
+  // DNS filtering.
+  Counter dns[kDnsCounterCount];
+  Counter dns_action[kDnsActions];        // blocks by action
+  Counter dns_list_blocked[kDnsListSlots]; // by list counter slot
+  Counter dns_list_allowed[kDnsListSlots];
   Counter events_lost;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
@@ -72,6 +101,11 @@ struct CountersSnapshot {
     uint64_t lb_flows_balanced = 0, lb_flows_rehashed = 0, lb_flows_reset = 0;
     uint64_t lb_service_gone = 0, lb_key_missing = 0, lb_untracked = 0, lb_nat_reversed = 0;
     uint64_t lb_nat_no_reverse = 0, lb_counters_full = 0, lb_fragments_passed = 0;
+    // DNS filtering.
+    uint64_t dns[kDnsCounterCount]{};
+    uint64_t dns_action[kDnsActions]{};
+    uint64_t dns_list_blocked[kDnsListSlots]{};
+    uint64_t dns_list_allowed[kDnsListSlots]{};
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
     uint64_t totalDrops() const;
   };

@@ -79,6 +79,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->frags_ = std::move(*fg);
   w->flow_uid_.reset(new uint32_t[w->flows_->capacity()]());
   w->lbInit();  // --- lb ---
+  w->dnsInit();  // DNS filtering
   w->tsc_hz_ = rte_get_tsc_hz();
   return w;
 }

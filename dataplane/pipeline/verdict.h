@@ -49,6 +49,13 @@ enum class DropReason : uint8_t {
   kLbFlowReset,        // the flow's backend is gone and the service's orphan policy is reset
   kLbNoAddress,        // NAT / IPIP: the backend has no address of the packet's family
   kLbNoHeadroom,       // IPIP: no room in the mbuf for the outer header
+  // DNS filtering: the query (or cloaked response) is dropped; an answer from the
+  // appliance replaces it (answered, cloaked) or nothing does (dropped, malformed policy).
+  kDnsAnswered,        // blocked query answered (NXDOMAIN / NODATA / sinkhole / REFUSED)
+  kDnsDropped,         // blocked query dropped (list action drop)
+  kDnsCloaked,         // resolver answer whose CNAME chain reached a blocked name
+  kDnsMalformed,       // DNS message that does not parse, policy drop
+  kDnsTcpClosed,       // TCP DNS connection closed by the appliance after an answer
   kCount
 };
 

@@ -60,12 +60,13 @@ uint16_t dnsWriteAnswer(const uint8_t* query, const DnsQuestion& q, const DnsAns
 }
 
 uint32_t dnsBuildFrame(const uint8_t* frame, const PacketMeta& m, bool back_to_sender,
-                       const uint8_t* dns, uint16_t dns_len, bool fin, uint8_t* out, uint32_t cap) {
+                       const uint8_t* payload, uint16_t payload_len, bool fin, uint8_t* out,
+                       uint32_t cap) {
   if (m.l3 == L3Type::kNone || !m.has_l4 || (m.l4_proto != 6 && m.l4_proto != 17)) return 0;
   bool v6 = m.l3 == L3Type::kIpv6;
   bool tcp = m.l4_proto == 6;
   uint16_t l2 = m.l3_offset;
-  uint32_t l4_len = tcp ? 20u + 2u + dns_len : 8u + dns_len;
+  uint32_t l4_len = (tcp ? 20u : 8u) + payload_len;
   uint32_t len = l2 + (v6 ? 40u : 20u) + l4_len;
   if (l2 < 14 || l2 > m.frame_len || len > cap || l4_len > 65535 - 40) return 0;
   const IpAddr& src = back_to_sender ? m.dst : m.src;
@@ -88,15 +89,14 @@ uint32_t dnsBuildFrame(const uint8_t* frame, const PacketMeta& m, bool back_to_s
     put16(l4 + 14, 65535);
     put16(l4 + 16, 0);
     put16(l4 + 18, 0);
-    put16(l4 + 20, dns_len);
-    std::memcpy(l4 + 22, dns, dns_len);
+    std::memcpy(l4 + 20, payload, payload_len);
     put16(l4 + 16, finish(sum16(l4, l4_len, pseudoSum(v6, src, dst, 6, l4_len))));
   } else {
     put16(l4, sport);
     put16(l4 + 2, dport);
     put16(l4 + 4, static_cast<uint16_t>(l4_len));
     put16(l4 + 6, 0);
-    std::memcpy(l4 + 8, dns, dns_len);
+    std::memcpy(l4 + 8, payload, payload_len);
     uint16_t c = finish(sum16(l4, l4_len, pseudoSum(v6, src, dst, 17, l4_len)));
     put16(l4 + 6, c == 0 ? 0xffff : c);  // RFC 768: a computed 0 is sent as all ones
   }

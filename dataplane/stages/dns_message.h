@@ -202,12 +202,25 @@ uint16_t dnsWriteAnswer(const uint8_t* query, const DnsQuestion& q, const DnsAns
 // Frames carrying an answer. `frame`/`m`: the packet the answer replaces (parsed).
 //   back_to_sender = true: out of the ingress port to the packet's sender (MACs, addresses
 //   and ports swapped); false: onward to the packet's destination (cloaked responses: the
-//   resolver's own addresses). UDP: checksum always computed (mandatory over IPv6). TCP: the
-//   payload is the 2-byte length and the message, seq = the packet's ACK and ack = its SEQ +
-//   its payload (back to the sender) or seq/ack as in the packet (onward); flags PSH|ACK,
-//   plus FIN when `fin`. IP TTL / hop limit 64. Returns the frame length, 0 when it cannot
-//   be built (no room, not UDP/TCP).
+//   resolver's own addresses). UDP: the payload is one DNS message; the checksum is always
+//   computed (mandatory over IPv6). TCP: the payload is stream bytes (each message with its
+//   2-byte length, see dnsTcpAppend), seq = the packet's ACK and ack = its SEQ + its payload
+//   (back to the sender) or seq/ack as in the packet (onward); flags PSH|ACK, plus FIN when
+//   `fin`. IP TTL / hop limit 64. Returns the frame length, 0 when it cannot be built (no
+//   room, not UDP/TCP).
 uint32_t dnsBuildFrame(const uint8_t* frame, const PacketMeta& m, bool back_to_sender,
-                       const uint8_t* dns, uint16_t dns_len, bool fin, uint8_t* out, uint32_t cap);
+                       const uint8_t* payload, uint16_t payload_len, bool fin, uint8_t* out,
+                       uint32_t cap);
+
+// Appends one message with its 2-byte length (DNS over TCP, RFC 1035 4.2.2) at out[*len];
+// false when it does not fit in `cap`.
+inline bool dnsTcpAppend(const uint8_t* msg, uint16_t n, uint8_t* out, uint32_t cap, uint32_t* len) {
+  if (*len + 2u + n > cap) return false;
+  out[*len] = static_cast<uint8_t>(n >> 8);
+  out[*len + 1] = static_cast<uint8_t>(n);
+  std::memcpy(out + *len + 2, msg, n);
+  *len += 2u + n;
+  return true;
+}
 
 }  // namespace dpu::dp

@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "rules/compile/file_read.h"
 #include "rules/compiled/dns_name_set.h"
 
 namespace dpu::rules {
@@ -42,6 +43,8 @@ std::string lowerAscii(std::string_view s) {
 }
 
 bool isAddress(std::string_view w) {
+  size_t zone = w.find('%');  // "fe80::1%lo0": an IPv6 scope (zone) id
+  if (zone != std::string_view::npos && w.find(':') != std::string_view::npos) w = w.substr(0, zone);
   if (w.empty() || w.size() > 45) return false;
   char buf[64];
   std::memcpy(buf, w.data(), w.size());
@@ -436,22 +439,7 @@ DnsParseCounts parseDnsListText(std::string_view text, DnsListFormat format, Dns
 }
 
 absl::StatusOr<std::string> readDnsListFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    int e = errno;
-    if (e == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(e)));
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", std::strerror(e)));
-  }
-  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  if (static_cast<uint64_t>(st.st_size) > kMaxListFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than 1 GiB"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  in.read(data.data(), static_cast<std::streamsize>(data.size()));
-  data.resize(static_cast<size_t>(in.gcount()));
-  return data;
+  return readRegularFile(path, kMaxListFileBytes);
 }
 
 }  // namespace dpu::rules

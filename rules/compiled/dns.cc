@@ -12,7 +12,7 @@
 namespace dpu::rules {
 namespace {
 
-constexpr size_t kMaxLists = 1024;
+constexpr size_t kMaxLists = kDnsCounterSlots;
 constexpr uint32_t kMaxTtl = 7 * 86400;
 constexpr size_t kMaxSkippedSamples = 5;
 
@@ -192,6 +192,30 @@ absl::StatusOr<std::shared_ptr<const CompiledDns>> compileDns(const DnsModel& mo
   out->extra_ports = model.extra_ports;
   out->malformed = model.malformed;
   out->cname_cloaking = model.cname_cloaking;
+  // Counter slots: a list keeps its name's slot; a new name takes the next never-used slot,
+  // or (all used once) the lowest slot no current list holds (its counts start from what
+  // the slot's previous list left: counters read by slot are cumulative).
+  out->next_slot = previous ? previous->next_slot : 0;
+  std::vector<bool> slot_used(kDnsCounterSlots, false);
+  for (const DnsListModel& m : model.lists) {
+    auto it = prev_by_name.find(m.name);
+    if (it != prev_by_name.end()) slot_used[it->second->slot] = true;
+  }
+  auto slotFor = [&](const std::string& name) -> uint16_t {
+    auto it = prev_by_name.find(name);
+    if (it != prev_by_name.end()) return it->second->slot;
+    if (out->next_slot < kDnsCounterSlots) {
+      slot_used[out->next_slot] = true;
+      return out->next_slot++;
+    }
+    for (uint16_t s = 0; s < kDnsCounterSlots; ++s) {
+      if (!slot_used[s]) {
+        slot_used[s] = true;
+        return s;
+      }
+    }
+    return 0;
+  };
   std::set<std::string> names;
   for (size_t i = 0; i < model.lists.size() && i < kMaxLists; ++i) {
     const DnsListModel& m = model.lists[i];
@@ -223,7 +247,10 @@ absl::StatusOr<std::shared_ptr<const CompiledDns>> compileDns(const DnsModel& mo
       continue;
     }
     auto built = buildList(m, static_cast<int>(i), prev, errs);
-    if (built) out->lists.push_back(std::move(built));
+    if (built) {
+      built->slot = slotFor(m.name);
+      out->lists.push_back(std::move(built));
+    }
   }
   if (errs.size() != before) {
     return errorsToStatus(ConfigErrorList(errs.begin() + before, errs.end()));

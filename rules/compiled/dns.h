@@ -36,7 +36,12 @@ struct CompiledDnsList {
   double load_ms = 0;           // time to read + parse + insert (or to apply a delta)
   bool incremental = false;     // built from the previous version by a delta
   DnsListModel model;           // what it was compiled from (reuse and deltas)
+  // Counter slot (0 .. kDnsCounterSlots-1): stable for a list name across snapshots, so
+  // the dataplane's per-list counters carry over reloads.
+  uint16_t slot = 0;
 };
+
+inline constexpr uint16_t kDnsCounterSlots = 256;
 
 struct DnsLookup {
   int16_t list = -1;            // index in CompiledDns::lists, -1 = no match
@@ -51,6 +56,7 @@ class CompiledDns {
   std::vector<uint16_t> extra_ports;
   Policy malformed = Policy::kForward;
   bool cname_cloaking = true;
+  uint16_t next_slot = 0;   // counter slots handed out so far (see CompiledDnsList::slot)
 
   bool isDnsPort(uint16_t port) const {
     if (port == 53) return true;

@@ -260,7 +260,11 @@ TEST(DnsMessage, UdpAndTcpFrames) {
     test::Frame t = tb.tcp(40001, 53, kTcpAck | kTcpPsh, 1000, 5000).payload(tp).build();
     PacketMeta tm;
     ASSERT_EQ(parsePacket(t.data(), static_cast<uint32_t>(t.size()), tm), ParseStatus::kOk);
-    len = dnsBuildFrame(t.data(), tm, true, ans, alen, true, out, sizeof(out));
+    uint8_t stream[600];
+    uint32_t slen = 0;
+    ASSERT_TRUE(dnsTcpAppend(ans, alen, stream, sizeof(stream), &slen));
+    EXPECT_FALSE(dnsTcpAppend(ans, alen, stream, 10, &slen));
+    len = dnsBuildFrame(t.data(), tm, true, stream, static_cast<uint16_t>(slen), true, out, sizeof(out));
     ASSERT_GT(len, 0u);
     test::Frame ot(out, out + len);
     EXPECT_TRUE(test::checksumsOk(ot));
