@@ -145,13 +145,15 @@ examples:
 
 constexpr const char* kEventsHelp = R"(usage: dpuctl events [--types drop,flow,config] [--count N] [--buffer N]
 
-Streams dataplane events (drop, flow end) and config commits as they happen, until Ctrl-C or
+Streams dataplane events (drop, flow end, dns: a blocked DNS query or cloaked answer with the
+client, name, list and reason) and config commits as they happen, until Ctrl-C or
 N events. The server buffers --buffer events for this client (default 4096); when the client
 falls behind, events are dropped for it and the next one says how many were lost.
 
 examples:
   dpuctl events
   dpuctl events --types drop --count 10
+  dpuctl events --types dns
   dpuctl --json events --types config
 )";
 

@@ -307,7 +307,7 @@ std::vector<RuleCounters> Dataplane::ruleCounters() const {
 }
 
 void Dataplane::rememberNames(const rules::Snapshot& s) {
-  names_.push_back(NamesAt{s.generation, s.firewall});
+  names_.push_back(NamesAt{s.generation, s.firewall, s.dns});
   if (names_.size() > kNamesKept) names_.pop_front();
 }
 
@@ -317,6 +317,9 @@ std::string Dataplane::ruleName(uint32_t generation, Stage stage, uint32_t rule)
     if (it->generation != generation) continue;
     if (stage == Stage::kFirewall && it->fw && rule < it->fw->rules.size()) {
       return it->fw->rules[rule].id;
+    }
+    if (stage == Stage::kDns && it->dns && rule < it->dns->lists.size()) {
+      return it->dns->lists[rule]->name;  // DNS filtering: the list
     }
     return "";
   }

@@ -108,6 +108,7 @@ class Dataplane : public DataplaneControl {
   struct NamesAt {
     uint32_t generation = 0;
     std::shared_ptr<const rules::CompiledFirewall> fw;
+    std::shared_ptr<const rules::CompiledDns> dns;  // DNS filtering: list names
   };
   static constexpr size_t kNamesKept = 64;
   void rememberNames(const rules::Snapshot& s);
