@@ -84,6 +84,7 @@ grpc::Status applyErrorToGrpc(const ApplyError& err) {
 }
 
 void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
+  fillDnsCounters(f, out);  // DNS filtering
   out->set_rx_packets_a(f.rx_packets[dp::kSideA]);
   out->set_rx_packets_b(f.rx_packets[dp::kSideB]);
   out->set_tx_packets_a(f.tx_packets[dp::kSideA]);
@@ -358,6 +359,7 @@ void ApplianceService::fillStats(v1::Stats* out) const {
   out->set_uptime_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   fillTasks(opts_.progress, out->mutable_tasks());
+  for (const auto& l : plane_->dnsLists()) fillDnsListStats(l, out->add_dns_lists());  // DNS
 }
 
 grpc::Status ApplianceService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,

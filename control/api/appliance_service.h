@@ -90,12 +90,23 @@ class ApplianceService final : public v1::Appliance::Service {
                             v1::ApplyConfigResponse* resp) override;
   grpc::Status ListLbServices(grpc::ServerContext* ctx, const v1::ListLbServicesRequest* req,
                               v1::ListLbServicesResponse* resp) override;
+  // --- dns --- (dns_service.cc)
+  grpc::Status AddDnsNames(grpc::ServerContext* ctx, const v1::DnsNamesRequest* req,
+                           v1::ApplyConfigResponse* resp) override;
+  grpc::Status RemoveDnsNames(grpc::ServerContext* ctx, const v1::DnsNamesRequest* req,
+                              v1::ApplyConfigResponse* resp) override;
+  grpc::Status ListDnsLists(grpc::ServerContext* ctx, const v1::ListDnsListsRequest* req,
+                            v1::ListDnsListsResponse* resp) override;
 
  private:
   void fillStats(v1::Stats* out) const;
   // ConfigManager::update with `mutate`, answered like UpdateConfig.
   grpc::Status updateWith(const std::function<absl::Status(v1::ApplianceConfig&)>& mutate,
                           uint64_t expected_version, bool force, v1::ApplyConfigResponse* resp);
+  // DNS filtering: checks a DnsNamesRequest, applies `edit` to its list in the committed
+  // document and applies the document like UpdateConfig.
+  grpc::Status editDnsList(const v1::DnsNamesRequest& req, v1::ApplyConfigResponse* resp,
+                           const std::function<void(v1::DnsList&)>& edit);
   // Sleeps up to `d`; false when the call was cancelled or the server is shutting down.
   bool waitFor(grpc::ServerContext* ctx, std::chrono::milliseconds d);
 
@@ -125,5 +136,8 @@ void fillApplyStats(const ApplyStats& s, v1::ConfigApplyStats* out);
 // Counters and ports as the API's Stats message.
 void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out);
 void fillPortStats(const dp::PortInfo& p, v1::PortStats* out);
+// DNS filtering: the DNS counters of a counter set, and one list's stats (dns_service.cc).
+void fillDnsCounters(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out);
+void fillDnsListStats(const dp::DnsListCounters& c, v1::DnsListStats* out);
 
 }  // namespace dpu::ctl

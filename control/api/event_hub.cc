@@ -29,6 +29,10 @@ v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns,
   if (e.stage != dp::Stage::kNone) ev.set_stage(dp::stageName(e.stage));
   if (e.reason != dp::DropReason::kNone) ev.set_reason(dp::dropReasonName(e.reason));
   if (e.rule != dp::kNoRule) ev.set_rule(ruleLabel(names, e.generation, e.stage, e.rule));
+  if (e.type == dp::EventType::kDns) {  // DNS filtering: the list's name, the blocked name
+    ev.set_rule(e.dns_list);
+    ev.set_dns_name(e.dns_name);
+  }
   if (e.type == dp::EventType::kFlowEnd) {
     v1::FlowSummary* f = ev.mutable_flow();
     f->set_pkts_toserver(e.packets[0]);

@@ -178,6 +178,7 @@ absl::Status runReplay(const ReplayOptions& o) {
   SummaryInput sum;
   sum.counters = plane->counters();
   sum.fw_rules = plane->ruleCounters();
+  sum.dns_lists = plane->dnsLists();  // DNS filtering
   sum.flows_active_at_end = w.flows().size();
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);

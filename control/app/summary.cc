@@ -1,5 +1,7 @@
 #include "control/app/summary.h"
 
+#include "rules/compile/dns_parsers.h"  // DNS filtering: action names
+
 #include <arpa/inet.h>
 
 #include <ctime>
@@ -71,6 +73,54 @@ void fillPorts(const dp::DataplaneControl& plane, SummaryInput& in) {
     r.rx_nombuf = p.rx_nombuf;
     r.tx_errors = p.tx_errors;
   }
+}
+
+// DNS filtering: stage counters, blocks by action, per-list counters (only when DNS ran or
+// lists are configured).
+static void appendDnsSummary(const SummaryInput& in, std::string& s) {
+  const auto& t = in.counters.total;
+  bool any = !in.dns_lists.empty();
+  for (int i = 0; i < dp::kDnsCounterCount; ++i) any = any || t.dns[i];
+  if (!any) return;
+  absl::StrAppend(&s, "\ndns\n ");
+  for (int i = 0; i < dp::kDnsCounterCount; ++i) {
+    absl::StrAppend(&s, " ", dp::dnsCounterName(i), " ", t.dns[i]);
+  }
+  absl::StrAppend(&s, "\n  blocks by action:");
+  for (int a = 2; a <= static_cast<int>(rules::DnsAction::kRefuse); ++a) {
+    absl::StrAppend(&s, " ", rules::dnsActionName(static_cast<rules::DnsAction>(a)), " ",
+                    t.dns_action[a]);
+  }
+  absl::StrAppend(&s, "\n", absl::StrFormat("  %-24s %-9s %10s %10s %10s\n", "list", "action",
+                                             "names", "blocked", "allowed"));
+  for (const auto& l : in.dns_lists) {
+    absl::StrAppend(&s, absl::StrFormat("  %-24s %-9s %10u %10u %10u\n", l.name, l.action, l.names,
+                                        l.blocked, l.allowed));
+  }
+}
+
+static void appendDnsSummaryJson(const SummaryInput& in, std::string& s) {
+  const auto& t = in.counters.total;
+  bool any = !in.dns_lists.empty();
+  for (int i = 0; i < dp::kDnsCounterCount; ++i) any = any || t.dns[i];
+  if (!any) return;  // no DNS section configured and nothing counted: no "dns" key
+  absl::StrAppend(&s, ",\"dns\":{");
+  for (int i = 0; i < dp::kDnsCounterCount; ++i) {
+    absl::StrAppend(&s, "\"", dp::dnsCounterName(i), "\":", t.dns[i], ",");
+  }
+  absl::StrAppend(&s, "\"blocks_by_action\":{");
+  for (int a = 2; a <= static_cast<int>(rules::DnsAction::kRefuse); ++a) {
+    absl::StrAppend(&s, a > 2 ? "," : "", "\"",
+                    rules::dnsActionName(static_cast<rules::DnsAction>(a)), "\":", t.dns_action[a]);
+  }
+  absl::StrAppend(&s, "},\"lists\":[");
+  for (size_t i = 0; i < in.dns_lists.size(); ++i) {
+    const auto& l = in.dns_lists[i];
+    absl::StrAppend(&s, i ? "," : "", "{\"name\":\"", l.name, "\",\"action\":\"", l.action,
+                    "\",\"names\":", l.names, ",\"skipped_lines\":", l.skipped_lines,
+                    ",\"blocked\":", l.blocked, ",\"allowed\":", l.allowed, "}");
+  }
+  absl::StrAppend(&s, "]}");
 }
 
 std::string formatSummary(const SummaryInput& in) {
@@ -170,6 +220,7 @@ std::string formatSummary(const SummaryInput& in) {
         t.dpi_bytes, t.dpi_alerts, t.dpi_drops, t.dpi_resets, t.dpi_gaps, t.dpi_depth,
         t.dpi_no_stream));
   }
+  appendDnsSummary(in, s);  // DNS filtering
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
   for (const std::string& w : in.warnings) absl::StrAppend(&s, "\nwarning: ", w, "\n");
   return s;
@@ -239,6 +290,7 @@ std::string summaryJson(const SummaryInput& in) {
                     t.dpi_gaps, ",\"depth_reached\":", t.dpi_depth, ",\"no_stream\":",
                     t.dpi_no_stream, "}");
   }
+  appendDnsSummaryJson(in, s);  // DNS filtering: ,"dns":{...}
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {
     absl::StrAppend(&s, i ? "," : "", jsonString(in.warnings[i]));
@@ -302,6 +354,20 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
                                         : absl::StrCat("\"", dp::dropReasonName(e.reason), "\""),
                     ",\"verdict\":\"", dp::verdictName(e.verdict), "\",\"generation\":",
                     e.generation, "}");
+  } else if (e.type == dp::EventType::kDns) {
+    // DNS filtering: the block (client = src).
+    std::string name;
+    for (const char* c = e.dns_name; *c; ++c) {
+      unsigned char u = static_cast<unsigned char>(*c);
+      if (u < 0x20 || u >= 0x7f || u == '"' || u == '\\') {
+        absl::StrAppend(&name, "\\u00", absl::Hex(u, absl::kZeroPad2));
+      } else {
+        name.push_back(*c);
+      }
+    }
+    absl::StrAppend(&s, ",\"dns\":{\"rrname\":\"", name, "\",\"list\":\"", e.dns_list,
+                    "\",\"action\":\"", rules::dnsActionName(static_cast<rules::DnsAction>(e.dns_action)),
+                    "\",\"cloaked\":", e.dns_cloaked ? "true" : "false", "}");
   } else if (e.type == dp::EventType::kFlowEnd) {
     uint64_t start = static_cast<uint64_t>(static_cast<int64_t>(e.first_seen_ns) + wall_offset_ns);
     absl::StrAppend(&s, ",\"flow\":{\"pkts_toserver\":", e.packets[0], ",\"pkts_toclient\":",

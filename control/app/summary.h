@@ -30,6 +30,7 @@ struct SummaryInput {
   std::vector<std::string> warnings;  // printed last
   // Per-rule firewall counters of the rule set in force at the end (rank order).
   std::vector<dp::RuleCounters> fw_rules;
+  std::vector<dp::DnsListCounters> dns_lists;  // DNS filtering: the running lists
 };
 
 // Fills in.ports from the dataplane's port view (name and PMD counters of both sides).

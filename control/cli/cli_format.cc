@@ -192,6 +192,18 @@ std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
       absl::StrAppendFormat(&o, "  %-12s %14u %14u\n", st.stage(), st.packets(), st.dropped());
     }
   }
+  // DNS filtering: stage counters (non-zero ones) and per-list counters.
+  if (t.dns_size() || s.dns_lists_size()) {
+    absl::StrAppend(&o, "dns\n ");
+    for (const auto& [name, v] : std::map<std::string, uint64_t>(t.dns().begin(), t.dns().end())) {
+      absl::StrAppend(&o, " ", name, " ", v);
+    }
+    absl::StrAppend(&o, "\n");
+    for (const auto& l : s.dns_lists()) {
+      absl::StrAppendFormat(&o, "  list %-24s %-9s names %u   blocked %u   allowed %u\n", l.name(),
+                            l.action(), l.names(), l.blocked(), l.allowed());
+    }
+  }
   absl::StrAppendFormat(&o, "workers\n  %-4s %-10s %14s %14s %14s %12s %12s\n", "id", "generation",
                         "packets in", "forwarded", "dropped", "flows", "events lost");
   for (const auto& w : s.workers()) {
@@ -221,6 +233,7 @@ std::string formatEvent(const v1::Event& e) {
     if (!e.stage().empty()) absl::StrAppend(&o, " stage ", e.stage());
     if (!e.reason().empty()) absl::StrAppend(&o, " reason ", e.reason());
     if (!e.rule().empty()) absl::StrAppend(&o, " rule ", e.rule());
+    if (!e.dns_name().empty()) absl::StrAppend(&o, " name ", e.dns_name());  // DNS filtering
     if (e.has_flow()) {
       const auto& f = e.flow();
       absl::StrAppend(&o, " pkts ", f.pkts_toserver(), "/", f.pkts_toclient(), " bytes ",

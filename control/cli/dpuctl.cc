@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "control/cli/dns_cmd.h"  // DNS filtering
 #include "control/cli/cli_format.h"
 #include "control/cli/fw_format.h"
 #include "control/cli/lb_cmd.h"
@@ -77,6 +78,9 @@ commands:
   lb add SERVICE BACKEND [--ipv4 A] [--ipv6 A] [--mac M] [--port N] [--weight W] [...]
   lb remove SERVICE BACKEND [--drain | --flush [--reset]] [--expected-version N | --force]
   lb set SERVICE BACKEND [--weight W] [--state active|draining|down] [...]
+  dns list                                  DNS lists with their sizes and counters
+  dns add LIST ENTRY... [--file FILE] [--expected-version N | --force]
+  dns remove LIST ENTRY... [--file FILE] [--expected-version N | --force]
 
 'dpuctl <command> --help' shows each command's options and examples.
 
@@ -148,13 +152,15 @@ examples:
 
 constexpr const char* kEventsHelp = R"(usage: dpuctl events [--types drop,flow,config] [--count N] [--buffer N]
 
-Streams dataplane events (drop, flow end) and config commits as they happen, until Ctrl-C or
+Streams dataplane events (drop, flow end, dns: a blocked DNS query or cloaked answer with the
+client, name, list and reason) and config commits as they happen, until Ctrl-C or
 N events. The server buffers --buffer events for this client (default 4096); when the client
 falls behind, events are dropped for it and the next one says how many were lost.
 
 examples:
   dpuctl events
   dpuctl events --types drop --count 10
+  dpuctl events --types dns
   dpuctl --json events --types config
 )";
 
@@ -1050,6 +1056,29 @@ int cmdLb(Client& c, const std::vector<std::string>& a) {
 
 }  // namespace
 
+// DNS filtering: `dpuctl dns ...` (control/cli/dns_cmd.cc) with this client.
+int cmdDnsDispatch(Client& c, const std::vector<std::string>& a) {
+  VersionOpts v;
+  dpu::cli::DnsCmdEnv env;
+  env.stub = &c.stub();
+  env.json = c.global().json;
+  env.unary = [&](grpc::ClientContext* ctx) { c.unary(ctx); };
+  env.rpc_fail = [&](const std::string& what, const grpc::Status& st) {
+    return rpcFail(c.global(), what, st);
+  };
+  env.print_apply = [&](const dpu::v1::ApplyConfigResponse& r) { return printApply(c, r); };
+  env.version_opt = [&](const std::vector<std::string>& args, size_t& i, std::string* err) {
+    return versionOpt(args, i, v, err);
+  };
+  env.resolve_expected = [&](uint64_t* expected, bool* force) {
+    int rc = resolveExpected(c, v);
+    *expected = v.expected;
+    *force = v.force;
+    return rc;
+  };
+  return dpu::cli::cmdDns(env, a);
+}
+
 int main(int argc, char** argv) {
   Global g;
   const char* env = std::getenv("DPUCTL_SERVER");
@@ -1106,5 +1135,6 @@ int main(int argc, char** argv) {
   if (cmd == "fw") return run(cmdFw);
   if (cmd == "geo") return run(cmdGeo);
   if (cmd == "lb") return run(cmdLb);  // --- lb ---
+  if (cmd == "dns") return run(cmdDnsDispatch);  // DNS filtering
   return usage("unknown command '" + cmd + "'");
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "control/config/dpi_config.h"
+#include "control/config/dns_config.h"
 #include "rules/compile/firewall_compiler.h"
 #include "rules/compile/geoip_db.h"
 #include "control/config/lb_loader.h"
@@ -109,6 +110,7 @@ void resolveRelativePaths(v1::ApplianceConfig* cfg, const std::string& base_dir)
     for (std::string& f : *cfg->mutable_dpi()->mutable_rule_files()) fix(&f);
     if (!cfg->dpi().cache_dir().empty()) fix(cfg->mutable_dpi()->mutable_cache_dir());
   }
+  fixDnsPaths(cfg, fix);  // DNS filtering: list files
 }
 
 rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& r, int index) {
@@ -366,6 +368,7 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   firewallToModel(cfg, &m.firewall, errors, details);
   lbToModel(cfg.lb(), &m.lb, errors);  // --- lb ---
   dpiToModel(cfg, &m.dpi, errors);  // --- dpi ---
+  dnsToModel(cfg, &m.dns, errors);  // DNS filtering
   if (!errors.empty()) {
     absl::Status st = rules::errorsToStatus(errors);
     if (out) out->insert(out->end(), errors.begin(), errors.end());

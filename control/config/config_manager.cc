@@ -62,11 +62,12 @@ absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent()
   if (model.ok()) {
     model->version = cfg.version();
     auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_,
-                                       &published_dpi_);
+                                       &published_dpi_, &published_dns_);
     if (snap.ok()) {
       published_fw_ = rules::FirewallReuse{model->firewall, (*snap)->firewall};
       published_lb_ = rules::LbReuse{(*snap)->lb};
       published_dpi_ = rules::DpiReuse{model->dpi, (*snap)->dpi};  // --- dpi ---
+      published_dns_ = rules::DnsReuse{(*snap)->dns};
       view_ = FirewallView{cfg.version(), std::move(details.firewall_rules), (*snap)->firewall};
       return snap;
     }
@@ -189,6 +190,7 @@ void ConfigManager::inheritCompiled(const ConfigManager& other) {
   published_fw_ = other.published_fw_;
   published_lb_ = other.published_lb_;  // --- lb ---
   published_dpi_ = other.published_dpi_;  // --- dpi ---
+  published_dns_ = other.published_dns_;
   view_ = other.view_;
 }
 
@@ -227,7 +229,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   t = Clock::now();
   // The compiled firewall of the running snapshot is shared when the section is unchanged.
   auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_,
-                                     &published_dpi_);
+                                     &published_dpi_, &published_dns_);
   result.compile_ms = msSince(t);
   if (!snap.ok()) {
     absl::Status st = errors.empty() ? snap.status() : rules::errorsToStatus(errors);
@@ -242,6 +244,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
       result.warnings.push_back(absl::StrCat("dpi: rule ", u.source, ":", u.rule, " (line ", u.line,
                                              ") unsupported, not matched: ", u.reason));
   }
+  std::shared_ptr<const rules::CompiledDns> compiled_dns = (*snap)->dns;
 
   // The committed document is valid (it was compiled when applied); if it no longer is
   // (hand-edited state file), there is nothing to compare against.
@@ -281,6 +284,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   published_fw_ = rules::FirewallReuse{std::move(model->firewall), compiled_fw};
   published_lb_ = rules::LbReuse{std::move(compiled_lb)};  // --- lb ---
   published_dpi_ = rules::DpiReuse{std::move(model->dpi), std::move(compiled_dpi)};  // --- dpi ---
+  published_dns_ = rules::DnsReuse{std::move(compiled_dns)};
   view_ = FirewallView{new_version, std::move(details.firewall_rules), std::move(compiled_fw)};
 
   if (on_applied_) on_applied_(result);

@@ -128,6 +128,8 @@ class ConfigManager {
   // --- lb --- The published load balancer: unchanged services are not rebuilt.
   mutable rules::LbReuse published_lb_;
   mutable rules::DpiReuse published_dpi_;  // --- dpi ---
+  // DNS filtering: the DNS section of the snapshot handed to the dataplane last.
+  mutable rules::DnsReuse published_dns_;
   mutable FirewallView view_;
 };
 

@@ -52,6 +52,21 @@ struct RuleCounters {
   uint64_t packets = 0, bytes = 0, flows = 0, last_hit_ns = 0;
 };
 
+// DNS filtering: one list of the running configuration with its counters (over all
+// workers; a list keeps its counters across reloads while its name stays).
+struct DnsListCounters {
+  std::string name;
+  std::string action;          // "nxdomain", ...
+  uint64_t names = 0;          // distinct names (entries) in the compiled list
+  uint64_t skipped_lines = 0;  // bad lines skipped (skip_bad_lines)
+  double load_ms = 0;          // last (re)build or delta
+  bool incremental = false;    // last change applied as a delta
+  uint64_t blocked = 0, allowed = 0;
+};
+// The lists of `snap` with the counters of `c` (counters by list slot).
+std::vector<DnsListCounters> dnsListCounters(const rules::Snapshot& snap,
+                                             const CountersSnapshot::Flat& c);
+
 // A snapshot with everything the dataplane needs next to it already built (firewall ACL
 // contexts, the GeoIP database opened, per-rule counters): what can fail has failed in
 // prepare(), so publishing it cannot. Only the DataplaneControl that prepared it may publish
@@ -91,6 +106,8 @@ class DataplaneControl {
   virtual uint32_t publish(std::unique_ptr<PreparedSnapshot> next) = 0;
   // Per-rule firewall counters of the running rule set, in rule (rank) order.
   virtual std::vector<RuleCounters> ruleCounters() const = 0;
+  // DNS filtering: the running lists with their counters (empty when DNS is off).
+  virtual std::vector<DnsListCounters> dnsLists() const { return {}; }
   virtual uint32_t currentGeneration() const = 0;
   virtual CountersSnapshot counters() const = 0;
   virtual std::vector<WorkerInfo> workers() const = 0;

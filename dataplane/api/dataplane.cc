@@ -24,6 +24,7 @@ const char* eventTypeName(EventType t) {
     case EventType::kDrop: return "drop";
     case EventType::kFlowEnd: return "flow";
     case EventType::kDpiAlert: return "alert";
+    case EventType::kDns: return "dns";
   }
   return "unknown";
 }
@@ -331,7 +332,7 @@ std::vector<RuleCounters> Dataplane::ruleCounters() const {
 }
 
 void Dataplane::rememberNames(const rules::Snapshot& s) {
-  names_.push_back(NamesAt{s.generation, s.firewall, s.dpi});
+  names_.push_back(NamesAt{s.generation, s.firewall, s.dpi, s.dns});
   if (names_.size() > kNamesKept) names_.pop_front();
 }
 
@@ -344,6 +345,9 @@ std::string Dataplane::ruleName(uint32_t generation, Stage stage, uint32_t rule)
     }
     if (stage == Stage::kDpi && it->dpi && rule < it->dpi->rules.size()) {  // --- dpi ---
       return it->dpi->rules[rule].id();
+    }
+    if (stage == Stage::kDns && it->dns && rule < it->dns->lists.size()) {
+      return it->dns->lists[rule]->name;  // DNS filtering: the list
     }
     return "";
   }

@@ -65,6 +65,7 @@ class Dataplane : public DataplaneControl {
   // prepare() then publish(); returns the new generation.
   absl::StatusOr<uint32_t> prepareAndPublish(std::unique_ptr<rules::Snapshot> next);
   std::vector<RuleCounters> ruleCounters() const override;
+  std::vector<DnsListCounters> dnsLists() const override;  // DNS filtering
   uint32_t currentGeneration() const override;
   std::vector<WorkerInfo> workers() const override;
   std::vector<PortInfo> ports() const override;
@@ -108,6 +109,7 @@ class Dataplane : public DataplaneControl {
     uint32_t generation = 0;
     std::shared_ptr<const rules::CompiledFirewall> fw;
     std::shared_ptr<const rules::CompiledDpi> dpi;  // --- dpi ---
+    std::shared_ptr<const rules::CompiledDns> dns;  // DNS filtering: list names
   };
   static constexpr size_t kNamesKept = 64;
   void rememberNames(const rules::Snapshot& s);

@@ -17,6 +17,7 @@ enum class EventType : uint8_t {
   // --- dpi --- a YARA rule matched (any action; `rule` = index in the snapshot's
   // CompiledDpi::rules, kNoRule with reason kDpiGap for a gap under policy alert)
   kDpiAlert = 3,
+  kDns = 4,  // DNS filtering: a block
 };
 
 // kReused: a new SYN on a closed connection's 5-tuple ends it and starts a new flow.
@@ -44,6 +45,13 @@ struct Event {
   uint64_t packets[2];        // flow end: orig, reply
   uint64_t bytes[2];
   IpAddr src, dst;
+  // DNS filtering (kDns): the blocked name (lower case, cut at 127 bytes, NUL-terminated),
+  // the list that blocked it and its action (rules::DnsAction), whether it was a CNAME
+  // target in a resolver response (cloaking).
+  char dns_name[128];
+  char dns_list[65];
+  uint8_t dns_action;
+  bool dns_cloaked;
 };
 
 const char* eventTypeName(EventType t);

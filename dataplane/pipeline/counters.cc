@@ -34,6 +34,32 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kDpiDrop: return "dpi_drop";
     case DropReason::kDpiReset: return "dpi_reset";
     case DropReason::kDpiGap: return "dpi_gap";
+    case DropReason::kDnsAnswered: return "dns_answered";
+    case DropReason::kDnsDropped: return "dns_dropped";
+    case DropReason::kDnsCloaked: return "dns_cloaked";
+    case DropReason::kDnsMalformed: return "dns_malformed";
+    case DropReason::kDnsTcpClosed: return "dns_tcp_closed";
+    default: return "unknown";
+  }
+}
+
+const char* dnsCounterName(int c) {
+  switch (c) {
+    case kDnsMessages: return "messages";
+    case kDnsQueries: return "queries";
+    case kDnsResponses: return "responses";
+    case kDnsBlocked: return "blocked";
+    case kDnsAllowed: return "allowed";
+    case kDnsAnswersSent: return "answers_sent";
+    case kDnsAnswerNoMbuf: return "answers_not_sent";
+    case kDnsMalformed: return "malformed";
+    case kDnsMalformedForwarded: return "malformed_forwarded";
+    case kDnsNotInspected: return "not_inspected";
+    case kDnsCloaked: return "cloaked";
+    case kDnsTcpSegments: return "tcp_segments";
+    case kDnsTcpUnsynced: return "tcp_unsynced";
+    case kDnsTcpClosed: return "tcp_closed";
+    case kDnsResetsSent: return "resets_sent";
     default: return "unknown";
   }
 }
@@ -122,6 +148,12 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.lb_nat_no_reverse = c.lb_nat_no_reverse.load();
   f.lb_counters_full = c.lb_counters_full.load();
   f.lb_fragments_passed = c.lb_fragments_passed.load();
+  for (int i = 0; i < kDnsCounterCount; ++i) f.dns[i] = c.dns[i].load();
+  for (int i = 0; i < kDnsActions; ++i) f.dns_action[i] = c.dns_action[i].load();
+  for (int i = 0; i < kDnsListSlots; ++i) {
+    f.dns_list_blocked[i] = c.dns_list_blocked[i].load();
+    f.dns_list_allowed[i] = c.dns_list_allowed[i].load();
+  }
   f.events_lost = c.events_lost.load();
   f.loops = c.loops.load();
   f.busy_loops = c.busy_loops.load();
@@ -182,6 +214,12 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.lb_nat_no_reverse += w.lb_nat_no_reverse;
   a.lb_counters_full += w.lb_counters_full;
   a.lb_fragments_passed += w.lb_fragments_passed;
+  for (int i = 0; i < kDnsCounterCount; ++i) a.dns[i] += w.dns[i];
+  for (int i = 0; i < kDnsActions; ++i) a.dns_action[i] += w.dns_action[i];
+  for (int i = 0; i < kDnsListSlots; ++i) {
+    a.dns_list_blocked[i] += w.dns_list_blocked[i];
+    a.dns_list_allowed[i] += w.dns_list_allowed[i];
+  }
   a.events_lost += w.events_lost;
   a.loops += w.loops;
   a.busy_loops += w.busy_loops;

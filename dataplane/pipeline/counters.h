@@ -11,6 +11,30 @@
 
 namespace dpu::dp {
 
+// DNS filtering: stage counters (names in dnsCounterName) and per-list counter slots
+// (rules::CompiledDnsList::slot, stable for a list name across reloads).
+enum DnsCounter : uint8_t {
+  kDnsMessages = 0,       // DNS messages inspected (UDP datagrams, TCP stream messages)
+  kDnsQueries,
+  kDnsResponses,
+  kDnsBlocked,            // queries blocked (answered or dropped) and cloaked responses
+  kDnsAllowed,            // messages an allow entry let through
+  kDnsAnswersSent,        // answer frames sent
+  kDnsAnswerNoMbuf,       // answers not sent: no mbuf / did not fit
+  kDnsMalformed,          // messages that do not parse (either policy)
+  kDnsMalformedForwarded, // of those, forwarded by policy
+  kDnsNotInspected,       // not a standard query/response (opcode, qdcount)
+  kDnsCloaked,            // responses replaced for a blocked CNAME target
+  kDnsTcpSegments,        // TCP segments with DNS stream bytes
+  kDnsTcpUnsynced,        // TCP segments passed unread (out of order, stream lost)
+  kDnsTcpClosed,          // TCP connections the appliance closed after answering
+  kDnsResetsSent,         // TCP RSTs sent to servers of those connections
+  kDnsCounterCount
+};
+const char* dnsCounterName(int c);
+inline constexpr int kDnsListSlots = 256;   // rules::kDnsCounterSlots
+inline constexpr int kDnsActions = 8;       // by rules::DnsAction value
+
 class Counter {
  public:
   void add(uint64_t n = 1) { __atomic_store_n(&v_, v_ + n, __ATOMIC_RELAXED); }
@@ -51,6 +75,11 @@ struct alignas(64) WorkerCounters {
   // --- dpi --- bytes scanned, rules that fired by action, gaps (out-of-order bytes beyond the
   // buffer), directions that reached the depth limit, streams not inspected (pool empty).
   Counter dpi_bytes, dpi_alerts, dpi_drops, dpi_resets, dpi_gaps, dpi_depth, dpi_no_stream;
+  // DNS filtering.
+  Counter dns[kDnsCounterCount];
+  Counter dns_action[kDnsActions];        // blocks by action
+  Counter dns_list_blocked[kDnsListSlots]; // by list counter slot
+  Counter dns_list_allowed[kDnsListSlots];
   Counter events_lost;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
@@ -78,6 +107,11 @@ struct CountersSnapshot {
     // --- dpi ---
     uint64_t dpi_bytes = 0, dpi_alerts = 0, dpi_drops = 0, dpi_resets = 0, dpi_gaps = 0;
     uint64_t dpi_depth = 0, dpi_no_stream = 0;
+    // DNS filtering.
+    uint64_t dns[kDnsCounterCount]{};
+    uint64_t dns_action[kDnsActions]{};
+    uint64_t dns_list_blocked[kDnsListSlots]{};
+    uint64_t dns_list_allowed[kDnsListSlots]{};
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
     uint64_t totalDrops() const;
   };

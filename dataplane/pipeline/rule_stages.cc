@@ -10,7 +10,10 @@
 namespace dpu::dp {
 
 void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
+  const rules::CompiledDns* dns = snap_ ? snap_->dns.get() : nullptr;  // DNS filtering
   for (uint16_t i = from; i < to; ++i) {
+    if (b.v[i].verdict != Verdict::kForward) continue;
+    if (dns) dnsStage(pkts[i], i, b, *dns);
     if (b.v[i].verdict != Verdict::kForward) continue;
     // Stages join here in order (dns, dpi, lb); a stage that drops or rejects sets the
     // verdict, stage and reason, and the later stages skip the packet.
@@ -26,6 +29,7 @@ void Worker::flowEnded(int32_t pos) {
   // per-flow state of the rule stages is released here
   flowEndedLb(pos);  // --- lb ---
   dpiFlowEnded(pos);  // --- dpi ---
+  dnsReleaseFlow(pos);  // DNS filtering
 }
 
 }  // namespace dpu::dp

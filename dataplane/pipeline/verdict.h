@@ -53,6 +53,13 @@ enum class DropReason : uint8_t {
   kDpiDrop,            // a YARA rule with action drop matched in the flow
   kDpiReset,           // a YARA rule with action reset matched (TCP RST both ways)
   kDpiGap,             // out-of-order bytes beyond the DPI buffer, gap policy drop
+  // DNS filtering: the query (or cloaked response) is dropped; an answer from the
+  // appliance replaces it (answered, cloaked) or nothing does (dropped, malformed policy).
+  kDnsAnswered,        // blocked query answered (NXDOMAIN / NODATA / sinkhole / REFUSED)
+  kDnsDropped,         // blocked query dropped (list action drop)
+  kDnsCloaked,         // resolver answer whose CNAME chain reached a blocked name
+  kDnsMalformed,       // DNS message that does not parse, policy drop
+  kDnsTcpClosed,       // TCP DNS connection closed by the appliance after an answer
   kCount
 };
 

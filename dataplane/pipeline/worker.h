@@ -20,6 +20,7 @@
 #include "dataplane/pipeline/published_state.h"
 #include "dataplane/pipeline/verdict.h"
 #include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/dns_stage.h"  // DNS filtering
 #include "rules/compiled/snapshot.h"
 
 struct rte_mbuf;
@@ -142,6 +143,21 @@ class Worker {
   // stamped with `like`'s capture time so pcap outputs keep time order.
   void queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like);
   void applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
+  // --- DNS filtering (dns_path.cc) ---
+  // Allocates the per-flow TCP stream state (sized to the flow table, once at create).
+  void dnsInit();
+  // Judges packet i (UDP / TCP to or from a DNS port) and sets its verdict when it blocks.
+  void dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns);
+  void dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns);
+  void dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns);
+  // Counts a decision, emits its block event; true when the message is blocked.
+  bool dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns,
+                  const PacketMeta& pm, uint8_t in_side, uint64_t t);
+  // Sends `payload` (a DNS message over UDP, stream bytes over TCP) as a frame built from
+  // packet `m`; false (counted) when no mbuf or no room.
+  bool dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool onward,
+               const uint8_t* payload, uint32_t len, bool fin);
+  void dnsReleaseFlow(int32_t pos);
   Event* newEvent();         // from the event pool, zeroed; nullptr (counted) when empty
   void postEvent(Event* ev);  // to this worker's ring; lost (counted) when full
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);
@@ -201,6 +217,24 @@ class Worker {
   std::unique_ptr<DpiDir[]> dpi_dirs_;
   std::unique_ptr<uint32_t[]> dpi_block_;  // per flow: 0, or 1 + rule that blocked it
   const DpiRuntime* dpi_rt_ = nullptr;
+  // --- DNS filtering ---
+  // Per-flow DNS-over-TCP stream state (client -> server bytes), by flow position, and a
+  // small per-worker pool of buffers for message heads split across segments.
+  struct DnsTcpFlow {
+    uint32_t next_seq;   // the client's next stream byte
+    uint16_t msg_left;   // bytes of the current message still to pass (head judged)
+    uint16_t head_have;  // bytes of length prefix + head buffered in head_slot
+    uint8_t state;       // 0 none, 1 in sync, 2 out of sync (passed unread), 3 closed by us
+    uint8_t head_slot;   // 1 + index into dns_heads_, 0 = none
+  };
+  static constexpr uint32_t kDnsHeadBytes = 2 + 300;  // length + header + question (<= 271)
+  static constexpr uint32_t kDnsHeadSlots = 255;
+  std::unique_ptr<DnsTcpFlow[]> dns_tcp_;
+  std::unique_ptr<uint8_t[]> dns_heads_;      // kDnsHeadSlots * kDnsHeadBytes
+  uint8_t dns_free_heads_[kDnsHeadSlots];
+  uint32_t dns_nfree_heads_ = 0;
+  std::unique_ptr<DnsScratch> dns_scratch_;
+  std::unique_ptr<uint8_t[]> dns_buf_;        // answers and TCP stream payloads (8 KB)
   FlowTimeouts timeouts_;
   uint32_t aging_slice_ = 64;
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "rules/compile/file_read.h"
 #include "rules/compile/firewall_compiler.h"
 
 namespace dpu::rules {
@@ -57,38 +58,6 @@ std::string baseName(const std::string& path) {
 
 bool allDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Reads a whole regular file of at most `limit` bytes.
-absl::StatusOr<std::string> readSmallFile(const std::string& path, size_t limit) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    int e = errno;
-    std::string why = std::strerror(e);
-    if (e == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", why));
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", why));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  if (static_cast<uint64_t>(st.st_size) > limit) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than ", limit >> 20, " MiB"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
-  std::string data;
-  data.resize(limit + 1);
-  in.read(data.data(), static_cast<std::streamsize>(data.size()));
-  data.resize(static_cast<size_t>(in.gcount()));
-  if (data.size() > limit) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": larger than ", limit >> 20, " MiB"));
-  }
-  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat(path, ": read error"));
-  return data;
 }
 
 // Error of one rule from a spec.
@@ -947,7 +916,7 @@ bool isJsonRuleFile(std::string_view path) {
 absl::StatusOr<std::vector<FirewallRuleSpec>> loadRuleFile(const std::string& path,
                                                            ConfigErrorList* errors,
                                                            const std::string& field) {
-  auto data = readSmallFile(path, kMaxRuleFileBytes);
+  auto data = readRegularFile(path, kMaxRuleFileBytes);
   if (!data.ok()) {
     if (errors) {
       ConfigError e;
@@ -1003,7 +972,7 @@ absl::StatusOr<std::vector<IpPrefix>> loadCidrListFile(const std::string& path,
                                                        const std::string& set,
                                                        ConfigErrorList* errors,
                                                        const std::string& field) {
-  auto data = readSmallFile(path, kMaxCidrFileBytes);
+  auto data = readRegularFile(path, kMaxCidrFileBytes);
   if (!data.ok()) {
     if (errors) {
       ConfigError e;

@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse,
                                                           const LbReuse* lb_reuse,
-                                                          const DpiReuse* dpi_reuse) {
+                                                          const DpiReuse* dpi_reuse,
+                                                          const DnsReuse* dns_reuse) {
   ConfigErrorList local;
   ConfigErrorList& errs = errors ? *errors : local;
   size_t before = errs.size();
@@ -96,6 +97,12 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
         errs.push_back({"dpi", "", -1, 0, "", "dpi", std::string(d.status().message())});
     }
   }
+  // DNS filtering (errors go to `errs`).
+  std::shared_ptr<const CompiledDns> dns;
+  if (model.dns.enabled() || !model.dns.extra_ports.empty()) {
+    auto d = compileDns(model.dns, dns_reuse ? dns_reuse->compiled.get() : nullptr, &errs);
+    if (d.ok() && model.dns.enabled()) dns = std::move(*d);
+  }
   if (errs.size() != before) {
     return errorsToStatus(ConfigErrorList(errs.begin() + before, errs.end()));
   }
@@ -108,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
   snap->dataplane = model.dataplane;
   snap->firewall = std::move(firewall);
   snap->lb = std::move(lb);
+  snap->dns = std::move(dns);
   return snap;
 }
 

@@ -15,6 +15,8 @@
 #include "rules/compiled/lb.h"
 #include "rules/model/dataplane_settings.h"
 #include "rules/model/dpi.h"
+#include "rules/compiled/dns.h"
+#include "rules/model/dns.h"
 #include "rules/model/firewall.h"
 #include "rules/model/lb.h"
 
@@ -28,6 +30,8 @@ struct ConfigModel {
   // --- lb ---
   LbModel lb;
   DpiModel dpi;  // --- dpi ---
+  // DNS filtering.
+  DnsModel dns;
 };
 
 struct Snapshot {
@@ -42,6 +46,9 @@ struct Snapshot {
   // dpi_settings: the section without its sources (depth, buffers, policies).
   std::shared_ptr<const CompiledDpi> dpi;
   DpiModel dpi_settings;
+  // DNS filtering: null when the section has no lists. Unchanged lists are shared with the
+  // previous snapshot (same CompiledDnsList pointers).
+  std::shared_ptr<const CompiledDns> dns;
 };
 
 // Validates `model` (every field, errors name the field) and compiles it into a snapshot.
@@ -73,12 +80,18 @@ struct DpiReuse {
 struct LbReuse {
   std::shared_ptr<const CompiledLb> compiled;
 };
+// DNS filtering: the DNS section compiled last (normally the published snapshot's); its
+// lists are shared or patched by compileDns instead of read again.
+struct DnsReuse {
+  std::shared_ptr<const CompiledDns> compiled;
+};
 absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& model,
                                                           uint32_t generation,
                                                           ConfigErrorList* errors,
                                                           const FirewallReuse* reuse,
                                                           const LbReuse* lb_reuse,
-                                                          const DpiReuse* dpi_reuse = nullptr);
+                                                          const DpiReuse* dpi_reuse = nullptr,
+                                                          const DnsReuse* dns_reuse = nullptr);
 
 // Validation of the dataplane section alone: appends one error per bad field.
 void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors);

@@ -18,9 +18,11 @@ depend on the expected_* files, so they also guard a REGEN=1 run:
    its ingress side, and for a segment with ACK a second RST toward the receiver out of the
    other side; an ICMP / ICMPv6 unreachable to the sender otherwise), and their number must
    equal the summary's firewall rst_sent + icmp_sent. Skipped when CASE_DIR has a file
-   REWRITES (a config that changes packets).
+   REWRITES (a config that changes packets). DNS filtering: frames the appliance makes for
+   DNS (answers and TCP resets, the summary's dns.answers_sent + dns.resets_sent) may come on
+   top; their number over both outputs must equal the summary's.
 3. Summary vs verdicts: verdict totals, drops per reason, rx per side, tx per side (forwarded
-   + answers), and flows.created == number of new_flow verdicts.
+   + answers + DNS frames), and flows.created == number of new_flow verdicts.
 4. Intent (CASE_DIR/intent.tsv, written with the case by a person): for every listed index,
    side, verdict and drop reason; the flow label: packets with the same label share one
    non-null flow_id, different labels have different flow_ids, "-" means flow_id null, "?"
@@ -191,6 +193,11 @@ def main():
             for out_side, key in answer_keys(frames[i][1][1], v.get("side")):
                 want_answers[out_side][key] += 1
     answers_out = {"A": 0, "B": 0}
+    # DNS filtering: frames made for DNS (not answers to reject verdicts), per output side.
+    dns_generated = 0
+    if "dns" in summary:
+        dns_generated = summary["dns"].get("answers_sent", 0) + summary["dns"].get("resets_sent", 0)
+    dns_out = {"A": 0, "B": 0}
     if not os.path.exists(os.path.join(case, "REWRITES")):
         for in_side, out_side, out_name in (("A", "B", "out_b.pcap"), ("B", "A", "out_a.pcap")):
             want = collections.Counter(
@@ -206,6 +213,12 @@ def main():
                     strays += n
                 else:
                     answers[key] += n
+            if dns_generated:
+                # Frames beyond what the rejects call for (and unknown frames) are DNS's.
+                surplus = answers - want_answers[out_side]
+                answers = answers - surplus
+                dns_out[out_side] = strays + sum(surplus.values())
+                strays = 0
             answers_out[out_side] = sum(answers.values())
             missing = sum((want - got).values())
             if missing or strays:
@@ -214,6 +227,10 @@ def main():
             if answers != want_answers[out_side]:
                 bad(f"{out_name}: answers to rejected packets {sorted(answers.items())} != the "
                     f"rejects call for {sorted(want_answers[out_side].items())}")
+        if dns_out["A"] + dns_out["B"] != dns_generated:
+            bad(f"{dns_out['A'] + dns_out['B']} frame(s) in the outputs are neither forwarded "
+                f"inputs nor reject answers, but the summary says the appliance made "
+                f"{dns_generated} for DNS (dns.answers_sent + dns.resets_sent)")
         fw = summary.get("firewall", {})
         sent = fw.get("rst_sent", 0) + fw.get("icmp_sent", 0)
         if sent != answers_out["A"] + answers_out["B"]:
@@ -236,10 +253,11 @@ def main():
         if port["rx_packets"] != sides.get(side, 0):
             bad(f"summary ports.{side}.rx_packets = {port['rx_packets']}, verdicts from side "
                 f"{side}: {sides.get(side, 0)}")
-        if summary["ports"][other]["tx_packets"] != fwd_from.get(side, 0) + answers_out[other]:
+        if summary["ports"][other]["tx_packets"] != (fwd_from.get(side, 0) + answers_out[other] +
+                                                     dns_out[other]):
             bad(f"summary ports.{other}.tx_packets = {summary['ports'][other]['tx_packets']}, "
                 f"forward verdicts from side {side}: {fwd_from.get(side, 0)}, answers out of "
-                f"side {other}: {answers_out[other]}")
+                f"side {other}: {answers_out[other]}, DNS frames: {dns_out[other]}")
     new_flows = sum(1 for v in verdicts if v.get("new_flow"))
     if summary["flows"]["created"] != new_flows:
         bad(f"summary flows.created = {summary['flows']['created']}, new_flow verdicts: {new_flows}")

@@ -1811,6 +1811,159 @@ match completes and every later packet of the flow (both directions); alerts are
     return c
 
 
+# ---- DNS filtering ---------------------------------------------------------------------
+# Answers the appliance makes are checked beyond the byte comparison by check_dns_answers.py
+# (tshark decodes them; CI installs tshark): see each case's DNS_ANSWERS file.
+
+def dns_q(name, qtype="A", ident=0x1000, rd=1):
+    return raw(DNS(id=ident, rd=rd, qd=DNSQR(qname=name, qtype=qtype)))
+
+
+def dns_resp(name, chain, ident, addr="192.0.2.10"):
+    """A resolver answer for `name`: CNAME chain name -> chain[0] -> ... -> an A record."""
+    rrs = []
+    owner = name
+    for t in chain:
+        rrs.append(DNSRR(rrname=owner, type="CNAME", ttl=300, rdata=t))
+        owner = t
+    rrs.append(DNSRR(rrname=owner, type="A", ttl=300, rdata=addr))
+    an = rrs[0]
+    for r in rrs[1:]:
+        an = an / r
+    return raw(DNS(id=ident, qr=1, rd=1, ra=1, qd=DNSQR(qname=name, qtype="A"), an=an,
+                   ancount=len(rrs)))
+
+
+DNS_LISTS = {"lists": [
+    {"name": "ads", "action": "DNS_NXDOMAIN", "format": "DNS_FORMAT_ADBLOCK",
+     "names": ["||ads.example^", "@@||cdn.ads.example^"]},
+    {"name": "trackers", "action": "DNS_NODATA", "names": ["tracker.example"]},
+    {"name": "sinkhole", "action": "DNS_SINKHOLE", "format": "DNS_FORMAT_WILDCARD",
+     "names": ["*.malware.example"], "sinkhole_v4": ["192.0.2.66"],
+     "sinkhole_v6": ["2001:db8::66"], "ttl": 120},
+    {"name": "refused", "action": "DNS_REFUSE", "names": ["refused.example"]},
+    {"name": "dropped", "action": "DNS_DROP", "format": "DNS_FORMAT_RPZ",
+     "names": ["drop.example CNAME rpz-drop."]},
+    {"name": "allow", "action": "DNS_ALLOW", "names": ["good.malware.example"]},
+], "extra_ports": [5353]}
+
+
+def udp_dns(c, side, src, dst, sport, dport, msg, exp, note):
+    eth = eth_a if side == "A" else eth_b
+    ip = IPv6 if ":" in src else IP
+    c.add(eth() / ip(src=src, dst=dst) / UDP(sport=sport, dport=dport) / Raw(msg), exp, note,
+          side=side)
+
+
+def case_dns_udp_actions():
+    c = FwCase("dns_udp_actions", {"dns": DNS_LISTS}, """
+DNS filtering over UDP (clients on side A, resolver 10.2.0.53 / 2001:db8:b::53 on side B).
+Lists: 0 ads NXDOMAIN (||ads.example^, allow @@||cdn.ads.example^), 1 trackers NODATA
+(tracker.example, exact), 2 sinkhole (*.malware.example -> 192.0.2.66 / 2001:db8::66, ttl
+120), 3 refused REFUSED (refused.example), 4 dropped (RPZ rpz-drop.), 5 allow
+(good.malware.example); extra port 5353. A blocked query is dropped (reason dns_answered /
+dns_dropped) and answered back out of side A with the query's ID and question (see
+DNS_ANSWERS, checked with tshark); clean and allowed queries are forwarded.""")
+    a4, r4 = "10.1.0.10", "10.2.0.53"
+    udp_dns(c, "A", a4, r4, 40001, 53, dns_q("www.ads.example", ident=0x0101),
+            "D dns_answered q1 new", "q1: www.ads.example A -> NXDOMAIN (subtree of ||ads.example^)")
+    udp_dns(c, "A", a4, r4, 40002, 53, dns_q("WWW.ADS.Example.", ident=0x0102),
+            "D dns_answered q2 new", "q2: upper case -> NXDOMAIN, question echoed in its case")
+    udp_dns(c, "A", a4, r4, 40003, 53, dns_q("img.cdn.ads.example", ident=0x0103),
+            "F q3 new", "q3: @@||cdn.ads.example^ allow entry wins: forwarded")
+    udp_dns(c, "A", a4, r4, 40004, 53, dns_q("tracker.example", "AAAA", ident=0x0104),
+            "D dns_answered q4 new", "q4: tracker.example AAAA -> NODATA")
+    udp_dns(c, "A", a4, r4, 40005, 53, dns_q("sub.tracker.example", ident=0x0105),
+            "F q5 new", "q5: sub.tracker.example: the trackers entry is exact: forwarded")
+    udp_dns(c, "A", a4, r4, 40006, 53, dns_q("x.malware.example", ident=0x0106),
+            "D dns_answered q6 new", "q6: x.malware.example A -> sinkhole 192.0.2.66 ttl 120")
+    udp_dns(c, "A", "2001:db8:a::10", "2001:db8:b::53", 40007, 53,
+            dns_q("y.malware.example", "AAAA", ident=0x0107),
+            "D dns_answered q7 new", "q7: IPv6, AAAA -> sinkhole 2001:db8::66")
+    udp_dns(c, "A", a4, r4, 40008, 53, dns_q("malware.example", ident=0x0108),
+            "F q8 new", "q8: malware.example itself is not under *.malware.example: forwarded")
+    udp_dns(c, "A", a4, r4, 40009, 53, dns_q("good.malware.example", ident=0x0109),
+            "F q9 new", "q9: allow list wins over *.malware.example: forwarded")
+    udp_dns(c, "A", a4, r4, 40010, 53, dns_q("refused.example", "MX", ident=0x010a),
+            "D dns_answered q10 new", "q10: refused.example MX -> REFUSED")
+    udp_dns(c, "A", a4, r4, 40011, 53, dns_q("drop.example", ident=0x010b),
+            "D dns_dropped q11 new", "q11: drop.example (rpz-drop.) -> dropped, no answer")
+    udp_dns(c, "A", a4, r4, 40012, 5353, dns_q("ads.example", ident=0x010c),
+            "D dns_answered q12 new", "q12: to port 5353 (extra port) -> NXDOMAIN")
+    udp_dns(c, "A", a4, r4, 40013, 5354, dns_q("ads.example", ident=0x010d),
+            "F q13 new", "q13: to port 5354, not a DNS port: forwarded")
+    udp_dns(c, "A", a4, r4, 40014, 53, dns_q("clean.example", ident=0x010e),
+            "F q14 new", "q14: clean.example: forwarded")
+    udp_dns(c, "B", r4, a4, 53, 40014, dns_resp("clean.example", [], 0x010e),
+            "F q14", "q14: the resolver's answer (no CNAME): forwarded")
+    loop = bytes.fromhex("0201 0100 0001 0000 0000 0000 c00c 0001 0001".replace(" ", ""))
+    udp_dns(c, "A", a4, r4, 40015, 53, loop,
+            "F q15 new", "q15: malformed (self pointer): counted, forwarded (default policy)")
+    notify = raw(DNS(id=0x0202, opcode=4, qd=DNSQR(qname="ads.example", qtype="SOA")))
+    udp_dns(c, "A", a4, r4, 40016, 53, notify,
+            "F q16 new", "q16: NOTIFY (opcode 4) is not a query: not inspected, forwarded")
+    return c
+
+
+def case_dns_cname_cloaking():
+    c = FwCase("dns_cname_cloaking", {"dns": DNS_LISTS}, """
+CNAME cloaking: the resolver's answers (side B) are inspected; a CNAME chain that reaches a
+blocked name (here t.ads.example, under ||ads.example^) is dropped (dns_cloaked) and an
+NXDOMAIN with the answer's ID and question goes on to the client out of side A in its
+place. Chains of clean names, and chains through the allowed cdn.ads.example, pass.""")
+    a4, r4 = "10.1.0.10", "10.2.0.53"
+    udp_dns(c, "A", a4, r4, 41001, 53, dns_q("www.shop.example", ident=0x0301),
+            "F c1 new", "c1: www.shop.example A: clean, forwarded")
+    udp_dns(c, "B", r4, a4, 53, 41001,
+            dns_resp("www.shop.example", ["shop.edge.example", "t.ads.example"], 0x0301),
+            "D dns_cloaked c1", "c1: answer CNAME -> shop.edge.example -> t.ads.example: NXDOMAIN instead")
+    udp_dns(c, "A", a4, r4, 41002, 53, dns_q("news.example", ident=0x0302),
+            "F c2 new", "c2: news.example: forwarded")
+    udp_dns(c, "B", r4, a4, 53, 41002, dns_resp("news.example", ["news.cdn.example"], 0x0302),
+            "F c2", "c2: answer CNAME -> news.cdn.example (clean): forwarded")
+    udp_dns(c, "A", a4, r4, 41003, 53, dns_q("img.example", ident=0x0303),
+            "F c3 new", "c3: img.example: forwarded")
+    udp_dns(c, "B", r4, a4, 53, 41003, dns_resp("img.example", ["x.cdn.ads.example"], 0x0303),
+            "F c3", "c3: answer CNAME -> x.cdn.ads.example (allow entry wins): forwarded")
+    return c
+
+
+def case_dns_tcp():
+    c = FwCase("dns_tcp", {"dns": DNS_LISTS}, """
+DNS over TCP port 53 (2-byte length prefix). t1: a blocked query in one segment: dropped,
+the client gets the NXDOMAIN answer in one segment (seq = the query's ACK, ack = its end,
+PSH|ACK|FIN) out of side A, the server a RST out of side B; later packets of t1 are dropped
+(dns_tcp_closed). t2: two clean queries in one segment, then a clean query split over three
+segments, all forwarded with the server's answers; then a blocked query split in two: the
+first part is forwarded, the second dropped and answered (and the server reset).""")
+    a4, r4 = "10.1.0.10", "10.2.0.53"
+    def framed(m):
+        return struct.pack("!H", len(m)) + m
+    t1 = Tcp(c, eth_a, eth_b, lambda: IP(src=a4, dst=r4), lambda: IP(src=r4, dst=a4),
+             42001, 53, "t1", side_c="A", side_s="B")
+    t1.handshake("to :53")
+    t1.c("PA", "D dns_answered t1", "t1: query www.ads.example -> NXDOMAIN over TCP + RST to server",
+         data=framed(dns_q("www.ads.example", ident=0x0401)))
+    t1.c("A", "D dns_tcp_closed t1", "t1: the client's ACK after our FIN: connection closed by the appliance")
+    t2 = Tcp(c, eth_a, eth_b, lambda: IP(src=a4, dst=r4), lambda: IP(src=r4, dst=a4),
+             42002, 53, "t2", side_c="A", side_s="B")
+    t2.handshake("to :53")
+    two = framed(dns_q("one.example", ident=0x0501)) + framed(dns_q("two.example", ident=0x0502))
+    t2.c("PA", "F t2", "t2: two clean queries in one segment", data=two)
+    t2.s("A", "F t2", "t2: server ACK")
+    three = framed(dns_q("three.example", ident=0x0503))
+    t2.c("PA", "F t2", "t2: query three.example, first byte", data=three[:1])
+    t2.c("PA", "F t2", "t2: bytes 1..9 (length and part of the header)", data=three[1:10])
+    t2.c("PA", "F t2", "t2: the rest", data=three[10:])
+    ans = framed(dns_resp("three.example", [], 0x0503))
+    t2.s("PA", "F t2", "t2: server answer (not inspected over TCP)", data=ans)
+    bad = framed(dns_q("z.ads.example", ident=0x0504))
+    t2.c("PA", "F t2", "t2: blocked query z.ads.example, first 7 bytes", data=bad[:7])
+    t2.c("PA", "D dns_answered t2", "t2: its rest: dropped, NXDOMAIN to the client, RST to the server",
+         data=bad[7:])
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -1844,6 +1997,10 @@ CASES = {
     "lb_drain": lb_case_drain,
     "lb_flush_reset": lb_case_flush_reset,
     "dpi_streams": case_dpi_streams,  # --- dpi ---
+    # DNS filtering
+    "dns_udp_actions": case_dns_udp_actions,
+    "dns_cname_cloaking": case_dns_cname_cloaking,
+    "dns_tcp": case_dns_tcp,
 }
 
 

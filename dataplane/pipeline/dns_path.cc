@@ -1,0 +1,345 @@
+// DNS filtering on the packet path (Worker members; the decisions are in
+// dataplane/stages/dns_stage.h).
+//
+// UDP (port 53 and dns.extra_ports, either direction): one message per datagram. A blocked
+// query is dropped and answered back out of its ingress port (addresses, ports and MACs
+// swapped); a resolver response whose CNAME chain reaches a blocked name is dropped and an
+// NXDOMAIN goes on to the client in its place. Fragments are not inspected (forwarded).
+//
+// TCP (same ports, client -> server bytes of tracked flows): the stream is followed from the
+// first data segment on; each message's 2-byte length and its head (header + question) are
+// read, across segments when split (the head is kept in a small per-worker buffer pool), and
+// the rest of the message is skipped; several messages in one segment are each judged. When
+// a segment holds a blocked query, the segment is dropped and the client gets, in one
+// segment (seq = the segment's ACK, ack = its end, PSH|ACK|FIN), the answers of the
+// blocked queries and SERVFAIL for the other whole queries of that segment; the server gets
+// a RST (it saw a partial stream) and every later packet of the connection is dropped
+// (dns_tcp_closed). Out-of-order segments make the stream unreadable: the connection is then
+// passed unread (counted tcp_unsynced), and so is a connection picked up mid-stream. Responses
+// over TCP are not inspected for cloaking.
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "dataplane/packet/frame_write.h"
+#include "dataplane/packet/parser.h"
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/pipeline/worker.h"
+#include "dataplane/stages/firewall_stage.h"
+
+namespace dpu::dp {
+namespace {
+
+constexpr uint32_t kDnsBufBytes = 8192;     // answers (UDP <= 65535 is cut to this) + stream
+constexpr uint32_t kAnswerCap = 1024;       // one synthesized answer at most
+constexpr int kMaxTcpMessages = 16;         // messages judged per segment
+
+inline bool seqLt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
+}  // namespace
+
+void Worker::dnsInit() {
+  dns_tcp_.reset(new DnsTcpFlow[flows_->capacity()]());
+  dns_heads_.reset(new uint8_t[kDnsHeadSlots * kDnsHeadBytes]);
+  for (uint32_t k = 0; k < kDnsHeadSlots; ++k) dns_free_heads_[k] = static_cast<uint8_t>(k + 1);
+  dns_nfree_heads_ = kDnsHeadSlots;
+  dns_scratch_ = std::make_unique<DnsScratch>();
+  dns_buf_.reset(new uint8_t[kDnsBufBytes]);
+}
+
+void Worker::dnsReleaseFlow(int32_t pos) {
+  if (pos < 0 || !dns_tcp_) return;
+  DnsTcpFlow& f = dns_tcp_[pos];
+  if (f.head_slot) dns_free_heads_[dns_nfree_heads_++] = f.head_slot;
+  f = DnsTcpFlow{};
+}
+
+void Worker::dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
+  const PacketMeta& pm = b.meta[i];
+  if (!pm.has_l4 || pm.is_fragment) return;
+  if (!dns.isDnsPort(pm.dport) && !dns.isDnsPort(pm.sport)) return;
+  if (pm.l4_proto == 17) {
+    if (pm.payload_len == 0) return;
+    c_->stage_packets[static_cast<int>(Stage::kDns)].add();
+    dnsUdp(m, i, b, dns);
+  } else if (pm.l4_proto == 6 && b.pos[i] >= 0) {
+    c_->stage_packets[static_cast<int>(Stage::kDns)].add();
+    dnsTcp(m, i, b, dns);
+  }
+}
+
+bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, const PacketMeta& pm,
+                        uint8_t in_side, uint64_t t) {
+  c_->dns[kDnsMessages].add();
+  c_->dns[d.status == DnsMsgStatus::kOk && dns_scratch_->q.isResponse() ? kDnsResponses : kDnsQueries].add();
+  switch (d.outcome) {
+    case DnsOutcome::kNotInspected:
+      c_->dns[kDnsNotInspected].add();
+      return false;
+    case DnsOutcome::kMalformed:
+      c_->dns[kDnsMalformed].add();
+      if (dns.malformed == rules::Policy::kForward) {
+        c_->dns[kDnsMalformedForwarded].add();
+        return false;
+      }
+      return true;
+    case DnsOutcome::kPass:
+      if (d.match.list >= 0) {
+        c_->dns[kDnsAllowed].add();
+        c_->dns_list_allowed[dns.lists[d.match.list]->slot % kDnsListSlots].add();
+      }
+      return false;
+    case DnsOutcome::kAnswered:
+    case DnsOutcome::kDropped:
+      break;
+  }
+  const rules::CompiledDnsList& list = *dns.lists[d.match.list];
+  c_->dns[kDnsBlocked].add();
+  if (d.cloaked) c_->dns[kDnsCloaked].add();
+  c_->dns_action[static_cast<int>(d.match.action) % kDnsActions].add();
+  c_->dns_list_blocked[list.slot % kDnsListSlots].add();
+  Event* ev = newEvent();
+  if (ev) {
+    ev->type = EventType::kDns;
+    ev->worker = static_cast<uint8_t>(opts_.id);
+    ev->in_side = in_side;
+    ev->stage = Stage::kDns;
+    ev->reason = d.cloaked ? DropReason::kDnsCloaked
+                           : (d.outcome == DnsOutcome::kAnswered ? DropReason::kDnsAnswered
+                                                                 : DropReason::kDnsDropped);
+    ev->verdict = Verdict::kDrop;
+    ev->rule = static_cast<uint32_t>(d.match.list);
+    ev->generation = generation_;
+    ev->ts_ns = t;
+    ev->ip_ver = static_cast<uint8_t>(pm.l3);
+    ev->proto = pm.l4_proto;
+    // The client: the query's sender, or the response's destination.
+    ev->src = d.cloaked ? pm.dst : pm.src;
+    ev->dst = d.cloaked ? pm.src : pm.dst;
+    ev->sport = d.cloaked ? pm.dport : pm.sport;
+    ev->dport = d.cloaked ? pm.sport : pm.dport;
+    ev->vlan = pm.vlan_outer;
+    size_t n = std::min<size_t>(d.name ? d.name->text_len : 0, sizeof(ev->dns_name) - 1);
+    if (n) std::memcpy(ev->dns_name, d.name->text, n);
+    size_t ln = std::min(list.name.size(), sizeof(ev->dns_list) - 1);
+    std::memcpy(ev->dns_list, list.name.data(), ln);
+    ev->dns_action = static_cast<uint8_t>(d.match.action);
+    ev->dns_cloaked = d.cloaked;
+    postEvent(ev);
+  }
+  return true;
+}
+
+bool Worker::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool onward,
+                     const uint8_t* payload, uint32_t len, bool fin) {
+  rte_mbuf* r = shared_.pkt_pool ? rte_pktmbuf_alloc(shared_.pkt_pool) : nullptr;
+  if (r == nullptr || len > 65535) {
+    if (r) rte_pktmbuf_free(r);
+    c_->dns[kDnsAnswerNoMbuf].add();
+    return false;
+  }
+  uint32_t flen = dnsBuildFrame(rte_pktmbuf_mtod(m, const uint8_t*), pm, !onward, payload,
+                                static_cast<uint16_t>(len), fin, rte_pktmbuf_mtod(r, uint8_t*),
+                                rte_pktmbuf_tailroom(r));
+  if (flen == 0) {
+    rte_pktmbuf_free(r);
+    c_->dns[kDnsAnswerNoMbuf].add();
+    return false;
+  }
+  r->data_len = static_cast<uint16_t>(flen);
+  r->pkt_len = flen;
+  queueGenerated(r, onward ? in_side ^ 1 : in_side, m);
+  c_->dns[kDnsAnswersSent].add();
+  return true;
+}
+
+void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
+  const PacketMeta& pm = b.meta[i];
+  const uint8_t* msg = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
+  uint32_t len = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
+  uint8_t* answer = dns_buf_.get();
+  DnsDecision d = dnsJudge(dns, msg, len, *dns_scratch_, answer, kAnswerCap);
+  PacketVerdict& v = b.v[i];
+  if (!dnsAccount(d, dns, pm, v.in_side, b.ts[i])) return;
+  v.verdict = Verdict::kDrop;
+  v.stage = Stage::kDns;
+  v.rule = static_cast<uint32_t>(d.match.list);
+  if (d.outcome == DnsOutcome::kMalformed) {
+    v.reason = DropReason::kDnsMalformed;
+    v.rule = kNoRule;
+    return;
+  }
+  v.reason = d.cloaked ? DropReason::kDnsCloaked
+                       : (d.outcome == DnsOutcome::kAnswered ? DropReason::kDnsAnswered
+                                                             : DropReason::kDnsDropped);
+  if (d.outcome == DnsOutcome::kAnswered) dnsSend(m, pm, v.in_side, d.onward, answer, d.answer_len, false);
+}
+
+void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
+  const PacketMeta& pm = b.meta[i];
+  PacketVerdict& v = b.v[i];
+  DnsTcpFlow& f = dns_tcp_[b.pos[i]];
+  if (f.state == 3) {  // closed by the appliance after an answer
+    v.verdict = Verdict::kDrop;
+    v.stage = Stage::kDns;
+    v.reason = DropReason::kDnsTcpClosed;
+    return;
+  }
+  // Client -> server bytes only (the direction toward the DNS port).
+  if (!dns.isDnsPort(pm.dport) || pm.payload_len == 0 || f.state == 2) return;
+  c_->dns[kDnsTcpSegments].add();
+  const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
+  uint32_t n = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
+  if (f.state == 0) {
+    // The stream is read from its first data byte; a connection picked up mid-stream may be
+    // inside a message: not followed.
+    if (flows_->entry(b.pos[i]).flags & kFlowMidstream) {
+      f.state = 2;
+      c_->dns[kDnsTcpUnsynced].add();
+      return;
+    }
+    f.state = 1;
+    f.next_seq = pm.tcp_seq;
+  }
+  if (pm.tcp_seq != f.next_seq) {
+    // A retransmission of bytes already judged passes; anything else loses the stream.
+    if (seqLt(pm.tcp_seq, f.next_seq) && !seqLt(f.next_seq, pm.tcp_seq + n)) return;
+    c_->dns[kDnsTcpUnsynced].add();
+    dnsReleaseFlow(b.pos[i]);
+    f.state = 2;
+    return;
+  }
+  f.next_seq = pm.tcp_seq + n;
+
+  // Judge every message head completed in this segment.
+  int nj = 0;
+  int32_t first_list = -1;  // the list of the first block in the segment
+  bool malformed_drop = false;
+  bool blocked = false;
+  uint8_t* answers = dns_buf_.get();
+  uint32_t answers_len = 0;
+  DnsScratch& s = *dns_scratch_;
+  uint32_t off = 0;
+  while (off < n) {
+    if (f.msg_left) {
+      uint32_t k = std::min<uint32_t>(f.msg_left, n - off);
+      f.msg_left = static_cast<uint16_t>(f.msg_left - k);
+      off += k;
+      continue;
+    }
+    // Assemble the length and the head: straight from the segment when it is all there,
+    // else in a head buffer.
+    const uint8_t* head;
+    uint32_t msg_len, head_len;
+    if (f.head_have == 0 && n - off >= 2) {
+      msg_len = static_cast<uint32_t>(p[off] << 8 | p[off + 1]);
+      head_len = std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
+      if (n - off - 2 >= head_len) {
+        head = p + off + 2;
+        off += 2 + head_len;
+        f.msg_left = static_cast<uint16_t>(msg_len - head_len);
+        goto judge;
+      }
+    }
+    {
+      if (!f.head_slot) {
+        if (dns_nfree_heads_ == 0) {
+          c_->dns[kDnsTcpUnsynced].add();
+          f.state = 2;
+          return;
+        }
+        f.head_slot = dns_free_heads_[--dns_nfree_heads_];
+      }
+      uint8_t* hb = dns_heads_.get() + (f.head_slot - 1) * kDnsHeadBytes;
+      // The length first, then the head.
+      uint32_t want = 2;
+      if (f.head_have >= 2) {
+        msg_len = static_cast<uint32_t>(hb[0] << 8 | hb[1]);
+        want = 2 + std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
+      }
+      uint32_t k = std::min<uint32_t>(want - f.head_have, n - off);
+      std::memcpy(hb + f.head_have, p + off, k);
+      f.head_have = static_cast<uint16_t>(f.head_have + k);
+      off += k;
+      if (f.head_have < 2) continue;
+      msg_len = static_cast<uint32_t>(hb[0] << 8 | hb[1]);
+      head_len = std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
+      if (f.head_have < 2 + head_len) continue;
+      // Complete: judge from a copy (the slot goes back to the pool now).
+      std::memcpy(answers + kDnsBufBytes - kDnsHeadBytes, hb + 2, head_len);
+      head = answers + kDnsBufBytes - kDnsHeadBytes;
+      dns_free_heads_[dns_nfree_heads_++] = f.head_slot;
+      f.head_slot = 0;
+      f.head_have = 0;
+      f.msg_left = static_cast<uint16_t>(msg_len - head_len);
+    }
+  judge:
+    if (nj == kMaxTcpMessages) {
+      c_->dns[kDnsNotInspected].add();
+      continue;
+    }
+    {
+      uint8_t one[kAnswerCap];
+      DnsDecision d = dnsJudge(dns, head, head_len, s, one, sizeof(one));
+      // A cut head of a longer message cannot hold a whole response: not inspected.
+      if (d.outcome == DnsOutcome::kMalformed && head_len < msg_len && s.q.isResponse()) {
+        d.outcome = DnsOutcome::kNotInspected;
+      }
+      bool blocks = dnsAccount(d, dns, pm, v.in_side, b.ts[i]);
+      ++nj;
+      if (blocks && d.outcome == DnsOutcome::kMalformed) {
+        malformed_drop = true;  // the stream is broken for the server: close it too
+        continue;
+      }
+      if (blocks) {
+        blocked = true;
+        if (first_list < 0) first_list = d.match.list;
+        if (d.outcome == DnsOutcome::kAnswered) {
+          uint32_t before = answers_len;
+          if (!dnsTcpAppend(one, d.answer_len, answers, kDnsBufBytes - kDnsHeadBytes, &answers_len)) {
+            answers_len = before;
+          }
+        }
+      } else if (d.status == DnsMsgStatus::kOk && !s.q.isResponse()) {
+        // Other whole queries of the segment: SERVFAIL if the segment ends up dropped.
+        DnsAnswerSpec fail;
+        fail.rcode = 2;
+        uint16_t al = dnsWriteAnswer(head, s.q, fail, one, sizeof(one));
+        uint32_t before = answers_len;
+        if (al && !dnsTcpAppend(one, al, answers, kDnsBufBytes - kDnsHeadBytes, &answers_len)) {
+          answers_len = before;
+        }
+      }
+    }
+  }
+  if (!blocked && !malformed_drop) return;
+  // Drop the segment, answer the client (with FIN), reset the server, close the flow.
+  v.verdict = Verdict::kDrop;
+  v.stage = Stage::kDns;
+  v.reason = !blocked ? DropReason::kDnsMalformed
+                      : (answers_len ? DropReason::kDnsAnswered : DropReason::kDnsDropped);
+  if (!blocked) answers_len = 0;
+  v.rule = first_list >= 0 ? static_cast<uint32_t>(first_list) : kNoRule;
+  if (answers_len) dnsSend(m, pm, v.in_side, false, answers, answers_len, true);
+  if ((pm.tcp_flags & kTcpAck) && shared_.pkt_pool) {
+    rte_mbuf* r = rte_pktmbuf_alloc(shared_.pkt_pool);
+    if (r) {
+      uint16_t len = buildTcpReset(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, false,
+                                   rte_pktmbuf_mtod(r, uint8_t*), rte_pktmbuf_tailroom(r));
+      if (len) {
+        r->data_len = len;
+        r->pkt_len = len;
+        queueGenerated(r, v.in_side ^ 1, m);
+        c_->dns[kDnsResetsSent].add();
+      } else {
+        rte_pktmbuf_free(r);
+      }
+    }
+  }
+  dnsReleaseFlow(b.pos[i]);
+  f.state = 3;
+  c_->dns[kDnsTcpClosed].add();
+}
+
+}  // namespace dpu::dp

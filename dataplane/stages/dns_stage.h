@@ -1,0 +1,142 @@
+// The DNS filter stage's decision for one DNS message (a UDP payload, or one message of a
+// TCP stream): parse, match the query name (and, in resolver responses, every CNAME
+// target) against the compiled lists, and write the answer that replaces a blocked
+// message. No DPDK dependency; no allocation; the caller owns every buffer.
+//
+//   query, name blocked          -> answer to the sender by the list's action (drop: none)
+//   query, allowed / no match    -> pass
+//   response, a CNAME target blocked (cname_cloaking) and the question name not allowed
+//                                -> NXDOMAIN onward to the client, the response dropped
+//   not a standard query (opcode, qdcount != 1)   -> pass, counted
+//   malformed                    -> the dns.malformed policy (forward / drop), counted
+#pragma once
+
+#include <cstdint>
+
+#include "dataplane/stages/dns_message.h"
+#include "rules/compiled/dns.h"
+
+namespace dpu::dp {
+
+enum class DnsOutcome : uint8_t {
+  kPass = 0,        // forward the message
+  kNotInspected,    // forward: not a standard query / response
+  kMalformed,       // status says why; the caller applies CompiledDns::malformed
+  kAnswered,        // drop the message, send `answer` (back to the sender, or onward)
+  kDropped,         // drop the message, no answer (action drop)
+};
+
+struct DnsDecision {
+  DnsOutcome outcome = DnsOutcome::kPass;
+  DnsMsgStatus status = DnsMsgStatus::kOk;
+  rules::DnsLookup match;        // the list and action that decided (blocks and allows)
+  bool cloaked = false;          // a response blocked for a CNAME target
+  bool onward = false;           // the answer goes on to the destination (cloaking)
+  uint16_t answer_len = 0;       // bytes written to the caller's answer buffer
+  const DnsName* name = nullptr; // the name that matched (query name or CNAME target)
+};
+
+// Per-worker scratch (a few KB: keep it out of the stack of a hot loop).
+struct DnsScratch {
+  DnsQuestion q;
+  DnsName target;
+  uint64_t suffix[kDnsMaxNameLabels];
+};
+
+inline rules::DnsLookup dnsMatchName(const rules::CompiledDns& dns, const DnsName& n,
+                                     uint64_t* suffix) {
+  if (n.nlabels == 0) return {};
+  n.suffixHashes(suffix);
+  return dns.lookup(suffix, n.nlabels);
+}
+
+// Writes the answer for `action` into out (room `cap`); returns its length (0 = no room).
+inline uint16_t dnsAnswerFor(const rules::CompiledDnsList& list, rules::DnsAction action,
+                             const uint8_t* msg, const DnsQuestion& q, uint8_t* out,
+                             uint32_t cap) {
+  DnsAnswerSpec a;
+  a.ttl = list.ttl;
+  switch (action) {
+    case rules::DnsAction::kNxdomain: a.rcode = 3; break;
+    case rules::DnsAction::kRefuse: a.rcode = 5; break;
+    case rules::DnsAction::kNodata: a.rcode = 0; break;
+    case rules::DnsAction::kSinkhole:
+      a.rcode = 0;
+      if (q.qclass == 1 && q.qtype == kTypeA) {
+        a.rr_type = kTypeA;
+        a.addrs = list.sinkhole_v4.data()->data();
+        a.naddrs = static_cast<uint8_t>(list.sinkhole_v4.size());
+      } else if (q.qclass == 1 && q.qtype == kTypeAaaa) {
+        a.rr_type = kTypeAaaa;
+        a.addrs = list.sinkhole_v6.data()->data();
+        a.naddrs = static_cast<uint8_t>(list.sinkhole_v6.size());
+      }  // other types: NODATA
+      break;
+    default: return 0;
+  }
+  return dnsWriteAnswer(msg, q, a, out, cap);
+}
+
+inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, uint32_t len,
+                            DnsScratch& s, uint8_t* answer, uint32_t cap) {
+  DnsDecision d;
+  d.status = dnsParseQuestion(msg, len, s.q);
+  if (d.status == DnsMsgStatus::kNotInspected) {
+    d.outcome = DnsOutcome::kNotInspected;
+    return d;
+  }
+  if (d.status != DnsMsgStatus::kOk) {
+    d.outcome = DnsOutcome::kMalformed;
+    return d;
+  }
+  rules::DnsLookup m = dnsMatchName(dns, s.q.name, s.suffix);
+  d.match = m;
+  d.name = &s.q.name;
+  if (!s.q.isResponse()) {
+    if (!m.blocked()) return d;
+    if (m.action == rules::DnsAction::kDrop) {
+      d.outcome = DnsOutcome::kDropped;
+      return d;
+    }
+    d.answer_len = dnsAnswerFor(*dns.lists[m.list], m.action, msg, s.q, answer, cap);
+    d.outcome = d.answer_len ? DnsOutcome::kAnswered : DnsOutcome::kDropped;
+    return d;
+  }
+  // A response: CNAME cloaking (the question name itself allowed: leave it alone).
+  if (!dns.cname_cloaking || (m.list >= 0 && !m.blocked())) return d;
+  bool stopped = false;
+  rules::DnsLookup hit;
+  d.status = dnsScanCnames(msg, len, s.q, s.target, stopped, [&](const DnsName& t) {
+    hit = dnsMatchName(dns, t, s.suffix);
+    return hit.blocked();
+  });
+  if (d.status != DnsMsgStatus::kOk) {
+    d.outcome = DnsOutcome::kMalformed;
+    return d;
+  }
+  if (!stopped) {
+    if (m.blocked()) {
+      // The question itself is on a block list (a query that passed before the list
+      // changed, or one this appliance did not see): blocked too.
+      hit = m;
+      s.target = s.q.name;
+    } else {
+      return d;
+    }
+  }
+  d.match = hit;
+  d.name = &s.target;
+  d.cloaked = true;
+  d.onward = true;
+  if (hit.action == rules::DnsAction::kDrop) {
+    d.outcome = DnsOutcome::kDropped;
+    return d;
+  }
+  DnsAnswerSpec a;
+  a.rcode = 3;
+  d.answer_len = dnsWriteAnswer(msg, s.q, a, answer, cap);
+  d.outcome = d.answer_len ? DnsOutcome::kAnswered : DnsOutcome::kDropped;
+  return d;
+}
+
+}  // namespace dpu::dp

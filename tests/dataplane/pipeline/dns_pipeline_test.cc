@@ -1,0 +1,330 @@
+// DNS filtering through the real worker path (Harness): UDP queries by action with the exact
+// answer frames, allow-wins, extra ports, CNAME cloaking, malformed policy, TCP (one message
+// per segment, several per segment, split across segments), block events, per-list
+// counters carried across a reload.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/api/dataplane.h"
+#include "dataplane/packet/parser.h"
+#include "dataplane/stages/dns_message.h"
+#include "tests/dataplane/pipeline/harness.h"
+#include "tests/util/dns_builder.h"
+#include "tests/util/packet_builder.h"
+
+namespace dpu::dp {
+namespace {
+
+using rules::DnsAction;
+using test::Frame;
+using test::PacketBuilder;
+
+rules::DnsListModel list(const char* name, DnsAction a, std::vector<std::string> names) {
+  rules::DnsListModel l;
+  l.name = name;
+  l.action = a;
+  l.names = std::move(names);
+  l.ttl = 60;
+  return l;
+}
+
+rules::DnsModel model() {
+  rules::DnsModel m;
+  m.lists.push_back(list("ads", DnsAction::kNxdomain, {"||ads.example^"}));
+  auto sink = list("sink", DnsAction::kSinkhole, {"||sink.example^"});
+  sink.sinkhole_v4 = {{10, 9, 9, 9}};
+  m.lists.push_back(sink);
+  m.lists.push_back(list("drop", DnsAction::kDrop, {"||drop.example^"}));
+  m.lists.push_back(list("allow", DnsAction::kAllow, {"ok.ads.example"}));
+  m.extra_ports = {5353};
+  return m;
+}
+
+std::unique_ptr<rules::Snapshot> snapWith(const rules::DnsModel& m,
+                                          const rules::CompiledDns* prev = nullptr) {
+  auto s = std::make_unique<rules::Snapshot>();
+  s->dataplane.flow_capacity = 4096;
+  s->dataplane.frag_max_datagrams = 64;
+  auto d = rules::compileDns(m, prev);
+  EXPECT_TRUE(d.ok()) << d.status();
+  s->dns = *d;
+  return s;
+}
+
+PacketMeta parse(const Frame& f) {
+  PacketMeta m;
+  EXPECT_EQ(parsePacket(f.data(), static_cast<uint32_t>(f.size()), m), ParseStatus::kOk);
+  return m;
+}
+
+Frame udpQuery(const std::string& name, uint16_t qtype = kTypeA, uint16_t dport = 53,
+               uint16_t sport = 40000, uint16_t id = 0x1111) {
+  return PacketBuilder()
+      .eth(test::mac("02:00:00:00:00:0a"), test::mac("02:00:00:00:00:0b"))
+      .ipv4("10.0.0.1", "10.0.0.53")
+      .udp(sport, dport)
+      .payload(test::dnsQuery(name, qtype, id))
+      .build();
+}
+
+// The DNS message carried by a UDP frame.
+std::vector<uint8_t> dnsOf(const Frame& f) {
+  PacketMeta m = parse(f);
+  return std::vector<uint8_t>(f.begin() + m.payload_offset, f.begin() + m.payload_offset + m.payload_len);
+}
+
+TEST(DnsPipeline, UdpActions) {
+  Harness h(snapWith(model()));
+  h.send(0, udpQuery("www.ads.example", kTypeA, 53, 40000, 0x0a0a));
+  h.send(0, udpQuery("x.sink.example", kTypeA, 53, 40001));
+  h.send(0, udpQuery("drop.example", kTypeA, 53, 40002));
+  h.send(0, udpQuery("ok.ads.example", kTypeA, 53, 40003));
+  h.send(0, udpQuery("clean.example", kTypeA, 53, 40004));
+  h.send(0, udpQuery("ads.example", kTypeAaaa, 5353, 40005));  // extra port
+  h.send(0, udpQuery("ads.example", kTypeA, 5354, 40006));     // not a DNS port
+  h.poll();
+  auto back = h.out(0);  // answers go back out of side A
+  auto fwd = h.out(1);
+  ASSERT_EQ(back.size(), 3u);
+  ASSERT_EQ(fwd.size(), 3u);  // ok.ads.example, clean.example, port 5354
+
+  Frame q0 = udpQuery("www.ads.example", kTypeA, 53, 40000, 0x0a0a);
+  PacketMeta a = parse(back[0]), q = parse(q0);
+  EXPECT_TRUE(test::checksumsOk(back[0]));
+  EXPECT_EQ(a.src, q.dst);
+  EXPECT_EQ(a.dst, q.src);
+  EXPECT_EQ(a.sport, 53);
+  EXPECT_EQ(a.dport, 40000);
+  EXPECT_EQ(std::memcmp(back[0].data(), q0.data() + 6, 6), 0);
+  auto msg = dnsOf(back[0]);
+  EXPECT_EQ(dnsGet16(msg.data()), 0x0a0a);
+  EXPECT_EQ(msg[3] & 0xf, 3);  // NXDOMAIN
+  EXPECT_EQ(msg[2] & 0x81, 0x81);  // QR, RD
+
+  msg = dnsOf(back[1]);  // sinkhole A 10.9.9.9 ttl 60
+  EXPECT_EQ(dnsGet16(msg.data() + 6), 1);
+  EXPECT_EQ(msg.back(), 9);
+
+  msg = dnsOf(back[2]);  // port 5353 AAAA -> NXDOMAIN
+  EXPECT_EQ(parse(back[2]).sport, 5353);
+  EXPECT_EQ(msg[3] & 0xf, 3);
+
+  auto c = h.counters();
+  EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsAnswered)], 3u);
+  EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsDropped)], 1u);
+  EXPECT_EQ(c.dns[kDnsBlocked], 4u);
+  EXPECT_EQ(c.dns[kDnsAllowed], 1u);
+  EXPECT_EQ(c.dns[kDnsAnswersSent], 3u);
+  EXPECT_EQ(c.dns[kDnsMessages], 6u);
+
+  // Per-list counters and block events (client, name, list, action).
+  auto lists = h.dp().dnsLists();
+  ASSERT_EQ(lists.size(), 4u);
+  EXPECT_EQ(lists[0].name, "ads");
+  EXPECT_EQ(lists[0].blocked, 2u);
+  EXPECT_EQ(lists[1].blocked, 1u);
+  EXPECT_EQ(lists[2].blocked, 1u);
+  EXPECT_EQ(lists[3].allowed, 1u);
+  std::vector<std::string> names;
+  h.dp().drainEvents([&](const Event& e) {
+    if (e.type != EventType::kDns) return;
+    names.push_back(std::string(e.dns_name) + "/" + e.dns_list + "/" +
+                    std::to_string(e.dns_action));
+    EXPECT_EQ(e.src.b[3], 1);  // the client 10.0.0.1
+  }, 1000);
+  ASSERT_EQ(names.size(), 4u);
+  EXPECT_EQ(names[0], "www.ads.example/ads/3");
+  EXPECT_EQ(names[2], "drop.example/drop/2");
+}
+
+TEST(DnsPipeline, CnameCloakingOnResponses) {
+  Harness h(snapWith(model()));
+  // The client's query (clean) goes out; the resolver's answer comes back on side B.
+  h.send(0, udpQuery("www.shop.example", kTypeA, 53, 41000, 0x2222));
+  Frame resp = PacketBuilder()
+                   .eth(test::mac("02:00:00:00:00:0b"), test::mac("02:00:00:00:00:0a"))
+                   .ipv4("10.0.0.53", "10.0.0.1")
+                   .udp(53, 41000)
+                   .payload(test::dnsCnameResponse("www.shop.example", {"cdn.net", "t.ads.example"}, 0x2222))
+                   .build();
+  h.send(1, resp);
+  h.poll();
+  auto to_b = h.out(1);
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_b.size(), 1u);  // the query
+  ASSERT_EQ(to_a.size(), 1u);  // NXDOMAIN instead of the response
+  PacketMeta m = parse(to_a[0]);
+  EXPECT_TRUE(test::checksumsOk(to_a[0]));
+  EXPECT_EQ(m.sport, 53);
+  EXPECT_EQ(m.dport, 41000);
+  EXPECT_EQ(std::memcmp(to_a[0].data(), resp.data(), 12), 0);  // the response's own MACs
+  auto msg = dnsOf(to_a[0]);
+  EXPECT_EQ(dnsGet16(msg.data()), 0x2222);
+  EXPECT_EQ(msg[3] & 0xf, 3);
+  EXPECT_EQ(dnsGet16(msg.data() + 6), 0);
+  EXPECT_EQ(h.counters().dns[kDnsCloaked], 1u);
+  EXPECT_EQ(h.counters().drops[static_cast<int>(DropReason::kDnsCloaked)], 1u);
+}
+
+TEST(DnsPipeline, MalformedPolicy) {
+  for (rules::Policy p : {rules::Policy::kForward, rules::Policy::kDrop}) {
+    rules::DnsModel m = model();
+    m.malformed = p;
+    Harness h(snapWith(m));
+    std::vector<uint8_t> loop = {0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 12, 0, 1, 0, 1};
+    h.send(0, PacketBuilder().ipv4("10.0.0.1", "10.0.0.53").udp(40000, 53).payload(loop).build());
+    h.poll();
+    EXPECT_EQ(h.out(1).size(), p == rules::Policy::kForward ? 1u : 0u);
+    auto c = h.counters();
+    EXPECT_EQ(c.dns[kDnsMalformed], 1u);
+    EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsMalformed)], p == rules::Policy::kDrop ? 1u : 0u);
+  }
+}
+
+Frame tcpSeg(uint16_t sport, uint8_t flags, uint32_t seq, uint32_t ack, std::vector<uint8_t> payload,
+             bool from_client = true) {
+  PacketBuilder b;
+  if (from_client) {
+    b.ipv4("10.0.0.1", "10.0.0.53").tcp(sport, 53, flags, seq, ack);
+  } else {
+    b.ipv4("10.0.0.53", "10.0.0.1").tcp(53, sport, flags, seq, ack);
+  }
+  return b.payload(std::move(payload)).build();
+}
+
+std::vector<uint8_t> framed(const std::vector<uint8_t>& msg) {
+  std::vector<uint8_t> v = {static_cast<uint8_t>(msg.size() >> 8), static_cast<uint8_t>(msg.size())};
+  v.insert(v.end(), msg.begin(), msg.end());
+  return v;
+}
+
+// Opens a TCP connection client:sport -> server:53 (client ISN 1000, server ISN 5000).
+void handshake(Harness& h, uint16_t sport) {
+  h.send(0, tcpSeg(sport, kTcpSyn, 999, 0, {}));
+  h.send(1, tcpSeg(sport, kTcpSyn | kTcpAck, 4999, 1000, {}, false));
+  h.send(0, tcpSeg(sport, kTcpAck, 1000, 5000, {}));
+  h.poll();
+  h.out(0);
+  h.out(1);
+}
+
+TEST(DnsPipeline, TcpOneQueryBlocked) {
+  Harness h(snapWith(model()));
+  handshake(h, 42000);
+  auto q = framed(test::dnsQuery("a.ads.example", kTypeA, 0x3333));
+  h.send(0, tcpSeg(42000, kTcpAck | kTcpPsh, 1000, 5000, q));
+  h.poll();
+  auto to_a = h.out(0), to_b = h.out(1);
+  ASSERT_EQ(to_a.size(), 1u);
+  ASSERT_EQ(to_b.size(), 1u);  // RST to the server
+  PacketMeta a = parse(to_a[0]);
+  EXPECT_TRUE(test::checksumsOk(to_a[0]));
+  EXPECT_EQ(a.tcp_seq, 5000u);
+  EXPECT_EQ(a.tcp_ack, 1000u + q.size());
+  EXPECT_EQ(a.tcp_flags, kTcpAck | kTcpPsh | kTcpFin);
+  const uint8_t* p = to_a[0].data() + a.payload_offset;
+  EXPECT_EQ(dnsGet16(p), a.payload_len - 2);
+  EXPECT_EQ(dnsGet16(p + 2), 0x3333);
+  EXPECT_EQ(p[2 + 3] & 0xf, 3);
+  PacketMeta r = parse(to_b[0]);
+  EXPECT_EQ(r.tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(r.tcp_seq, 1000u);
+  // Later packets of the connection are dropped.
+  h.send(0, tcpSeg(42000, kTcpAck, 1000 + static_cast<uint32_t>(q.size()), 5000 + a.payload_len + 1, {}));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 0u);
+  EXPECT_EQ(h.counters().drops[static_cast<int>(DropReason::kDnsTcpClosed)], 1u);
+}
+
+TEST(DnsPipeline, TcpSplitAndPipelined) {
+  Harness h(snapWith(model()));
+  handshake(h, 42001);
+  // Two clean queries in one segment, then a clean one split over three segments: passed.
+  auto q1 = framed(test::dnsQuery("one.example", kTypeA, 1));
+  auto q2 = framed(test::dnsQuery("two.example", kTypeA, 2));
+  std::vector<uint8_t> seg = q1;
+  seg.insert(seg.end(), q2.begin(), q2.end());
+  uint32_t seq = 1000;
+  h.send(0, tcpSeg(42001, kTcpAck | kTcpPsh, seq, 5000, seg));
+  seq += static_cast<uint32_t>(seg.size());
+  auto q3 = framed(test::dnsQuery("three.example", kTypeA, 3));
+  std::vector<uint8_t> p1(q3.begin(), q3.begin() + 1), p2(q3.begin() + 1, q3.begin() + 9),
+      p3(q3.begin() + 9, q3.end());
+  for (auto* part : {&p1, &p2, &p3}) {
+    h.send(0, tcpSeg(42001, kTcpAck | kTcpPsh, seq, 5000, *part));
+    seq += static_cast<uint32_t>(part->size());
+  }
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 4u);
+  EXPECT_EQ(h.out(0).size(), 0u);
+  EXPECT_EQ(h.counters().dns[kDnsQueries], 3u);
+  // A blocked query split in two: the first part passes, the second is dropped and answered.
+  auto q4 = framed(test::dnsQuery("b.ads.example", kTypeA, 4));
+  std::vector<uint8_t> h1(q4.begin(), q4.begin() + 7), h2(q4.begin() + 7, q4.end());
+  h.send(0, tcpSeg(42001, kTcpAck | kTcpPsh, seq, 5000, h1));
+  h.send(0, tcpSeg(42001, kTcpAck | kTcpPsh, seq + 7, 5000, h2));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 2u);  // the first part, then the RST
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_a.size(), 1u);
+  PacketMeta a = parse(to_a[0]);
+  EXPECT_EQ(a.tcp_ack, seq + static_cast<uint32_t>(q4.size()));
+  EXPECT_EQ(dnsGet16(to_a[0].data() + a.payload_offset + 2), 4);
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+}
+
+TEST(DnsPipeline, TcpBlockedAmongOthersGetsServfailForTheRest) {
+  Harness h(snapWith(model()));
+  handshake(h, 42002);
+  auto q1 = framed(test::dnsQuery("fine.example", kTypeA, 7));
+  auto q2 = framed(test::dnsQuery("x.ads.example", kTypeA, 8));
+  std::vector<uint8_t> seg = q1;
+  seg.insert(seg.end(), q2.begin(), q2.end());
+  h.send(0, tcpSeg(42002, kTcpAck | kTcpPsh, 1000, 5000, seg));
+  h.poll();
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_a.size(), 1u);
+  PacketMeta a = parse(to_a[0]);
+  const uint8_t* p = to_a[0].data() + a.payload_offset;
+  uint16_t l1 = dnsGet16(p);
+  EXPECT_EQ(dnsGet16(p + 2), 7);
+  EXPECT_EQ(p[2 + 3] & 0xf, 2);  // SERVFAIL
+  const uint8_t* p2 = p + 2 + l1;
+  EXPECT_EQ(dnsGet16(p2 + 2), 8);
+  EXPECT_EQ(p2[2 + 3] & 0xf, 3);  // NXDOMAIN
+  EXPECT_EQ(a.payload_len, 2u + l1 + 2u + dnsGet16(p2));
+}
+
+TEST(DnsPipeline, CountersCarryOverAReload) {
+  rules::DnsModel m = model();
+  Harness h(snapWith(m));
+  h.send(0, udpQuery("ads.example"));
+  h.poll();
+  EXPECT_EQ(h.dp().dnsLists()[0].blocked, 1u);
+  // A new list in front; "ads" keeps its counters (slot by name) and its compiled set.
+  const rules::CompiledDns* prev = h.dp().current().dns.get();
+  auto first = h.dp().current().dns->lists[0];
+  rules::DnsModel m2 = m;
+  m2.lists.insert(m2.lists.begin(), list("new", DnsAction::kRefuse, {"new.example"}));
+  auto s2 = snapWith(m2, prev);
+  EXPECT_EQ(s2->dns->lists[1].get(), first.get());
+  ASSERT_TRUE(h.dp().prepareAndPublish(std::move(s2)).ok());
+  h.send(0, udpQuery("ads.example"));
+  h.send(0, udpQuery("new.example"));
+  h.poll();
+  auto lists = h.dp().dnsLists();
+  ASSERT_EQ(lists.size(), 5u);
+  EXPECT_EQ(lists[0].name, "new");
+  EXPECT_EQ(lists[0].blocked, 1u);
+  EXPECT_EQ(lists[1].name, "ads");
+  EXPECT_EQ(lists[1].blocked, 2u);
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_a.size(), 3u);
+  EXPECT_EQ(dnsOf(to_a[2])[3] & 0xf, 5);  // REFUSED
+}
+
+}  // namespace
+}  // namespace dpu::dp
