@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -48,12 +49,31 @@ void fillApplyResponse(const ApplyResult& r, v1::ApplyConfigResponse* resp) {
 
 }  // namespace
 
+// A status travels in HTTP/2 trailers (grpc-message, and grpc-status-details-bin in base64),
+// which clients cap (gRPC's default max metadata size is 8 KiB): a status larger than that
+// reaches the client as RESOURCE_EXHAUSTED with the real error lost. So what goes there is
+// bounded: the message to kMaxStatusMessage bytes, the error list in the details to
+// kMaxErrorDetails serialized bytes; ValidateConfig returns every error in its response body.
+namespace {
+constexpr size_t kMaxStatusMessage = 1536;
+constexpr size_t kMaxErrorDetails = 3072;
+
+std::string boundedMessage(const std::string& msg) {
+  if (msg.size() <= kMaxStatusMessage) return msg;
+  constexpr size_t kRoom = kMaxStatusMessage - 120;
+  size_t cut = msg.rfind("; ", kRoom);  // errorsToStatus separates errors with "; "
+  if (cut == std::string::npos || cut < kRoom / 2) cut = kRoom;
+  return absl::StrCat(std::string(msg.substr(0, cut)), "; ... (cut: ", msg.size(), " bytes in all)");
+}
+}  // namespace
+
 grpc::Status toGrpc(const absl::Status& st) {
   if (st.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), boundedMessage(std::string(st.message())));
 }
 
-v1::ConfigError toApiError(const rules::ConfigError& e) {
+v1::ConfigError toApiError(const rules::ConfigError& in) {
+  const rules::ConfigError e = rules::abbreviated(in);
   v1::ConfigError out;
   out.set_section(e.section);
   out.set_rule(e.rule);
@@ -74,13 +94,26 @@ grpc::Status applyErrorToGrpc(const ApplyError& err) {
   }
   if (st.code() != absl::StatusCode::kInvalidArgument || err.errors.empty()) return toGrpc(st);
   v1::ConfigErrors list;
-  for (const auto& e : err.errors) *list.add_errors() = toApiError(e);
+  size_t listed = 0;
+  for (const auto& e : err.errors) {
+    v1::ConfigError ae = toApiError(e);
+    if (list.ByteSizeLong() + ae.ByteSizeLong() + 8 > kMaxErrorDetails - 160) break;
+    *list.add_errors() = std::move(ae);
+    ++listed;
+  }
+  if (listed < err.errors.size()) {
+    v1::ConfigError* more = list.add_errors();
+    more->set_index(-1);
+    more->set_reason(absl::StrCat(err.errors.size() - listed, " more errors not listed here (",
+                                  err.errors.size(), " in all): ValidateConfig (dpuctl config "
+                                  "validate FILE) lists every one"));
+  }
+  const std::string message = boundedMessage(std::string(st.message()));
   v1::RpcStatus details;
   details.set_code(static_cast<int32_t>(st.code()));
-  details.set_message(std::string(st.message()));
+  details.set_message(rules::abbreviate(message, 256));  // the list has the errors
   details.add_details()->PackFrom(list);
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(st.message()),
-                      details.SerializeAsString());
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message, details.SerializeAsString());
 }
 
 void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {

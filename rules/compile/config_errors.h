@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,8 +24,13 @@ struct ConfigError {
 using ConfigErrorList = std::vector<ConfigError>;
 
 // "dataplane.flow_table.capacity_per_worker: 5 is out of range [1024, 67108864]", with
-// file:line and rule when set.
+// file:line and rule when set. Absurdly long parts (a rule id of a megabyte, a reason quoting
+// a huge value) are shortened (see abbreviate), so one bad input cannot make an error huge.
 std::string formatError(const ConfigError& e);
+// `s` when at most `max` bytes, else its first max/2 bytes + "... (N bytes)".
+std::string abbreviate(std::string_view s, size_t max);
+// The error with every text field shortened as formatError shortens it (for the API).
+ConfigError abbreviated(const ConfigError& e);
 // InvalidArgument listing every error ("N errors: ...; ..."), or OK when the list is empty.
 absl::Status errorsToStatus(const ConfigErrorList& errors);
 

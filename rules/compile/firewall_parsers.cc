@@ -404,6 +404,22 @@ bool splitList(std::string_view s, std::vector<std::string>* out, std::string* e
   return true;
 }
 
+// A word the format writes bare, given in quotes: fine unless it holds what a bare word
+// cannot (whitespace, a quote, a leading '#'); formatTextRule could not write such a value
+// back, and no field but desc takes one. (Found by the fwrules fuzz target: a quoted
+// `"quoted \"x\""` as the destination ports parsed, and its formatted line did not.)
+bool bareWordOk(const Token& t, std::string* err) {
+  if (!t.quoted) return true;
+  if ((!t.text.empty() && t.text[0] == '#') ||
+      t.text.find_first_of(" \t\r\n\"") != std::string::npos) {
+    *err = absl::StrCat(quoteValue(t.text),
+                        ": only desc takes a quoted text; this value cannot hold spaces, quotes "
+                        "or a leading '#'");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<FirewallRuleSpec> parseTextRule(std::string_view text, const std::string& file,
@@ -461,7 +477,9 @@ absl::StatusOr<FirewallRuleSpec> parseTextRule(std::string_view text, const std:
                               ListField{3, RuleField::kSrcPorts, &spec.src_ports},
                               ListField{5, RuleField::kDst, &spec.dst},
                               ListField{6, RuleField::kDstPorts, &spec.dst_ports}}) {
-    if (!splitList(tok[lf.pos].text, lf.out, &err)) errs.add(lf.field, err);
+    if (!bareWordOk(tok[lf.pos], &err) || !splitList(tok[lf.pos].text, lf.out, &err)) {
+      errs.add(lf.field, err);
+    }
   }
   std::set<std::string> seen;
   for (size_t i = 7; i < tok.size(); i += 2) {
@@ -494,6 +512,10 @@ absl::StatusOr<FirewallRuleSpec> parseTextRule(std::string_view text, const std:
       continue;
     }
     const std::string& v = tok[i + 1].text;
+    if (field != RuleField::kDescription && !bareWordOk(tok[i + 1], &err)) {
+      errs.add(field, err);
+      continue;
+    }
     if (field == RuleField::kPriority) {
       int32_t n = 0;
       if (!absl::SimpleAtoi(v, &n)) {

@@ -251,6 +251,9 @@ def edge_frames():
         'v6-eight-ext-headers': e6 + _ipv6(0, _ext(60) * 6 + _ext(43) + _ext(6) + _tcp(flags=0x10)),
         'v6-icmpv4-inside': e6 + _ipv6(1, bytes([8, 0, 0, 0, 0, 1, 0, 1])),
         'v4-tiny-first-fragment-tcp': e4 + _ipv4(6, _tcp()[:8], flags_off=0x2000),
+        # first fragment: the TCP options (data offset 15) continue in the next fragment
+        'v4-first-fragment-tcp-options-cut': e4 + _ipv4(6, _tcp()[:12] + bytes([0xF0, 0x02])
+                                                      + bytes(10), flags_off=0x2000),
         'v4-later-fragment': e4 + _ipv4(17, b'y' * 32, flags_off=185),
         'v4-fragment-past-64k': e4 + _ipv4(17, b'y' * 32, flags_off=0x1FFF),
         'v4-options-udp-short-length': e4 + _ipv4(17, _udp(data=b'a' * 16, length=12) + b'pad!',

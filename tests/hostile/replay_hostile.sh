@@ -163,7 +163,7 @@ if [[ $mode == --ci ]]; then
 fi
 # INDEX.tsv columns: 2 file, 5 size, 8 encapsulation.
 awk -F'\t' -v all="$([[ $mode == --all ]] && echo 1 || echo 0)" -v max="$max_bytes" \
-    'NR == FNR { feature[$1] = 1; next }
+    'FILENAME == ARGV[1] { feature[$1] = 1; next }
      FNR > 1 && $8 == "ether" && (all == 1 || $5 <= max || ($2 in feature)) { print $2 }' \
     "$res/features" "$pcaps/INDEX.tsv" | sort -u >"$res/ether"
 total_ether=$(awk -F'\t' 'NR > 1 && $8 == "ether"' "$pcaps/INDEX.tsv" | wc -l)

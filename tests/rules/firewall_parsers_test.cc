@@ -204,6 +204,25 @@ TEST(TextRules, FormatRoundTrips) {
   EXPECT_EQ(formatTextRule(*minimal), "deny any any any -> any any id x");
 }
 
+// Quotes are for desc; elsewhere a quoted value must be one a bare word can hold, or the
+// formatted rule would not parse back (found by tests/fuzz fwrules; regression input in
+// tests/fuzz/regressions/fwrules/quoted-dst-ports-with-space).
+TEST(TextRules, QuotedValuesOnlyWhereTheyFormatBack) {
+  auto plain = parseTextRule("deny tcp \"10.0.0.0/8\" any -> any \"22\" id \"ssh\"", "", 0);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(formatTextRule(*plain), "deny tcp 10.0.0.0/8 any -> any 22 id ssh");
+  for (const char* bad : {"deny tcp any any -> any \"quoted \\\"x\\\"\"",
+                          "deny tcp \"10.0.0.0/8 10.1.0.0/16\" any -> any 22",
+                          "deny tcp any any -> any 22 id \"a b\"",
+                          "deny tcp any \"#1\" -> any 22",
+                          "deny tcp any any -> any 22 src-country \"US, DE\""}) {
+    ConfigErrorList errors;
+    auto r = parseTextRule(bad, "", 0, &errors);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("only desc takes a quoted text")) << bad;
+  }
+}
+
 TEST(TextRules, WithoutAFileAnIdIsRequired) {
   auto spec = parseTextRule("deny tcp any any -> any 22", "", 0);
   ASSERT_TRUE(spec.ok());

@@ -1582,5 +1582,45 @@ TEST(MetricsAddress, BusyPortIsAClearError) {
   EXPECT_THAT(std::string(second.status().message()), HasSubstr("cannot listen on"));
 }
 
+// Statuses travel in HTTP/2 trailers, which clients cap (8 KiB by default): a huge error list
+// or an error quoting a huge input must not turn into RESOURCE_EXHAUSTED at the client.
+TEST(ApplyErrorToGrpc, StaysSmallForHugeInputsAndManyErrors) {
+  ApplyError err;
+  for (int i = 0; i < 5000; ++i) {
+    rules::ConfigError e;
+    e.section = "firewall";
+    e.rule = i == 0 ? std::string(1 << 20, 'y') : absl::StrCat("r", i);
+    e.index = i;
+    e.field = absl::StrCat("firewall.rules[", i, "].protocols[0]");
+    e.reason = i == 1 ? std::string(1 << 20, 'z') : "'nonsense' is not a protocol";
+    err.errors.push_back(std::move(e));
+  }
+  err.status = rules::errorsToStatus(err.errors);
+  ASSERT_GT(err.status.message().size(), 100000u);  // 5000 errors (each part abbreviated)
+  grpc::Status st = applyErrorToGrpc(err);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LE(st.error_message().size(), 1536u);
+  EXPECT_THAT(st.error_message(), HasSubstr("5000 errors: "));
+  EXPECT_THAT(st.error_message(), HasSubstr("(1048576 bytes)"));  // the id, abbreviated
+  EXPECT_LE(st.error_details().size(), 3600u);
+  v1::RpcStatus rs;
+  ASSERT_TRUE(rs.ParseFromString(st.error_details()));
+  ASSERT_EQ(rs.details_size(), 1);
+  v1::ConfigErrors list;
+  ASSERT_TRUE(rs.details(0).UnpackTo(&list));
+  ASSERT_GT(list.errors_size(), 3);
+  EXPECT_LE(list.errors(0).rule().size(), 200u);
+  EXPECT_EQ(list.errors(1).rule(), "r1");
+  EXPECT_LE(list.errors(1).reason().size(), 1100u);
+  EXPECT_THAT(list.errors(list.errors_size() - 1).reason(),
+              HasSubstr("more errors not listed here (5000 in all)"));
+  // A single small error passes unchanged.
+  ApplyError one;
+  one.errors = {err.errors[2]};
+  one.status = rules::errorsToStatus(one.errors);
+  grpc::Status st1 = applyErrorToGrpc(one);
+  EXPECT_EQ(st1.error_message(), rules::formatError(err.errors[2]));
+}
+
 }  // namespace
 }  // namespace dpu::ctl

@@ -102,6 +102,8 @@ class Harness {
   std::vector<Frame> out(int s) { return drain(s); }
   CountersSnapshot::Flat counters() { return dp_->counters().total; }
   Dataplane& dp() { return *dp_; }
+  // The pool send() takes frames from (held fragments stay allocated from it).
+  rte_mempool* pool() { return pool_; }
   std::vector<PacketVerdict>& verdicts() { return rec_.verdicts; }
 
  private:
