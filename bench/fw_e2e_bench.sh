@@ -11,28 +11,37 @@
 # classified once per run and then cached, so this is the steady-state cost of a large rule
 # set on established traffic, plus the rule set's memory in the cache hierarchy.
 #
-# usage: bench/fw_e2e_bench.sh [-n RULES] [-r REPS] [-d DURATION] [-w WARMUP] [-f FLOWS]
-#                              [-o OUTDIR] [fwd_bench.sh options...]
+# -c CONFIG measures that config instead of the generated rules (e.g. a load-balancer service
+# with 100 backends over the traffic's destinations), labelled with its file name.
+#
+# usage: bench/fw_e2e_bench.sh [-n RULES | -c CONFIG] [-r REPS] [-d DURATION] [-w WARMUP]
+#                              [-f FLOWS] [-o OUTDIR] [fwd_bench.sh options...]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
-RULES=10000 REPS=3 DURATION=5 WARMUP=2 FLOWS=100000 OUTDIR=""
+RULES=10000 REPS=3 DURATION=5 WARMUP=2 FLOWS=100000 OUTDIR="" CONFIG=""
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     -n) RULES=$2; shift 2 ;;
+    -c) CONFIG=$2; shift 2 ;;
     -r) REPS=$2; shift 2 ;;
     -d) DURATION=$2; shift 2 ;;
     -w) WARMUP=$2; shift 2 ;;
     -f) FLOWS=$2; shift 2 ;;
     -o) OUTDIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) EXTRA+=("$1"); shift ;;
   esac
 done
 OUTDIR=${OUTDIR:-$(mktemp -d /tmp/fw_e2e.XXXXXX)}
 mkdir -p "$OUTDIR"
-"$PY" "$HERE/gen_rules.py" "$RULES" 0 "$OUTDIR/fw_$RULES.rules"
+if [[ -n $CONFIG ]]; then
+  WITH=$CONFIG LABEL=$(basename "$CONFIG")
+else
+  "$PY" "$HERE/gen_rules.py" "$RULES" 0 "$OUTDIR/fw_$RULES.rules"
+  WITH=$OUTDIR/fw_$RULES.json LABEL="$RULES rules"
+fi
 echo '{}' >"$OUTDIR/none.json"
 PCAP="$OUTDIR/traffic_$FLOWS.pcap"
 "$PY" "$HERE/gen_traffic.py" -o "$PCAP" --flows "$FLOWS" >/dev/null
@@ -41,7 +50,7 @@ declare -A runs=([none]="" [rules]="")
 for ((r = 1; r <= REPS; r++)); do
   for what in none rules; do
     cfg=$OUTDIR/none.json
-    [[ $what == rules ]] && cfg=$OUTDIR/fw_$RULES.json
+    [[ $what == rules ]] && cfg=$WITH
     log=$OUTDIR/${what}_$r.log
     "$HERE/fwd_bench.sh" --only appliance -r 1 -d "$DURATION" -w "$WARMUP" -p "$PCAP" \
       --app-config "$cfg" -o "$OUTDIR/${what}_$r" "${EXTRA[@]}" >"$log" 2>&1 ||
@@ -53,15 +62,15 @@ for ((r = 1; r <= REPS; r++)); do
     printf 'run %d  %-6s %s Mpps\n' "$r" "$what" "$m"
   done
 done
-"$PY" - "$RULES" "$FLOWS" "${runs[none]}" "${runs[rules]}" <<'PYEOF'
+"$PY" - "$LABEL" "$FLOWS" "${runs[none]}" "${runs[rules]}" <<'PYEOF'
 import statistics, sys
 n, flows, none, rules = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
 noisy = any(v.endswith("*") for v in none + rules)
 f = lambda xs: [float(x.rstrip("*")) for x in xs]
 a, b = statistics.median(f(none)), statistics.median(f(rules))
 print(f"no rules: median {a:.3f} Mpps ({' '.join(none)})")
-print(f"{n} rules: median {b:.3f} Mpps ({' '.join(rules)})")
-print(f"ratio {n} rules / no rules: {b / a:.3f}   ({flows} flows, per packet: "
+print(f"{n}: median {b:.3f} Mpps ({' '.join(rules)})")
+print(f"ratio {n} / no rules: {b / a:.3f}   ({flows} flows, per packet: "
       f"{1000 / a:.1f} ns vs {1000 / b:.1f} ns)")
 if noisy:
     print("(* = a run whose worker had less than 97% of its CPU: noisy machine)")

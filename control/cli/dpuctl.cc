@@ -1060,7 +1060,7 @@ int cmdLb(Client& c, const std::vector<std::string>& a) {
 int cmdDnsDispatch(Client& c, const std::vector<std::string>& a) {
   VersionOpts v;
   dpu::cli::DnsCmdEnv env;
-  env.stub = &c.stub();
+  if (!wantsHelp(a)) env.stub = &c.stub();  // no connection for --help
   env.json = c.global().json;
   env.unary = [&](grpc::ClientContext* ctx) { c.unary(ctx); };
   env.rpc_fail = [&](const std::string& what, const grpc::Status& st) {
