@@ -6,50 +6,24 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <mutex>
 
 #include "control/api/appliance_service.h"
 #include "control/config/config_manager.h"
 #include "control/config/config_store.h"
+#include "tests/util/snapshot_plane.h"
 
 namespace dpu::ctl {
 namespace {
 
-class LbPlane : public dp::DataplaneControl {
+class LbPlane : public test::SnapshotPlane {
  public:
-  absl::StatusOr<std::unique_ptr<dp::PreparedSnapshot>> prepare(
-      std::unique_ptr<rules::Snapshot> next) override {
-    auto p = std::make_unique<dp::PreparedSnapshot>();
-    p->snap = std::move(next);
-    return p;
-  }
-  uint32_t publish(std::unique_ptr<dp::PreparedSnapshot> p) override {
-    std::lock_guard<std::mutex> l(mu_);
-    snap_ = std::move(p->snap);
-    snap_->generation = ++gen_;
-    return gen_;
-  }
-  std::vector<dp::RuleCounters> ruleCounters() const override { return {}; }
-  uint32_t currentGeneration() const override { return gen_; }
-  dp::CountersSnapshot counters() const override { return {}; }
-  std::vector<dp::WorkerInfo> workers() const override { return {}; }
-  std::vector<dp::PortInfo> ports() const override { return {}; }
-  uint32_t drainEvents(const std::function<void(const dp::Event&)>&, uint32_t) override {
-    return 0;
-  }
-  dp::ExplainResult explain(const uint8_t*, uint32_t, uint8_t) const override { return {}; }
   std::vector<dp::LbBackendStats> lbBackendStats() const override { return stats; }
-
   std::shared_ptr<const rules::CompiledLb> lb() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return snap_ ? snap_->lb : nullptr;
+    return withCurrent([](const rules::Snapshot* cur) {
+      return cur ? cur->lb : std::shared_ptr<const rules::CompiledLb>();
+    });
   }
   std::vector<dp::LbBackendStats> stats;
-
- private:
-  mutable std::mutex mu_;
-  std::unique_ptr<rules::Snapshot> snap_;
-  uint32_t gen_ = 0;
 };
 
 v1::LbBackendConfig backend(int n) {

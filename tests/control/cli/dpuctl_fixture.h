@@ -19,68 +19,45 @@
 #include "control/api/server.h"
 #include "control/config/config_manager.h"
 #include "control/config/config_store.h"
+#include "tests/util/snapshot_plane.h"
 
 namespace dpu::ctl {
 
 using namespace std::chrono_literals;
 
 // Just enough dataplane: keeps the published snapshot, reports rule counters.
-class Plane : public dp::DataplaneControl {
+class Plane : public test::SnapshotPlane {
  public:
-  absl::StatusOr<std::unique_ptr<dp::PreparedSnapshot>> prepare(
-      std::unique_ptr<rules::Snapshot> next) override {
-    auto p = std::make_unique<dp::PreparedSnapshot>();
-    p->snap = std::move(next);
-    return p;
-  }
-  uint32_t publish(std::unique_ptr<dp::PreparedSnapshot> p) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    current_ = std::move(p->snap);
-    current_->generation = ++generation_;
-    return generation_;
-  }
+  Plane() : SnapshotPlane(1) {}
   std::vector<dp::RuleCounters> ruleCounters() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<dp::RuleCounters> out;
-    if (!current_ || !current_->firewall) return out;
-    uint64_t n = 0;
-    for (const auto& r : current_->firewall->rules) {
-      dp::RuleCounters c;
-      c.id = r.id;
-      c.packets = ++n * 1000;
-      c.bytes = n * 64000;
-      c.flows = n;
-      out.push_back(c);
-    }
-    return out;
+    return withCurrent([](const rules::Snapshot* cur) {
+      std::vector<dp::RuleCounters> out;
+      if (!cur || !cur->firewall) return out;
+      uint64_t n = 0;
+      for (const auto& r : cur->firewall->rules) {
+        dp::RuleCounters c;
+        c.id = r.id;
+        c.packets = ++n * 1000;
+        c.bytes = n * 64000;
+        c.flows = n;
+        out.push_back(c);
+      }
+      return out;
+    });
   }
-  uint32_t currentGeneration() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return generation_;
-  }
-  dp::CountersSnapshot counters() const override { return {}; }
-  std::vector<dp::WorkerInfo> workers() const override { return {}; }
-  std::vector<dp::PortInfo> ports() const override { return {}; }
-  uint32_t drainEvents(const std::function<void(const dp::Event&)>&, uint32_t) override {
-    return 0;
-  }
-  dp::ExplainResult explain(const uint8_t*, uint32_t, uint8_t) const override { return {}; }
   // DNS filtering: the published snapshot's lists (zero counters).
   std::vector<dp::DnsListCounters> dnsLists() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!current_) return {};
-    return dp::dnsListCounters(*current_, dp::CountersSnapshot::Flat{});
+    return withCurrent([](const rules::Snapshot* cur) {
+      return cur ? dp::dnsListCounters(*cur, dp::CountersSnapshot::Flat{})
+                 : std::vector<dp::DnsListCounters>{};
+    });
   }
   const rules::CompiledDnsList* dnsList(size_t i) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return current_ && current_->dns && i < current_->dns->lists.size()
-               ? current_->dns->lists[i].get() : nullptr;
+    return withCurrent([i](const rules::Snapshot* cur) -> const rules::CompiledDnsList* {
+      return cur && cur->dns && i < cur->dns->lists.size() ? cur->dns->lists[i].get()
+                                                           : nullptr;
+    });
   }
-
- private:
-  mutable std::mutex mu_;
-  std::unique_ptr<rules::Snapshot> current_;
-  uint32_t generation_ = 1;
 };
 
 struct CliRun {
