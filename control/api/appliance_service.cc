@@ -140,6 +140,27 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
     sc->set_packets(f.stage_packets[s]);
     sc->set_dropped(f.stage_drops[s]);
   }
+  // --- perf ---
+  for (int k = 0; k < dp::kCyCount; ++k) {
+    if (!f.cycles[k]) continue;
+    v1::CycleCounter* cc = out->add_cycles();
+    cc->set_bucket(dp::cycleBucketName(k));
+    cc->set_cycles(f.cycles[k]);
+  }
+  out->set_tsc_hz(f.tsc_hz);
+  {
+    uint64_t n = 0;
+    for (uint64_t v : f.latency) n += v;
+    if (n) {
+      v1::LatencySummary* ls = out->mutable_latency();
+      ls->set_samples(n);
+      ls->set_p50_ns(dp::latencyQuantile(f.latency, 0.5));
+      ls->set_p90_ns(dp::latencyQuantile(f.latency, 0.9));
+      ls->set_p99_ns(dp::latencyQuantile(f.latency, 0.99));
+      ls->set_p999_ns(dp::latencyQuantile(f.latency, 0.999));
+      ls->set_max_ns(f.latency_max_ns);
+    }
+  }
   out->set_flows_created(f.flows_created);
   out->set_flows_expired(f.flows_expired);
   out->set_flows_active(f.flows_active);

@@ -123,6 +123,38 @@ static void appendDnsSummaryJson(const SummaryInput& in, std::string& s) {
   absl::StrAppend(&s, "]}");
 }
 
+// --- perf --- Where the workers' cycles went, per received packet, and the latency of
+// forwarded packets through them. Timing-dependent, so text only (summary.json is compared
+// byte for byte by the pcap regression cases).
+void appendPerfSummary(const dp::CountersSnapshot::Flat& t, std::string& s) {
+  uint64_t busy = 0;
+  for (int k = 0; k < dp::kCyCount; ++k) {
+    if (k != dp::kCyIdle) busy += t.cycles[k];
+  }
+  const uint64_t rx = t.rx_packets[0] + t.rx_packets[1];
+  if (busy == 0 || rx == 0 || t.tsc_hz == 0) return;
+  absl::StrAppend(&s, absl::StrFormat("\nworker cycles per received packet (TSC %.3f GHz)\n ",
+                                      static_cast<double>(t.tsc_hz) / 1e9));
+  for (int k = 0; k < dp::kCyCount; ++k) {
+    if (k == dp::kCyIdle || !t.cycles[k]) continue;
+    absl::StrAppend(&s, absl::StrFormat(" %s %.1f", dp::cycleBucketName(k),
+                                        static_cast<double>(t.cycles[k]) / rx));
+  }
+  absl::StrAppend(&s, absl::StrFormat("  = %.1f busy; idle %.3f s\n",
+                                      static_cast<double>(busy) / rx,
+                                      static_cast<double>(t.cycles[dp::kCyIdle]) / t.tsc_hz));
+  uint64_t n = 0;
+  for (uint64_t v : t.latency) n += v;
+  if (n == 0) return;
+  auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+  absl::StrAppend(&s, absl::StrFormat(
+                          "latency through the workers (%u forwarded packets): p50 %.1f us   "
+                          "p99 %.1f us   p99.9 %.1f us   max %.1f us\n",
+                          n, us(dp::latencyQuantile(t.latency, 0.5)),
+                          us(dp::latencyQuantile(t.latency, 0.99)),
+                          us(dp::latencyQuantile(t.latency, 0.999)), us(t.latency_max_ns)));
+}
+
 std::string formatSummary(const SummaryInput& in) {
   const auto& t = in.counters.total;
   std::string s;
@@ -221,6 +253,7 @@ std::string formatSummary(const SummaryInput& in) {
         t.dpi_no_stream));
   }
   appendDnsSummary(in, s);  // DNS filtering
+  appendPerfSummary(t, s);  // --- perf ---
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
   for (const std::string& w : in.warnings) absl::StrAppend(&s, "\nwarning: ", w, "\n");
   return s;

@@ -90,11 +90,20 @@ absl::StatusOr<std::unique_ptr<FlowTable>> FlowTable::create(const FlowTableOpti
         "flow table '", opts.name, "': cannot allocate ", slots * sizeof(FlowCold),
         " bytes for ", slots, " cold flow entries: ", rte_strerror(rte_errno)));
   }
+  t->used_ = static_cast<uint64_t*>(rte_zmalloc_socket(
+      "flow_used", (slots + 63) / 64 * sizeof(uint64_t), RTE_CACHE_LINE_SIZE,
+      params.socket_id));
+  if (t->used_ == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "flow table '", opts.name, "': cannot allocate the occupancy bitmap for ", slots,
+        " flows: ", rte_strerror(rte_errno)));
+  }
   t->capacity_ = entries;
   return t;
 }
 
 FlowTable::~FlowTable() {
+  rte_free(used_);
   rte_free(cold_);
   rte_free(entries_);
   rte_hash_free(hash_);
@@ -140,6 +149,7 @@ int32_t FlowTable::insert(const FlowKey& key, uint64_t now_ns) {
   e.backend = 0xffff;
   e.proto = key.proto;
   e.flags = kFlowInUse;
+  used_[static_cast<uint32_t>(p) >> 6] |= uint64_t{1} << (p & 63);
   ++size_;
   return p;
 }
@@ -160,6 +170,7 @@ void FlowTable::remove(int32_t pos) {
     rte_hash_del_key(hash_, &k);
   }
   std::memset(&e, 0, sizeof(e));
+  used_[static_cast<uint32_t>(pos) >> 6] &= ~(uint64_t{1} << (pos & 63));
   --size_;
 }
 

@@ -64,6 +64,34 @@ const char* dnsCounterName(int c) {
   }
 }
 
+const char* cycleBucketName(int b) {
+  static constexpr const char* kNames[kCyCount] = {"rx",  "parse",  "flow", "firewall",
+                                                   "dns", "dpi",    "lb",   "finish",
+                                                   "tx",  "aging",  "idle"};
+  return b >= 0 && b < kCyCount ? kNames[b] : "unknown";
+}
+
+uint64_t latencyBucketLimit(int idx) {
+  if (idx < 8) return static_cast<uint64_t>(idx) + 1;
+  int e = idx / 8 + 2;
+  uint64_t sub = static_cast<uint64_t>(idx % 8);
+  // Values of bucket idx: [(8 + sub) << (e - 3), (9 + sub) << (e - 3)).
+  return (9 + sub) << (e - 3);
+}
+
+uint64_t latencyQuantile(const uint64_t* hist, double q) {
+  uint64_t total = 0;
+  for (int i = 0; i < kLatencyBuckets; ++i) total += hist[i];
+  if (total == 0) return 0;
+  double want = q * static_cast<double>(total);
+  uint64_t seen = 0;
+  for (int i = 0; i < kLatencyBuckets; ++i) {
+    seen += hist[i];
+    if (hist[i] && static_cast<double>(seen) >= want) return latencyBucketLimit(i);
+  }
+  return latencyBucketLimit(kLatencyBuckets - 1);
+}
+
 const char* stageName(Stage s) {
   switch (s) {
     case Stage::kNone: return "none";
@@ -158,6 +186,10 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.loops = c.loops.load();
   f.busy_loops = c.busy_loops.load();
   f.generation = c.generation.load();
+  for (int i = 0; i < kCyCount; ++i) f.cycles[i] = c.cycles[i].load();
+  for (int i = 0; i < kLatencyBuckets; ++i) f.latency[i] = c.latency[i].load();
+  f.latency_max_ns = c.latency_max_ns.load();
+  f.tsc_hz = c.tsc_hz.load();
   return f;
 }
 
@@ -224,6 +256,10 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.loops += w.loops;
   a.busy_loops += w.busy_loops;
   a.generation = a.generation == 0 ? w.generation : std::min(a.generation, w.generation);
+  for (int i = 0; i < kCyCount; ++i) a.cycles[i] += w.cycles[i];
+  for (int i = 0; i < kLatencyBuckets; ++i) a.latency[i] += w.latency[i];
+  a.latency_max_ns = std::max(a.latency_max_ns, w.latency_max_ns);
+  a.tsc_hz = std::max(a.tsc_hz, w.tsc_hz);
 }
 
 }  // namespace dpu::dp

@@ -35,6 +35,29 @@ const char* dnsCounterName(int c);
 inline constexpr int kDnsListSlots = 256;   // rules::kDnsCounterSlots
 inline constexpr int kDnsActions = 8;       // by rules::DnsAction value
 
+// --- perf --- Where a worker's cycles go (TSC cycles, read once per burst segment and stage,
+// published once per loop): rx and tx are the PMD calls, parse .. finish the packet path,
+// aging the flow and fragment sweeps, idle whole loops that received nothing.
+enum CycleBucket : uint8_t {
+  kCyRx = 0, kCyParse, kCyFlow, kCyFirewall, kCyDns, kCyDpi, kCyLb, kCyFinish, kCyTx,
+  kCyAging, kCyIdle, kCyCount
+};
+const char* cycleBucketName(int b);
+// Per-packet latency through the worker (rx burst returned -> tx burst returned), in ns,
+// as a log-linear histogram: values below 8 have a bucket each, above that 8 buckets per
+// power of two (12.5% wide).
+inline constexpr int kLatencyBuckets = 304;
+inline int latencyBucket(uint64_t ns) {
+  if (ns < 8) return static_cast<int>(ns);
+  int e = 63 - __builtin_clzll(ns);
+  int idx = (e - 2) * 8 + static_cast<int>((ns >> (e - 3)) & 7);
+  return idx < kLatencyBuckets ? idx : kLatencyBuckets - 1;
+}
+// Upper bound (ns, exclusive) of bucket `idx`.
+uint64_t latencyBucketLimit(int idx);
+// The q-quantile (0 < q <= 1) of a histogram as its bucket's upper bound; 0 when empty.
+uint64_t latencyQuantile(const uint64_t* hist, double q);
+
 class Counter {
  public:
   void add(uint64_t n = 1) { __atomic_store_n(&v_, v_ + n, __ATOMIC_RELAXED); }
@@ -83,6 +106,11 @@ struct alignas(64) WorkerCounters {
   Counter events_lost;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
+  // --- perf ---
+  Counter cycles[kCyCount];         // by CycleBucket
+  Counter latency[kLatencyBuckets]; // forwarded packets by latency bucket
+  Counter latency_max_ns;
+  Counter tsc_hz;                   // the worker's TSC frequency (cycles per second)
 };
 
 // Aggregated view over all workers (plus per-worker copies), for summaries and stats.
@@ -113,6 +141,11 @@ struct CountersSnapshot {
     uint64_t dns_list_blocked[kDnsListSlots]{};
     uint64_t dns_list_allowed[kDnsListSlots]{};
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
+    // --- perf ---
+    uint64_t cycles[kCyCount]{};
+    uint64_t latency[kLatencyBuckets]{};
+    uint64_t latency_max_ns = 0;
+    uint64_t tsc_hz = 0;
     uint64_t totalDrops() const;
   };
   Flat total;

@@ -28,7 +28,10 @@ void Worker::lbInit() {
   lb_ctr_.reset(new LbBackendCounters[kLbCounterSlots]());
 }
 
-void Worker::lbRefresh(const rules::Snapshot* s) { lbc_ = s && s->lb ? s->lb.get() : nullptr; }
+void Worker::lbRefresh(const rules::Snapshot* s) {
+  lbc_ = s && s->lb ? s->lb.get() : nullptr;
+  if (lbc_ != nullptr && !lbc_->services.empty()) lb_seen_ = true;
+}
 
 uint16_t Worker::lbCounterSlot(uint64_t identity) {
   constexpr uint32_t mask = kLbCounterSlots - 1;

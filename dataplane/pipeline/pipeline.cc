@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->dpi_block_.reset(new uint32_t[w->flows_->capacity()]());
   w->dnsInit();  // DNS filtering
   w->tsc_hz_ = rte_get_tsc_hz();
+  counters->tsc_hz.set(w->tsc_hz_);
   return w;
 }
 
@@ -179,32 +180,74 @@ uint32_t Worker::pollMerged(rte_mbuf** out) {
 }
 
 uint32_t Worker::pollOnce() {
+  const uint64_t loop_start = rte_rdtsc();
   refreshSnapshot();
   if (opts_.clock == ClockMode::kTsc) {
-    now_ns_ = static_cast<uint64_t>(static_cast<unsigned __int128>(rte_rdtsc()) * 1000000000ull /
+    now_ns_ = static_cast<uint64_t>(static_cast<unsigned __int128>(loop_start) * 1000000000ull /
                                     tsc_hz_);
   }
   uint32_t total = 0;
   rte_mbuf* pkts[kBurst];
+  // Latency samples: each rx burst's forwarded packets, from the moment rx returned them to
+  // the moment the tx burst that sent them returned.
+  uint64_t rx_done[2] = {0, 0};
+  uint64_t fwd[2] = {0, 0};
   if (opts_.merge_by_timestamp) {
     uint32_t n = pollMerged(pkts);
+    rx_done[0] = rte_rdtsc();
+    cy_[kCyRx] += rx_done[0] - loop_start;
+    uint64_t q0 = tx_queued_;
     if (n) processBurst(pkts, static_cast<uint16_t>(n));
+    fwd[0] = tx_queued_ - q0;
     total = n;
   } else {
+    uint64_t t = loop_start;
     for (int s = 0; s < 2; ++s) {
       uint16_t n = rte_eth_rx_burst(opts_.port[s], opts_.queue, pkts, kBurst);
+      rx_done[s] = rte_rdtsc();
+      cy_[kCyRx] += rx_done[s] - t;
       // Not every PMD fills mbuf->port; the side is where we polled.
       for (uint16_t i = 0; i < n; ++i) pkts[i]->port = opts_.port[s];
+      uint64_t q0 = tx_queued_;
       if (n) processBurst(pkts, n);
+      fwd[s] = tx_queued_ - q0;
       total += n;
+      t = rte_rdtsc();
     }
   }
+  uint64_t t_tx = rte_rdtsc();
   flushTx();
+  uint64_t t_age = rte_rdtsc();
+  cy_[kCyTx] += t_age - t_tx;
+  for (int s = 0; s < 2; ++s) {
+    if (fwd[s]) recordLatency(t_age - rx_done[s], fwd[s]);
+  }
   age();
   c_->loops.add();
   if (total) c_->busy_loops.add();
+  uint64_t loop_end = rte_rdtsc();
+  cy_[kCyAging] += loop_end - t_age;
+  publishLoopCycles(loop_start, loop_end, total != 0);
   rte_rcu_qsbr_quiescent(shared_.qsbr, opts_.id);
   return total;
+}
+
+void Worker::publishLoopCycles(uint64_t loop_start, uint64_t loop_end, bool busy) {
+  if (busy) {
+    for (int k = 0; k < kCyCount; ++k) {
+      if (cy_[k]) c_->cycles[k].add(cy_[k]);
+    }
+  } else {
+    c_->cycles[kCyIdle].add(loop_end - loop_start);
+  }
+  for (uint64_t& v : cy_) v = 0;
+}
+
+void Worker::recordLatency(uint64_t cycles, uint64_t packets) {
+  uint64_t ns = static_cast<uint64_t>(static_cast<unsigned __int128>(cycles) * 1000000000ull /
+                                      tsc_hz_);
+  c_->latency[latencyBucket(ns)].add(packets);
+  if (ns > c_->latency_max_ns.load()) c_->latency_max_ns.set(ns);
 }
 
 
@@ -215,15 +258,23 @@ void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
   // judged (and a completed datagram forgotten) before the next fragment is looked at:
   // verdicts never depend on where burst boundaries fall.
   uint16_t i = 0;
+  uint64_t t = rte_rdtsc();
   while (i < n) {
     uint16_t seg = i;
     b.nflow = 0;
     bool frag = false;
     while (i < n && !frag) frag = classify(pkts, i++, b);
-    flowStage(pkts, b);
+    uint64_t t1 = rte_rdtsc();
+    cy_[kCyParse] += t1 - t;
+    flowStage(pkts, b);  // adds its firewall part to cy_[kCyFirewall] itself
+    uint64_t t2 = rte_rdtsc();
+    cy_[kCyFlow] += t2 - t1;
     ruleStages(pkts, b, seg, i);
+    uint64_t t3 = rte_rdtsc();
     for (uint16_t k = seg; k < i; ++k) finish(pkts[k], k, b);
     if (frag) frags_->flushCompleted();
+    t = rte_rdtsc();
+    cy_[kCyFinish] += t - t3;
   }
   c_->frag_datagrams_active.set(frags_->size());
 }
@@ -489,7 +540,13 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
     e.rule = kNoRule;
     e.generation = generation_;
   }
-  if (fwb_.n) fwClassify(pkts, b);
+  if (fwb_.n) {
+    uint64_t t = rte_rdtsc();
+    fwClassify(pkts, b);
+    uint64_t d = rte_rdtsc() - t;
+    cy_[kCyFirewall] += d;
+    cy_[kCyFlow] -= d;  // processBurst adds the whole flowStage to kCyFlow
+  }
 }
 
 void Worker::fwLookupCountries(const rules::FwQuery& q, char src[2], char dst[2]) {
@@ -706,6 +763,7 @@ void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t
 void Worker::applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side) {
   c_->verdicts[static_cast<int>(v.verdict)].add();
   if (v.verdict == Verdict::kForward) {
+    ++tx_queued_;
     uint8_t out = in_side ^ 1;
     if (ntx_[out] == kTxCap) flushTx();
     tx_[out][ntx_[out]++] = m;

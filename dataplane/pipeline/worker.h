@@ -240,6 +240,12 @@ class Worker {
 
   AgingClock flow_aging_;
   AgingClock frag_aging_;
+  // --- perf --- cycles by CycleBucket in the current loop (published once per loop), and
+  // forwarded packets queued for tx so far (latency samples per rx burst).
+  uint64_t cy_[kCyCount] = {};
+  uint64_t tx_queued_ = 0;
+  void publishLoopCycles(uint64_t loop_start, uint64_t loop_end, bool busy);
+  void recordLatency(uint64_t cycles, uint64_t packets);
   uint64_t tsc_hz_ = 0;
   uint64_t now_ns_ = 0;
   uint64_t next_seq_ = 0;
@@ -292,6 +298,9 @@ class Worker {
                  const rules::CompiledLbBackend& be);
   void lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be);
   const rules::CompiledLb* lbc_ = nullptr;
+  // Set once a snapshot with a service was seen: until then no flow has LB state and the
+  // stage is skipped (its per-flow array is not touched).
+  bool lb_seen_ = false;
   std::unique_ptr<LbFlow[]> lb_flow_;
   std::unique_ptr<LbBackendCounters[]> lb_ctr_;
   // --- end lb ---

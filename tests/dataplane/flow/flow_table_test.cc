@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rte_malloc.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -375,6 +376,57 @@ TEST(FlowTableTest, AgingIsBoundedAndExpiresOnlyIdleFlows) {
     ASSERT_EQ(t->lookup(key_at[p]), static_cast<int32_t>(p));
   }
   for (uint32_t p = 0; p < kCap; p += 2) ASSERT_EQ(t->lookup(key_at[p]), -1);
+}
+
+// Aging walks an occupancy bitmap a word at a time: budgets that are not multiples of 64,
+// a capacity that is not either, sparse tables and the cursor's wrap must still examine
+// every slot exactly once per sweep.
+TEST(FlowTableTest, AgingSweepCoversEverySlotWithUnalignedBudgets) {
+  constexpr uint32_t kCap = 5000;  // rounded up by rte_hash to a multiple of 8, not of 64
+  auto t = makeTable(kCap);
+  ASSERT_NE(t, nullptr);
+  const uint32_t cap = t->capacity();
+  FlowTimeouts to;
+  std::set<int32_t> idle;
+  for (uint32_t i = 0; i < kCap; i += 7) {  // sparse: one flow in 7 keys
+    int32_t p = t->insert(udpKey(i), 0);
+    ASSERT_GE(p, 0);
+    if (i % 3 == 0) {
+      idle.insert(p);
+    } else {
+      t->entry(p).last_seen_ns = 100 * kSec;
+    }
+  }
+  const uint32_t held = t->size();
+  for (uint32_t budget : {1u, 37u, 63u, 64u, 65u, 1000u}) {
+    auto t2 = makeTable(kCap);
+    ASSERT_NE(t2, nullptr);
+    std::set<int32_t> idle2;
+    for (uint32_t i = 0; i < kCap; i += 7) {
+      int32_t p = t2->insert(udpKey(i), 0);
+      if (i % 3 == 0) {
+        idle2.insert(p);
+      } else {
+        t2->entry(p).last_seen_ns = 100 * kSec;
+      }
+    }
+    // Start the sweep mid-table so it wraps: examine cap/2 + 13 slots first.
+    t2->age(0, cap / 2 + 13, to, [](int32_t, const FlowEntry&, const FlowKey&) {
+      ADD_FAILURE() << "nothing is idle at time 0";
+    });
+    std::set<int32_t> seen;
+    uint64_t examined = 0;
+    while (examined < cap) {
+      uint32_t b = static_cast<uint32_t>(std::min<uint64_t>(budget, cap - examined));
+      t2->age(121 * kSec, b, to, [&](int32_t pos, const FlowEntry&, const FlowKey&) {
+        EXPECT_TRUE(seen.insert(pos).second) << "slot " << pos << " examined twice";
+      });
+      examined += b;
+    }
+    EXPECT_EQ(seen, idle2) << "budget " << budget;
+    EXPECT_EQ(t2->size(), held - idle2.size()) << "budget " << budget;
+  }
+  EXPECT_EQ(t->size(), held);
 }
 
 TEST(FlowTableTest, AgingUsesPerStateTimeouts) {

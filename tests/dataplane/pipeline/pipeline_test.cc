@@ -309,9 +309,6 @@ TEST(Pipeline, PublishedSnapshotIsUsedFromTheNextBurst) {
   EXPECT_EQ(h.counters().generation, 2u);
 }
 
-}  // namespace
-}  // namespace dpu::dp
-
 namespace dpu::dp {
 namespace {
 
@@ -424,6 +421,62 @@ TEST(Pipeline, AbsurdCaptureTimesDoNotWrapAndFlowsStillEnd) {
   int calls = 0;
   while (!h.dp().worker(0).endFlows(4096)) ASSERT_LT(++calls, 10000) << "drain did not end";
   EXPECT_EQ(h.dp().worker(0).flows().size(), 0u);
+}
+
+}  // namespace
+}  // namespace dpu::dp
+
+// --- perf --- Per-stage cycle accounting and the latency histogram: every forwarded packet
+// is one latency sample, the stages the packets went through have cycles, stages that did
+// not run have none.
+TEST(Pipeline, CycleAccountingAndLatencyCoverEveryForwardedPacket) {
+  Harness h(smallSettings());
+  constexpr int kPackets = 100;
+  for (int i = 0; i < kPackets; ++i) {
+    h.send(0, PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").udp(1000 + i, 53).build());
+  }
+  h.send(0, Frame(10, 0x55));  // truncated: dropped by the parser, no latency sample
+  h.poll();
+  auto c = h.counters();
+  ASSERT_EQ(c.verdicts[static_cast<int>(Verdict::kForward)], uint64_t(kPackets));
+  uint64_t samples = 0;
+  for (uint64_t v : c.latency) samples += v;
+  EXPECT_EQ(samples, uint64_t(kPackets));
+  EXPECT_GT(c.latency_max_ns, 0u);
+  EXPECT_GE(latencyQuantile(c.latency, 1.0), c.latency_max_ns);
+  EXPECT_GT(c.tsc_hz, 0u);
+  for (int k : {kCyRx, kCyParse, kCyFlow, kCyFinish, kCyTx}) {
+    EXPECT_GT(c.cycles[k], 0u) << cycleBucketName(k);
+  }
+  // No firewall, DNS, DPI or LB configured: their stages never ran.
+  for (int k : {kCyFirewall, kCyDns, kCyDpi, kCyLb}) {
+    EXPECT_EQ(c.cycles[k], 0u) << cycleBucketName(k);
+  }
+}
+
+TEST(LatencyHistogram, BucketsAreContiguousAndQuantilesAreUpperBounds) {
+  // Every value falls in a bucket whose limits contain it; limits increase.
+  uint64_t prev_limit = 0;
+  for (int i = 0; i < kLatencyBuckets; ++i) {
+    uint64_t lim = latencyBucketLimit(i);
+    EXPECT_GT(lim, prev_limit) << i;
+    prev_limit = lim;
+  }
+  for (uint64_t v : {0ull, 1ull, 7ull, 8ull, 9ull, 15ull, 16ull, 17ull, 1000ull, 123456789ull,
+                     (1ull << 40) - 1}) {
+    int b = latencyBucket(v);
+    EXPECT_LT(v, latencyBucketLimit(b)) << v;
+    if (b > 0) EXPECT_GE(v, latencyBucketLimit(b - 1)) << v;
+    // 8 buckets per power of two: a bucket is at most 1/8 of its lower limit wide.
+    if (v >= 8) EXPECT_LE(latencyBucketLimit(b) - v, v / 8 + 1) << v;
+  }
+  uint64_t hist[kLatencyBuckets] = {};
+  EXPECT_EQ(latencyQuantile(hist, 0.5), 0u);
+  hist[latencyBucket(1000)] = 98;
+  hist[latencyBucket(50000)] = 2;
+  EXPECT_EQ(latencyQuantile(hist, 0.5), latencyBucketLimit(latencyBucket(1000)));
+  EXPECT_EQ(latencyQuantile(hist, 0.98), latencyBucketLimit(latencyBucket(1000)));
+  EXPECT_EQ(latencyQuantile(hist, 0.99), latencyBucketLimit(latencyBucket(50000)));
 }
 
 }  // namespace
