@@ -137,10 +137,13 @@ print(n)' "$PCAP")
 # packets plus room (the appliance through run --mbufs, when it has the option).
 TP_MBUFS=$(( NPKTS + 4096 > 8448 ? NPKTS + 4096 : 8448 ))
 APP_MBUFS=()
-if "$APP" --help 2>&1 | grep -q -- '--mbufs'; then APP_MBUFS=(--mbufs "$TP_MBUFS"); fi
+# (the help text is read whole first: with pipefail, grep -q closing the pipe early could make
+# the program's SIGPIPE exit status count as "no match")
+APP_RUN_HELP=$("$APP" run --help 2>&1 || true)
+if grep -q -- '--mbufs' <<<"$APP_RUN_HELP"; then APP_MBUFS=(--mbufs "$TP_MBUFS"); fi
 
 APP_HAS_STATE_DIR=0
-if "$APP" --help 2>&1 | grep -q -- '--state-dir'; then APP_HAS_STATE_DIR=1; fi
+if grep -q -- '--state-dir' <<<"$APP_RUN_HELP"; then APP_HAS_STATE_DIR=1; fi
 
 VDEVS=(--vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev "net_null0,no-rx=1")
 eal_args() {  # $1 = file prefix

@@ -104,8 +104,13 @@ def plan(args):
 def write(args, flows, order, sizes):
     out = bytearray()
     out += struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    # TCP sequence numbers run on per flow (a flow's first segment at flow index * 1000, each
+    # next one after the previous one's payload), so the DPI stage sees in-order streams.
+    next_seq = {}
     for i, (f, size) in enumerate(zip(order, sizes)):
-        frame = build_frame(flows[f], size, i, i * 1000)
+        seq = next_seq.get(f, (f * 1000) & 0xFFFFFFFF)
+        frame = build_frame(flows[f], size, i, seq)
+        next_seq[f] = (seq + size - 14 - 20 - 20) & 0xFFFFFFFF
         usec = i  # 1 Mpps nominal; timestamps are irrelevant for infinite_rx replay
         out += struct.pack("<IIII", TS_BASE + usec // 1_000_000, usec % 1_000_000, len(frame),
                            len(frame))

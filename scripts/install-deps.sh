@@ -9,7 +9,7 @@ PKGS=(
   libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
   prometheus-cpp-dev                   # /metrics endpoint (prometheus-cpp Exposer, civetweb)
   curl                                 # tests: scrape /metrics
-  python3 python3-scapy tcpdump iproute2 ethtool
+  python3 python3-scapy python3-matplotlib tcpdump iproute2 ethtool
   tshark                               # DNS filtering: pcap cases check the answers decode as DNS
   clang libclang-rt-14-dev             # scripts/fuzz: libFuzzer + ASan/UBSan runtimes for clang 14
 )

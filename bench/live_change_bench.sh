@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Live-change cost (issue #8): packets lost or delayed while the configuration changes under
+# full-rate traffic. The appliance runs live on one worker core (net_pcap,infinite_rx=1 ->
+# net_null, 100k flows of 64 B frames, as fwd_bench.sh) with 10k firewall rules, a 100-backend
+# load-balancer service over every destination and a 1M-name DNS list; while it forwards,
+# dpuctl makes, one after the other, with SETTLE seconds between them:
+#
+#   fw_swap      ApplyConfig replacing the 10k rules with 10k others
+#   dns_reload   ApplyConfig replacing the 1M-name list file with another 1M names
+#   lb_add       AddLbBackend (a 101st backend)
+#   lb_remove    RemoveLbBackend --flush (that backend; its flows re-hashed onto the others)
+#
+# For each change: the apply's wall time (dpuctl), then over the window from just before the
+# call to SETTLE seconds after it: packets received, forwarded, dropped (any reason; none is
+# expected, so every drop is a lost packet), the lowest per-second rate seen against the
+# median rate before the first change, and the worst latency through the worker (the
+# histogram's maximum, which only grows: a change that stalled the worker would raise it).
+# net_pcap never overruns (the worker pulls packets from the file), so loss at the rx ring
+# cannot happen here; what a stall would cost on a NIC shows as the rate dip and the latency.
+#
+# usage: bench/live_change_bench.sh [-o OUTDIR] [-s SETTLE] [-w WARMUP] [-l LCORES]
+#                                   [--appliance BIN] [--dpuctl BIN]
+# Exit status 1 when any packet was lost.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+PY=/usr/bin/python3
+OUTDIR="" SETTLE=3 WARMUP=4 LCORES=0,1
+APP=$ROOT/build/control/dpu-appliance
+CTL=$ROOT/build/control/dpuctl
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -o) OUTDIR=$2; shift 2 ;;
+    -s) SETTLE=$2; shift 2 ;;
+    -w) WARMUP=$2; shift 2 ;;
+    -l) LCORES=$2; shift 2 ;;
+    --appliance) APP=$2; shift 2 ;;
+    --dpuctl) CTL=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "live_change_bench: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+OUTDIR=${OUTDIR:-$(mktemp -d /tmp/live_change.XXXXXX)}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+[[ -x $APP && -x $CTL ]] || { echo "live_change_bench: build first (ninja -C build)" >&2; exit 2; }
+
+"$PY" "$HERE/gen_traffic.py" -o "$OUTDIR/t64.pcap" --flows 100000 >/dev/null
+"$PY" "$HERE/gen_suite_configs.py" "$OUTDIR"
+STATE=$OUTDIR/state
+rm -rf "$STATE"; mkdir -p "$STATE"
+SOCK=unix:$STATE/api.sock
+ctl() { "$CTL" --server "$SOCK" "$@"; }
+
+stdbuf -oL -eL "$APP" run --state-dir "$STATE" --config "$OUTDIR/fw10k_lb100_dns.json" \
+  --stats-interval 1 --mbufs 110000 -- -l "$LCORES" --no-huge --no-pci --no-shconf -m 2048 \
+  --file-prefix "lcb$$" --vdev "net_pcap0,rx_pcap=$OUTDIR/t64.pcap,infinite_rx=1" \
+  --vdev net_null0,no-rx=1 >"$OUTDIR/appliance.out" 2>"$OUTDIR/appliance.err" &
+APID=$!
+trap 'kill -INT $APID 2>/dev/null || true; wait $APID 2>/dev/null || true' EXIT
+for _ in $(seq 1 240); do
+  grep -q '^dpu-appliance: forwarding' "$OUTDIR/appliance.err" 2>/dev/null && break
+  kill -0 $APID 2>/dev/null || { cat "$OUTDIR/appliance.err" >&2; exit 1; }
+  sleep 0.5
+done
+sleep "$WARMUP"
+
+stats() { ctl --json stats >"$OUTDIR/stats_$1.json"; }
+T0=$(date +%s.%N)
+: >"$OUTDIR/changes.tsv"
+change() {  # name, command...
+  local name=$1; shift
+  stats "${name}_before"
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" >"$OUTDIR/$name.log" 2>&1 || { echo "live_change_bench: $name failed:" >&2; cat "$OUTDIR/$name.log" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  sleep "$SETTLE"
+  stats "${name}_after"
+  printf "%s\t%s\t%s\n" "$name" "$(echo "$t0 - $T0" | bc)" "$(echo "$t1 - $t0" | bc)" >>"$OUTDIR/changes.tsv"
+}
+change fw_swap ctl config apply "$OUTDIR/fw10k_b_lb100_dns.json" --force
+change dns_reload ctl config apply "$OUTDIR/fw10k_lb100_dns_b.json" --force
+change lb_add ctl lb add bench be100 --ipv4 10.200.9.9 --mac 02:be:00:00:09:09 --force
+change lb_remove ctl lb remove bench be100 --flush --force
+kill -INT $APID; wait $APID || true
+trap - EXIT
+
+"$PY" - "$OUTDIR" <<'EOF'
+import json, re, statistics, sys
+out = sys.argv[1]
+err = open(f"{out}/appliance.err").read()
+lines = [(float(t), float(m)) for t, m in re.findall(r"^\[\s*([\d.]+)s\] rx \d+ \(([\d.]+) Mpps\)", err, re.M)]
+changes = [l.split("\t") for l in open(f"{out}/changes.tsv").read().splitlines()]
+start = re.search(r"^\[\s*([\d.]+)s\]", err, re.M)
+# Stats lines are timed from the appliance's start; the changes from this script's first
+# stats call. Align on the first change: the rate before it is every line up to it.
+def total(j):
+    t = j.get("total", {})
+    return {k: int(t.get(k, 0)) for k in ("forwarded", "dropped", "rejected")} | {
+        "rx": int(t.get("rxPacketsA", 0)) + int(t.get("rxPacketsB", 0)),
+        "max_ns": int(t.get("latency", {}).get("maxNs", 0)),
+        "p99_ns": int(t.get("latency", {}).get("p99Ns", 0)),
+        "drops": t.get("drops", {})}
+rows, lost_any = [], 0
+first_change_at = None
+for name, at, secs in changes:
+    b = total(json.load(open(f"{out}/stats_{name}_before.json")))
+    a = total(json.load(open(f"{out}/stats_{name}_after.json")))
+    rx, fwd, drop = a["rx"] - b["rx"], a["forwarded"] - b["forwarded"], a["dropped"] - b["dropped"]
+    lost = drop + (a["rejected"] - b["rejected"])
+    lost_any += lost
+    rows.append((name, float(secs), rx, fwd, lost, b["max_ns"], a["max_ns"]))
+print(f"{'change':12s} {'apply s':>8s} {'rx in window':>13s} {'forwarded':>11s} {'lost':>6s} "
+      f"{'max latency before':>19s} {'after':>10s}")
+for name, secs, rx, fwd, lost, mb, ma in rows:
+    print(f"{name:12s} {secs:8.3f} {rx:13d} {fwd:11d} {lost:6d} {mb / 1000:16.1f} us "
+          f"{ma / 1000:7.1f} us")
+if lines:
+    rates = [m for _, m in lines]
+    print(f"rate per second over the run: median {statistics.median(rates):.2f} Mpps, "
+          f"lowest {min(rates):.2f} Mpps (stats lines: {len(rates)})")
+print(f"live_change_bench: {'0 packets lost' if lost_any == 0 else f'{lost_any} packets LOST'}")
+sys.exit(1 if lost_any else 0)
+EOF

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# End-to-end performance suite (issue #8): the appliance beside dpdk-testpmd --forward-mode=io
+# on the same vdevs (net_pcap,rx_pcap=X,infinite_rx=1 -> net_null), the same traffic and the
+# same worker core, runs interleaved, for each configuration:
+#
+#   none        no rules (flow table only)                          64 B frames, 100k flows
+#   fw10k       10 000 firewall rules (gen_rules.py)                64 B frames, 100k flows
+#   fw10k_lb100 + a load-balancer service over every destination    64 B frames, 100k flows
+#               (172.16.0.0/12, 100 backends, L2 mode): the full L3/L4 path of #8
+#   full_imix   + DNS filtering (1M names) + DPI (the Yara-Rules set: ~990 rules accepted)
+#                                                    IMIX 7:4:1, 10k flows of 10 segments
+#
+# Each configuration is one bench/fwd_bench.sh run (REPS x WARMUP + DURATION seconds per
+# tool). Results: OUTDIR/suite.tsv (config, traffic, testpmd and appliance Mpps medians, ratio,
+# cycles per packet for both, the appliance's cycles per packet by stage, latency p50/p99,
+# inspected payload Gbit/s), printed as a table; bench/plot_suite.py draws it.
+#
+# Traffic is replayed in a loop: a TCP segment seen again is a retransmission to the DPI
+# stage and is not scanned again, while UDP datagrams are scanned every time (per-datagram
+# mode). The inspected-payload figure is therefore taken from the DPI stage's own byte
+# counter (dpi_bytes scanned), not from the frames forwarded.
+#
+# usage: bench/perf_suite.sh [-r REPS] [-d DURATION] [-w WARMUP] [-o OUTDIR]
+#                            [--configs "none fw10k ..."] [fwd_bench.sh options...]
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+PY=/usr/bin/python3
+REPS=3 DURATION=5 WARMUP=2 OUTDIR=""
+CONFIGS="none fw10k fw10k_lb100 full_imix"
+YARA_DIR=${YARA_DIR:-$ROOT/../shared/data/yara/Yara-Rules+rules}
+EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -r) REPS=$2; shift 2 ;;
+    -d) DURATION=$2; shift 2 ;;
+    -w) WARMUP=$2; shift 2 ;;
+    -o) OUTDIR=$2; shift 2 ;;
+    --configs) CONFIGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) EXTRA+=("$1"); shift ;;
+  esac
+done
+OUTDIR=${OUTDIR:-$(mktemp -d /tmp/perf_suite.XXXXXX)}
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+
+# --- traffic and configs ----------------------------------------------------------------
+"$PY" "$HERE/gen_traffic.py" -o "$OUTDIR/t64.pcap" --flows 100000 >/dev/null
+"$PY" "$HERE/gen_traffic.py" -o "$OUTDIR/imix.pcap" --flows 10000 --packets 100000 --imix >/dev/null
+# The YARA set: every file under YARA_DIR libyara accepts on its own (rules/dpi-coverage
+# lists the others); its accepted-rule count is printed.
+"$ROOT/build/rules/dpi-coverage" "$YARA_DIR" >"$OUTDIR/dpi-coverage.txt" 2>&1
+sed -n 's/^  rejected file \([^:]*\): .*/\1/p' "$OUTDIR/dpi-coverage.txt" >"$OUTDIR/yara_rejected.txt"
+echo "perf_suite: DPI rule set $YARA_DIR: $(grep '^files' "$OUTDIR/dpi-coverage.txt")"
+"$PY" "$HERE/gen_suite_configs.py" "$OUTDIR" "$YARA_DIR"
+
+# Compile the DPI set once before timing anything (Hyperscan takes a minute for ~1k rules;
+# runs after this one load the compiled database from the cache_dir).
+if [[ " $CONFIGS " == *" full_imix "* ]]; then
+  echo "perf_suite: compiling the DPI rule set into $OUTDIR/dpi-cache (once)"
+  "$ROOT/build/control/dpu-appliance" replay --config "$OUTDIR/full_imix.json" \
+    --in "$ROOT/examples/example.pcap" --out "$OUTDIR/warm.pcap" --quiet \
+    >"$OUTDIR/warm.log" 2>&1 || { cat "$OUTDIR/warm.log" >&2; exit 1; }
+fi
+
+traffic_of() { case $1 in *imix*) echo imix ;; *) echo t64 ;; esac; }
+
+# --- runs ------------------------------------------------------------------------------
+TSV="$OUTDIR/suite.tsv"
+printf "config\ttraffic\ttestpmd_mpps\tappliance_mpps\tratio\ttestpmd_cycles_pkt\tappliance_cycles_pkt\tstage_cycles_pkt\tlatency_p50_us\tlatency_p99_us\tinspected_gbps\tload\n" >"$TSV"
+for cfg in $CONFIGS; do
+  tr=$(traffic_of "$cfg")
+  run="$OUTDIR/run_$cfg"
+  echo "perf_suite: $cfg on $tr ($(uptime | sed 's/.*load average: //'))"
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  "$HERE/fwd_bench.sh" -r "$REPS" -d "$DURATION" -w "$WARMUP" -p "$OUTDIR/$tr.pcap" \
+    -m 2048 --app-config "$OUTDIR/$cfg.json" -o "$run" "${EXTRA[@]}" | tee "$run.log" | tail -4
+  "$PY" - "$run" "$cfg" "$tr" "$load" >>"$TSV" <<'EOF'
+import glob, re, statistics, sys
+run, cfg, tr, load = sys.argv[1:5]
+rows = [l.rstrip("\n").split("\t") for l in open(f"{run}/results.tsv")][1:]
+med = {t: statistics.median(float(r[2]) for r in rows if r[1] == t) for t in ("testpmd", "appliance")}
+# The appliance's final summaries: cycles per received packet by stage, latency, TSC, and
+# the DPI bytes scanned (from the summary's dpi line) over the run's duration.
+stages, p50, p99, hz, gbps = {}, [], [], None, []
+for out in sorted(glob.glob(f"{run}/appliance_*.out")):
+    s = open(out).read()
+    m = re.search(r"worker cycles per received packet \(TSC ([\d.]+) GHz\)\n(.*)\n", s)
+    if m:
+        hz = float(m.group(1)) * 1e9
+        for name, v in re.findall(r" (\w+) ([\d.]+)", m.group(2).split("=")[0]):
+            stages.setdefault(name, []).append(float(v))
+    m = re.search(r"p50 ([\d.]+) us\s+p99 ([\d.]+) us", s)
+    if m:
+        p50.append(float(m.group(1))); p99.append(float(m.group(2)))
+    m = re.search(r"^dpi: (\d+) bytes scanned", s, re.M)
+    e = open(out.replace(".out", ".err")).read()
+    secs = re.findall(r"^\[\s*([\d.]+)s\]", e, re.M)
+    if m and secs:
+        gbps.append(int(m.group(1)) * 8 / float(secs[-1]) / 1e9)
+med_or = lambda v: f"{statistics.median(v):.2f}" if v else ""
+cyc = lambda mpps: f"{hz / (mpps * 1e6):.0f}" if hz and mpps else ""
+stage_s = " ".join(f"{k}={statistics.median(v):.0f}" for k, v in stages.items())
+print("\t".join([cfg, tr, f"{med['testpmd']:.3f}", f"{med['appliance']:.3f}",
+                 f"{med['appliance'] / med['testpmd']:.3f}", cyc(med["testpmd"]),
+                 cyc(med["appliance"]), stage_s, med_or(p50), med_or(p99), med_or(gbps), load]))
+EOF
+done
+echo
+column -t -s $'\t' "$TSV"
+echo "perf_suite: results in $TSV; plot with: $PY $HERE/plot_suite.py $TSV $OUTDIR/suite.png"
