@@ -159,6 +159,11 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
       ls->set_p99_ns(dp::latencyQuantile(f.latency, 0.99));
       ls->set_p999_ns(dp::latencyQuantile(f.latency, 0.999));
       ls->set_max_ns(f.latency_max_ns);
+      for (int k = 0; k < dp::kLatencyBuckets; ++k) {
+        if (f.latency[k]) {
+          (*ls->mutable_buckets())[absl::StrCat(dp::latencyBucketLimit(k))] = f.latency[k];
+        }
+      }
     }
   }
   out->set_flows_created(f.flows_created);

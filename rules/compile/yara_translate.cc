@@ -1214,6 +1214,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
                          d.strings[d.patterns[size_t(which)].string_id].ident + ": " + msg;
   }
   CompiledDpi& d = *tr.dpi;
+  d.buildEvalIndex();
   if (!d.uses_filesize) {
     std::vector<uint8_t> ms(d.matchStateBytes(), 0);
     d.empty_hits.resize(d.rules.size());

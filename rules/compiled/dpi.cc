@@ -180,14 +180,83 @@ struct Evaluator {
 
 }  // namespace
 
+void CompiledDpi::buildEvalIndex() {
+  eval_always.clear();
+  global_rules.clear();
+  string_rule.assign(strings.size(), 0);
+  eval_index = false;
+  uint32_t next_string = 0;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const DpiRule& r = rules[i];
+    if (!r.needs_match) eval_always.push_back(uint32_t(i));
+    if (r.is_global) global_rules.push_back(uint32_t(i));
+    // Rules own consecutive, ascending string ranges (translation order); anything else and
+    // the index is not used.
+    if (r.num_strings != 0) {
+      if (r.first_string < next_string || r.first_string + r.num_strings > strings.size()) return;
+      for (uint32_t k = r.first_string; k < r.first_string + r.num_strings; ++k)
+        string_rule[k] = uint32_t(i);
+      next_string = r.first_string + r.num_strings;
+    }
+  }
+  eval_index = true;
+}
+
 uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const {
   // Per-thread scratch sized once per rule count (grows only; never per packet).
   thread_local std::vector<uint8_t> results;
   thread_local std::vector<uint8_t> ns_unsat;
+  thread_local std::vector<uint32_t> todo;
   if (results.size() < rules.size()) results.resize(rules.size());
   if (ns_unsat.size() < num_namespaces) ns_unsat.resize(num_namespaces);
   std::memset(ns_unsat.data(), 0, num_namespaces);
   Evaluator ev{*this, ms, results.data()};
+  if (eval_index) {
+    // The rules to evaluate, ascending (rule references only look back): the always list
+    // merged with the owners of the strings present. Every other rule needs a match and has
+    // none, so it is false, as the full walk below would find.
+    if (todo.size() < rules.size()) todo.resize(rules.size());
+    std::memset(results.data(), 0, rules.size());
+    const uint8_t* pres = ms + presenceOffset();
+    const size_t nbytes = (strings.size() + 7) / 8;
+    size_t ntodo = 0, ai = 0;
+    uint32_t last = std::numeric_limits<uint32_t>::max();
+    auto add = [&](uint32_t r) {
+      while (ai < eval_always.size() && eval_always[ai] <= r) {
+        if (eval_always[ai] != last) todo[ntodo++] = last = eval_always[ai];
+        ++ai;
+      }
+      if (r != last) todo[ntodo++] = last = r;
+    };
+    for (size_t byte = 0; byte < nbytes; ++byte) {
+      uint32_t bits = pres[byte];
+      while (bits != 0) {
+        const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctz(bits));
+        bits &= bits - 1;
+        if (sid < strings.size()) add(string_rule[sid]);
+      }
+    }
+    while (ai < eval_always.size()) {
+      if (eval_always[ai] != last) todo[ntodo++] = last = eval_always[ai];
+      ++ai;
+    }
+    for (size_t k = 0; k < ntodo; ++k) {
+      const uint32_t i = todo[k];
+      Val v = ev.eval(rules[i].cond);
+      results[i] = (!v.undef && v.v) ? 1 : 0;
+    }
+    for (uint32_t g : global_rules) {
+      if (!results[g]) ns_unsat[rules[g].ns] = 1;
+    }
+    uint32_t n = 0;
+    for (size_t k = 0; k < ntodo; ++k) {
+      const uint32_t i = todo[k];
+      if (!results[i] || rules[i].is_private || ns_unsat[rules[i].ns]) continue;
+      if (n < max) out[n] = i;
+      ++n;
+    }
+    return n;
+  }
   for (size_t i = 0; i < rules.size(); ++i) {
     const DpiRule& r = rules[i];
     if (r.needs_match) {

@@ -152,6 +152,17 @@ class CompiledDpi {
   // rules to `out` (up to `max`) and returns how many matched in all.
   uint32_t evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const;
 
+  // Evaluation index, built once after compiling (buildEvalIndex): evaluate() then looks at
+  // the rules that need no string (always) and the rules owning a string present in `ms`
+  // (found through the presence bitmap), instead of walking every rule: a rule that needs a
+  // match and has none is false without evaluation, exactly as in the full walk. Without the
+  // index (or when string ids do not follow rule order) evaluate() walks every rule.
+  void buildEvalIndex();
+  std::vector<uint32_t> eval_always;   // rules with needs_match == false, ascending
+  std::vector<uint32_t> string_rule;   // string id -> index of the rule that owns it
+  std::vector<uint32_t> global_rules;  // every global rule, ascending
+  bool eval_index = false;
+
   // Convenience for tests and block scans: whole buffer, one stream, state reset first.
   // `ms` must hold matchStateBytes(). Returns matching rule indices.
   std::vector<uint32_t> scanBuffer(const uint8_t* data, size_t len, uint8_t* ms,
