@@ -5,6 +5,7 @@
 # load-balancer service over every destination and a 1M-name DNS list; while it forwards,
 # dpuctl makes, one after the other, with SETTLE seconds between them:
 #
+#   no_change    nothing (the control window: what the machine itself costs in latency)
 #   fw_swap      ApplyConfig replacing the 10k rules with 10k others
 #   dns_reload   ApplyConfig replacing the 1M-name list file with another 1M names
 #   lb_add       AddLbBackend (a 101st backend)
@@ -80,6 +81,7 @@ change() {  # name, command...
   stats "${name}_after"
   printf "%s\t%s\t%s\n" "$name" "$(echo "$t0 - $T0" | bc)" "$(echo "$t1 - $t0" | bc)" >>"$OUTDIR/changes.tsv"
 }
+change no_change true  # the control window: the same time with nothing changed
 change fw_swap ctl config apply "$OUTDIR/fw10k_b_lb100_dns.json" --force
 change dns_reload ctl config apply "$OUTDIR/fw10k_lb100_dns_b.json" --force
 change lb_add ctl lb add bench be100 --ipv4 10.200.9.9 --mac 02:be:00:00:09:09 --force
