@@ -204,6 +204,24 @@ std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
                             l.action(), l.names(), l.blocked(), l.allowed());
     }
   }
+  // --- perf --- where the worker cycles went (per received packet) and the latency.
+  const uint64_t rx_all = t.rx_packets_a() + t.rx_packets_b();
+  if (t.cycles_size() && rx_all) {
+    absl::StrAppend(&o, "cycles per received packet\n ");
+    for (const auto& c : t.cycles()) {
+      if (c.bucket() == "idle") continue;
+      absl::StrAppendFormat(&o, " %s %.1f", c.bucket(), double(c.cycles()) / double(rx_all));
+    }
+    absl::StrAppend(&o, "\n");
+  }
+  if (t.has_latency() && t.latency().samples()) {
+    const auto& l = t.latency();
+    absl::StrAppendFormat(&o,
+                          "latency (forwarded packets, rx burst -> tx burst)\n  p50 %.1f us   "
+                          "p99 %.1f us   p99.9 %.1f us   max %.1f us\n",
+                          l.p50_ns() / 1e3, l.p99_ns() / 1e3, l.p999_ns() / 1e3,
+                          l.max_ns() / 1e3);
+  }
   absl::StrAppendFormat(&o, "workers\n  %-4s %-10s %14s %14s %14s %12s %12s\n", "id", "generation",
                         "packets in", "forwarded", "dropped", "flows", "events lost");
   for (const auto& w : s.workers()) {
