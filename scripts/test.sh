@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # README command 2 (and CI: .ci/run): installs dependencies, builds, and runs the whole test
 # suite (ctest) in build/; then the same suite built with ASan + UBSan (build-asan/, Debug,
-# plus the hostile pcap replay; only with SANITIZE=1 for now); with FUZZ_SECONDS=N, then every fuzz
-# target for N seconds each (scripts/fuzz, build-fuzz/; off by default for now: the DNS and
-# YARA targets have not had a libFuzzer run yet). Any failure, sanitizer report or fuzz
-# finding fails it. Extra args go to ctest.
+# plus the hostile pcap replay; SANITIZE=0 skips it); then every fuzz target for FUZZ_SECONDS
+# seconds each (default 30; scripts/fuzz, build-fuzz/; FUZZ_SECONDS=0 skips it). Any
+# failure, sanitizer report or fuzz finding fails it. Extra args go to ctest.
 # Each phase prints its wall time and the CPU time (user + sys) of its processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +28,7 @@ phase_done "build"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j"$jobs" "$@")
 phase_done "tests"
 
-if [[ ${SANITIZE:-0} != 0 ]]; then
+if [[ ${SANITIZE:-1} != 0 ]]; then
   # Debug (-O0): the sanitizers check the same at -O0, and it builds ~3x faster than -O2.
   asan_dir=${ASAN_BUILD_DIR:-build-asan}
   echo "== sanitizer build (ASan + UBSan): $asan_dir"
@@ -43,9 +42,9 @@ if [[ ${SANITIZE:-0} != 0 ]]; then
   phase_done "sanitizer tests"
 fi
 
-if [[ ${FUZZ_SECONDS:-0} != 0 ]]; then
-  echo "== fuzzing: ${FUZZ_SECONDS} s per target"
-  scripts/fuzz "${FUZZ_SECONDS}"
+if [[ ${FUZZ_SECONDS:-30} != 0 ]]; then
+  echo "== fuzzing: ${FUZZ_SECONDS:-30} s per target"
+  scripts/fuzz "${FUZZ_SECONDS:-30}"
   phase_done "fuzzing (build + runs)"
 fi
 echo "== all passed in $SECONDS s"
