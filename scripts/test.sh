@@ -12,11 +12,19 @@ jobs=${JOBS:-$(nproc)}
 
 phase_t0=$SECONDS
 phase_cpu0=0
-# Children's user+sys CPU seconds so far (bash `times`, second line).
-cpu_now() { times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print int(s) }'; }
+# Children's user+sys CPU seconds so far (bash `times`, second line). `times` must run in
+# this shell: in a $(...) subshell it reports the subshell's children (none), which made
+# every phase print 0 s CPU before.
+cpu_file=$(mktemp "${TMPDIR:-/tmp}/test-cpu.XXXXXX")
+trap 'rm -f "$cpu_file"' EXIT
+cpu_now() {  # sets CPU_NOW (not a $(...) either, for the same reason)
+  times >"$cpu_file"
+  CPU_NOW=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print int(s) }' "$cpu_file")
+}
 phase_done() {
   local cpu
-  cpu=$(cpu_now)
+  cpu_now
+  cpu=$CPU_NOW
   echo "== $1: $((SECONDS - phase_t0)) s wall, $((cpu - phase_cpu0)) s CPU (total so far: $SECONDS s wall)"
   phase_t0=$SECONDS
   phase_cpu0=$cpu
