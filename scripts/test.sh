@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # README command 2 (and CI: .ci/run): installs dependencies, builds, and runs the whole test
 # suite (ctest) in build/; then the same suite built with ASan + UBSan (build-asan/, Debug,
-# plus the hostile pcap replay; only with SANITIZE=1 for now); with FUZZ_SECONDS=N, then every fuzz
-# target for N seconds each (scripts/fuzz, build-fuzz/; off by default for now: the DNS and
-# YARA targets have not had a libFuzzer run yet). Any failure, sanitizer report or fuzz
-# finding fails it. Extra args go to ctest.
+# plus the hostile pcap replay; SANITIZE=0 skips it); then every fuzz target for FUZZ_SECONDS
+# seconds each (default 30; scripts/fuzz, build-fuzz/; FUZZ_SECONDS=0 skips it). Any
+# failure, sanitizer report or fuzz finding fails it. Extra args go to ctest.
 # Each phase prints its wall time and the CPU time (user + sys) of its processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +12,19 @@ jobs=${JOBS:-$(nproc)}
 
 phase_t0=$SECONDS
 phase_cpu0=0
-# Children's user+sys CPU seconds so far (bash `times`, second line).
-cpu_now() { times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print int(s) }'; }
+# Children's user+sys CPU seconds so far (bash `times`, second line). `times` must run in
+# this shell: in a $(...) subshell it reports the subshell's children (none), which made
+# every phase print 0 s CPU before.
+cpu_file=$(mktemp "${TMPDIR:-/tmp}/test-cpu.XXXXXX")
+trap 'rm -f "$cpu_file"' EXIT
+cpu_now() {  # sets CPU_NOW (not a $(...) either, for the same reason)
+  times >"$cpu_file"
+  CPU_NOW=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print int(s) }' "$cpu_file")
+}
 phase_done() {
   local cpu
-  cpu=$(cpu_now)
+  cpu_now
+  cpu=$CPU_NOW
   echo "== $1: $((SECONDS - phase_t0)) s wall, $((cpu - phase_cpu0)) s CPU (total so far: $SECONDS s wall)"
   phase_t0=$SECONDS
   phase_cpu0=$cpu
@@ -29,7 +36,7 @@ phase_done "build"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j"$jobs" "$@")
 phase_done "tests"
 
-if [[ ${SANITIZE:-0} != 0 ]]; then
+if [[ ${SANITIZE:-1} != 0 ]]; then
   # Debug (-O0): the sanitizers check the same at -O0, and it builds ~3x faster than -O2.
   asan_dir=${ASAN_BUILD_DIR:-build-asan}
   echo "== sanitizer build (ASan + UBSan): $asan_dir"
@@ -43,9 +50,9 @@ if [[ ${SANITIZE:-0} != 0 ]]; then
   phase_done "sanitizer tests"
 fi
 
-if [[ ${FUZZ_SECONDS:-0} != 0 ]]; then
-  echo "== fuzzing: ${FUZZ_SECONDS} s per target"
-  scripts/fuzz "${FUZZ_SECONDS}"
+if [[ ${FUZZ_SECONDS:-30} != 0 ]]; then
+  echo "== fuzzing: ${FUZZ_SECONDS:-30} s per target"
+  scripts/fuzz "${FUZZ_SECONDS:-30}"
   phase_done "fuzzing (build + runs)"
 fi
 echo "== all passed in $SECONDS s"

@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
     dp->adoptUids(**st);
     dp->rememberNames(*(*st)->snap);
     dp->current_.store(st->release(), std::memory_order_release);
+    dp->generation_.store(1, std::memory_order_release);
   }
 
   WorkerShared shared;
@@ -286,6 +287,7 @@ uint32_t Dataplane::publishLocked(std::unique_ptr<PublishedState> next) {
   next->fw_since = old->snap->firewall.get() == next->snap->firewall.get() ? old->fw_since : gen;
   PublishedState* now = next.release();
   current_.store(now, std::memory_order_release);
+  generation_.store(gen, std::memory_order_release);
   // Wait until every worker has passed a quiescent state after the store: none can still
   // hold `old`. In offline mode the caller is itself the worker, between two bursts.
   rte_rcu_qsbr_synchronize(qsbr_, attached_caller_ >= 0
@@ -355,7 +357,10 @@ std::string Dataplane::ruleName(uint32_t generation, Stage stage, uint32_t rule)
 }
 
 uint32_t Dataplane::currentGeneration() const {
-  return current_.load(std::memory_order_acquire)->snap->generation;
+  // Not current_->snap->generation: an API thread is no RCU reader, and a publish on another
+  // thread may free that state between the load and the read (found by ASan in
+  // integration_api_faults: GetStatus/GetStats racing 32 clients' applies).
+  return generation_.load(std::memory_order_acquire);
 }
 
 ExplainResult Dataplane::explain(const uint8_t* frame, uint32_t len, uint8_t side) const {

@@ -71,10 +71,13 @@ class Dataplane : public DataplaneControl {
   std::vector<PortInfo> ports() const override;
   ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override;
   std::string ruleName(uint32_t generation, Stage stage, uint32_t rule) const override;
+  // The running snapshot / state: only for the thread that publishes (or while nothing can
+  // publish, e.g. after the API stopped), valid until the next publish. Other threads (API
+  // handlers) use currentGeneration() or the accessors that take publish_mu_: the RCU grace
+  // period of a publish waits for the workers only, then frees the old state.
   const rules::Snapshot& current() const {
     return *current_.load(std::memory_order_acquire)->snap;
   }
-  // The running state (control thread; valid until the next publish).
   const PublishedState& state() const { return *current_.load(std::memory_order_acquire); }
 
   // Live mode: runs each worker on its lcore until stop().
@@ -116,6 +119,9 @@ class Dataplane : public DataplaneControl {
   std::deque<NamesAt> names_;
   DataplaneOptions opts_;
   std::atomic<const PublishedState*> current_{nullptr};
+  // The generation of current_, readable by any thread without touching the state (which a
+  // concurrent publish may free): set with each store of current_.
+  std::atomic<uint32_t> generation_{0};
   std::mutex change_mu_;           // control threads: prepare vs publish (never workers)
   mutable std::mutex publish_mu_;  // control threads: publish vs explain / ruleCounters
   // Rule identity (under change_mu_): uid per rule id of the published rule set (plus the

@@ -20,7 +20,8 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
   if (pos >= 0 && dpi_block_[pos] != 0) {
     v.verdict = Verdict::kDrop;
     v.stage = Stage::kDpi;
-    v.reason = DropReason::kDpiDrop;
+    // Blocked by a gap (policy drop): the gap's reason; else the drop rule's.
+    v.reason = dpi_block_[pos] == kNoRule ? DropReason::kDpiGap : DropReason::kDpiDrop;
     v.rule = dpi_block_[pos] == kNoRule ? kNoRule : dpi_block_[pos] - 1;
     return;  // (applyVerdict counts the stage's drops)
   }

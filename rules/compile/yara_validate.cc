@@ -64,6 +64,15 @@ YaraRulesPtr yaraCompile(const std::vector<YaraSource>& sources, ConfigErrorList
     yr_compiler_define_string_variable(c, ext, "");
   int failed = 0;
   for (const YaraSource& s : sources) {
+    // libyara reads a source as a C string: it would validate only the text before a NUL
+    // byte while the translator compiles all of it. A YARA source is text: refuse it.
+    if (size_t nul = s.text.find('\0'); nul != std::string::npos) {
+      const int line = 1 + static_cast<int>(std::count(s.text.begin(), s.text.begin() + nul, '\n'));
+      errors.push_back({"dpi", "", -1, line, s.name, "dpi.rule_files",
+                        "yara: NUL byte in the source (a YARA rule file is text)"});
+      failed = 1;
+      break;
+    }
     CbState st{&errors, s.name};
     yr_compiler_set_callback(c, onCompilerMessage, &st);
     // libyara stops accepting sources after the first error; one compiler per failing file

@@ -21,6 +21,10 @@
       Hand-made frames for corners real captures rarely show (IPv6 atomic fragments, cut
       extension header chains, tiny fragments, 64 KiB overruns, ...): the committed
       tests/fuzz/seeds/frames/edge-* files.
+  make_corpus.py yara OUT_DIR [--rules PATH] [--max N] [--max-len L]
+      Inputs of the yara target: rule files of ../shared/data/yara (or PATH) that fit in L
+      bytes (default 4096), at most N (default 400), each followed by the target's "\\n\\0\\n"
+      separator and bytes to scan that contain the file's first text string.
 
 Missing capture folders are skipped with a note on stderr (the corpus is then whatever the
 other sources give; the committed seeds are always added by scripts/fuzz).
@@ -342,6 +346,29 @@ def cmd_dict(a):
           f'{len(enums)} enum values) -> {a.out}')
 
 
+def cmd_yara(a):
+    """Rule files of ../shared/data/yara small enough for the yara target (<= max_len), each
+    followed by the target's separator and a few bytes to scan (the rule's first text string
+    when it has one, so that some inputs match)."""
+    root = a.rules or os.path.normpath(os.path.join(REPO, '..', 'shared', 'data', 'yara'))
+    blobs = []
+    for r, dirs, names in os.walk(root):
+        dirs.sort()
+        for n in sorted(names):
+            if not n.endswith(('.yar', '.yara')):
+                continue
+            with open(os.path.join(r, n), 'rb') as f:
+                text = f.read()
+            m = re.search(rb'\$\w*\s*=\s*"([^"\\]{4,64})"', text)
+            tail = b'\n\0\nxx' + (m.group(1) if m else b'') + b'yy'
+            if len(text) + len(tail) <= a.max_len:
+                blobs.append(text + tail)
+            if len(blobs) >= a.max:
+                break
+    write_files(a.out, blobs, 'yar-')
+    print(f'make_corpus: {len(blobs)} YARA rule files from {root} -> {a.out}')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -362,9 +389,14 @@ def main():
     d = sub.add_parser('dict')
     d.add_argument('out')
     d.add_argument('--proto', default=os.path.join(REPO, 'proto', 'appliance.proto'))
+    y = sub.add_parser('yara')
+    y.add_argument('out')
+    y.add_argument('--rules')
+    y.add_argument('--max', type=int, default=400)
+    y.add_argument('--max-len', type=int, default=4096)
     a = ap.parse_args()
     {'frames': cmd_frames, 'seeds': cmd_seeds, 'edge': cmd_edge, 'config': cmd_config,
-     'dict': cmd_dict}[a.cmd](a)
+     'dict': cmd_dict, 'yara': cmd_yara}[a.cmd](a)
 
 
 if __name__ == '__main__':

@@ -7,6 +7,7 @@
 //   split in 3-byte segments) equal libyara's restricted to the rules we accept.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
@@ -70,6 +71,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (uint32_t i : idx) got.push_back(d.rules[i].id());
   std::sort(got.begin(), got.end());
   if (scratch != nullptr) hs_free_scratch(scratch);
-  if (got != want) std::abort();
+  if (got != want) {  // say which rules differ before the crash report
+    std::fprintf(stderr, "yara_fuzz: our engine matched {");
+    for (const auto& g : got) std::fprintf(stderr, " %s", g.c_str());
+    std::fprintf(stderr, " }, libyara {");
+    for (const auto& w : want) std::fprintf(stderr, " %s", w.c_str());
+    std::fprintf(stderr, " }\n");
+    std::abort();
+  }
   return 0;
 }

@@ -178,6 +178,31 @@ TEST(YaraTranslate, SyntaxErrorsReadLikeYaras) {
   EXPECT_EQ(formatError(errs[0]).find("bad.yar:"), 0u) << formatError(errs[0]);
 }
 
+// Found by the yara fuzz target: libyara reads a source as a C string, so a NUL byte (here
+// in a comment) hid every rule after it from the libyara validation while the translator
+// compiled them all. Such a source is refused, naming the file and line.
+TEST(YaraTranslate, NulByteInASourceIsRefused) {
+  DpiModel m;
+  std::string text = "/* a comment\n with a NUL ";
+  text += '\0';
+  text += " byte */\nrule a { strings: $a = \"x\" condition: $a and $b }\n";
+  m.sources.push_back({"nul.yar", text});
+  ConfigErrorList errs;
+  auto c = compileDpi(m, errs);
+  ASSERT_FALSE(c.ok());
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].file, "nul.yar");
+  EXPECT_EQ(errs[0].line, 2);
+  EXPECT_NE(errs[0].reason.find("NUL byte"), std::string::npos) << errs[0].reason;
+  // Without the NUL the same text is a plain syntax error ($b undefined), as libyara says.
+  text.erase(text.find('\0'), 1);
+  m.sources[0].text = text;
+  errs.clear();
+  EXPECT_FALSE(compileDpi(m, errs).ok());
+  ASSERT_FALSE(errs.empty());
+  EXPECT_EQ(errs[0].reason, "yara: undefined string \"$b\"");
+}
+
 TEST(YaraTranslate, ActionsFromMetaAndConfig) {
   DpiModel m;
   m.sources.push_back({"s", R"YARA(

@@ -17,6 +17,12 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 fail() {
   echo "FAIL $TEST_NAME: $*"
   if [[ -n ${APP_LOG:-} && -f ${APP_LOG:-} ]]; then
+    # A sanitizer report: its head (the error and the stack of the bad access), which the
+    # tail below would cut off.
+    if grep -qE 'ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error:' "$APP_LOG"; then
+      echo "--- appliance log ($APP_LOG): sanitizer report ---"
+      grep -m1 -A 45 -E 'ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error:' "$APP_LOG"
+    fi
     echo "--- appliance log ($APP_LOG), last 40 lines ---"
     tail -n 40 "$APP_LOG"
   fi
