@@ -1,4 +1,5 @@
 #include "rules/compile/yara_validate.h"
+#include "rules/compile/progress.h"  // --- ops ---
 
 #include <yara.h>
 
@@ -63,7 +64,9 @@ YaraRulesPtr yaraCompile(const std::vector<YaraSource>& sources, ConfigErrorList
   for (const char* ext : {"filename", "filepath", "extension", "filetype", "owner"})
     yr_compiler_define_string_variable(c, ext, "");
   int failed = 0;
+  ProgressStep step("validating YARA files with libyara", sources.size(), "files", 1);  // --- ops ---
   for (const YaraSource& s : sources) {
+    step.advance();
     CbState st{&errors, s.name};
     yr_compiler_set_callback(c, onCompilerMessage, &st);
     // libyara stops accepting sources after the first error; one compiler per failing file
