@@ -17,9 +17,10 @@ command -v curl >/dev/null || skip "curl missing (apt-get install curl)"
 STATE=$WORK/state
 CFG=$WORK/config.json
 # (the DNS list and the YARA rule give the DNS and DPI counters something to count: the
-# capture's UDP to port 53 is not DNS (malformed, forwarded), its HTTP request matches)
+# capture's UDP to port 53 is not a standard DNS message (inspected, passed), its UDP
+# datagram to port 514 (20 x "l") matches the rule)
 cat >"$WORK/http.yar" <<'Y'
-rule http_get { strings: $a = "GET / HTTP" condition: $a }
+rule syslog_l { strings: $a = "llllllllllllllll" condition: $a }
 Y
 cat >"$CFG" <<J
 {"firewall": {"rules": [
@@ -46,7 +47,7 @@ $PY "$(dirname "$0")/metrics_check.py" "$WORK/s1.json" "$WORK/metrics.txt" "$WOR
 grep -q '^dpu_drops_total{worker="0",reason="firewall_deny"} [1-9]' "$WORK/metrics.txt" || fail "no firewall_deny drops in the metrics"
 grep -q '^dpu_firewall_rule_packets_total{rule="no-ntp"} [1-9]' "$WORK/metrics.txt" || fail "rule no-ntp has no packets"
 # --- ops --- DNS and DPI under their own names (not the names derived from field paths)
-grep -q '^dpu_dns_malformed_total{worker="0"} [1-9]' "$WORK/metrics.txt" || fail "no DNS malformed count: $(grep dpu_dns "$WORK/metrics.txt")"
+grep -q '^dpu_dns_messages_total{worker="0"} [1-9]' "$WORK/metrics.txt" || fail "no DNS message count: $(grep dpu_dns "$WORK/metrics.txt")"
 grep -q '^dpu_dns_list_names{list="ads",action="nxdomain"} 1$' "$WORK/metrics.txt" || fail "no DNS list metrics: $(grep dpu_dns_list "$WORK/metrics.txt")"
 grep -q '^dpu_dpi_scanned_bytes_total{worker="0"} [1-9]' "$WORK/metrics.txt" || fail "no DPI bytes: $(grep dpu_dpi "$WORK/metrics.txt")"
 grep -q '^dpu_dpi_matches_total{worker="0",action="alert"} [1-9]' "$WORK/metrics.txt" || fail "no DPI alert: $(grep dpu_dpi "$WORK/metrics.txt")"
