@@ -358,6 +358,12 @@ TEST(PromExport, DnsDpiAndRefusalNames) {
   l->set_blocked(7);
   l->set_load_ms(12.5);
   (*s.mutable_config_applies()->mutable_refused_by_phase())["compile"] = 2;
+  v1::CycleCounter* cyc = c->add_cycles();  // --- perf fields, named too
+  cyc->set_bucket("dns");
+  cyc->set_cycles(5000);
+  c->set_tsc_hz(2'000'000'000);
+  c->mutable_latency()->set_samples(10);
+  c->mutable_latency()->set_p99_ns(8000);
   Families f;
   exportMessage(s, "", {}, f);
   EXPECT_TRUE(f.problems().empty()) << f.problems()[0];
@@ -393,6 +399,10 @@ TEST(PromExport, DnsDpiAndRefusalNames) {
       {"dpu_dpi_streams_not_inspected_total", "worker=0", 2, kC},
       {"dpu_config_refused_total", "phase=compile", 2, kC},
       {"dpu_config_refused_total", "phase=version", 0, kC},
+      {"dpu_worker_cycles_total", "worker=0,bucket=dns", 5000, kC},
+      {"dpu_worker_tsc_hertz", "worker=0", 2e9, kG},
+      {"dpu_forward_latency_samples_total", "worker=0", 10, kC},
+      {"dpu_forward_latency_seconds", "worker=0,quantile=0.99", 8e-6, kG},
   };
   for (const Want& want : wants) {
     const auto* fam = find(fams, want.name);
