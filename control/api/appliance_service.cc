@@ -203,6 +203,14 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   fw->set_reject_nombuf(f.fw_reject_nombuf);
   fw->set_reject_suppressed(f.fw_reject_suppressed);
   fw->set_geoip_lookups(f.geoip_lookups);
+  v1::DpiCounters* dpi = out->mutable_dpi();  // --- ops --- the DPI counters
+  dpi->set_bytes_scanned(f.dpi_bytes);
+  dpi->set_alerts(f.dpi_alerts);
+  dpi->set_drops(f.dpi_drops);
+  dpi->set_resets(f.dpi_resets);
+  dpi->set_gaps(f.dpi_gaps);
+  dpi->set_depth_reached(f.dpi_depth);
+  dpi->set_no_stream(f.dpi_no_stream);
 }
 
 void fillTasks(const ProgressRegistry* progress,
@@ -234,6 +242,7 @@ void fillApplyStats(const ApplyStats& s, v1::ConfigApplyStats* out) {
   }
   if (s.last_unix_ns) fillApplyResponse(s.last, out->mutable_last());
   out->set_last_unix_ns(s.last_unix_ns);
+  for (const auto& [phase, n] : s.refused_by_phase) (*out->mutable_refused_by_phase())[phase] = n;
 }
 
 void fillPortStats(const dp::PortInfo& p, v1::PortStats* out) {
@@ -264,12 +273,16 @@ ApplianceService::ApplianceService(ConfigManager* config, dp::DataplaneControl* 
     config_->setOnApplied([hub](const ApplyResult& r) {
       hub->publish(configEvent(r, nowUnixNs()));
     });
+    config_->setOnRefused([hub](const RefusedApply& r) {  // --- ops ---
+      hub->publish(refusedConfigEvent(r, nowUnixNs()));
+    });
   }
 }
 
 ApplianceService::~ApplianceService() {
   beginShutdown();
   if (events_) config_->setOnApplied(nullptr);
+  if (events_) config_->setOnRefused(nullptr);  // --- ops ---
 }
 
 void ApplianceService::beginShutdown() {
@@ -449,14 +462,15 @@ grpc::Status ApplianceService::WatchEvents(grpc::ServerContext* ctx,
                                            const v1::WatchEventsRequest* req,
                                            grpc::ServerWriter<v1::Event>* writer) {
   if (!events_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no event source configured");
-  static const char* const kTypes[] = {"drop", "flow", "config"};
+  // --- ops --- every type an event can have ("alert": DPI, "dns", "lb" were refused).
+  static const char* const kTypes[] = {"drop", "flow", "config", "alert", "dns", "lb"};
   std::vector<std::string> types;
   for (const std::string& t : req->types()) {
     std::string lt = absl::AsciiStrToLower(t);
     if (std::find(std::begin(kTypes), std::end(kTypes), lt) == std::end(kTypes)) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("types: unknown event type '", t,
-                                       "' (known: drop, flow, config)"));
+                                       "' (known: drop, flow, config, alert, dns, lb)"));
     }
     types.push_back(lt);
   }

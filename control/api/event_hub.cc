@@ -70,7 +70,75 @@ v1::Event configEvent(const ApplyResult& r, int64_t now_unix_ns) {
       ",\"prepare_ms\":", absl::StrFormat("%.3f", r.prepare_ms),
       ",\"persist_ms\":", absl::StrFormat("%.3f", r.persist_ms),
       ",\"publish_ms\":", absl::StrFormat("%.3f", r.publish_ms),
-      ",\"warnings\":", r.warnings.size(), "}}"));
+      ",\"warnings\":", r.warnings.size(), ",\"result\":\"applied\"}}"));
+  v1::ConfigEventDetail* d = ev.mutable_config();  // --- ops ---
+  d->set_result("applied");
+  d->set_based_on_version(r.version - 1);
+  d->set_generation(r.generation);
+  d->set_duration_ms(total);
+  d->set_warnings(static_cast<uint32_t>(r.warnings.size()));
+  return ev;
+}
+
+// --- ops --- refused applies -------------------------------------------------------------
+namespace {
+
+// A JSON string: quotes, backslashes and control characters escaped (error reasons may
+// quote anything, e.g. a YARA compiler message with a newline).
+std::string jsonQuote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+}  // namespace
+
+v1::Event refusedConfigEvent(const RefusedApply& r, int64_t now_unix_ns) {
+  v1::Event ev;
+  ev.set_timestamp_unix_ns(now_unix_ns);
+  ev.set_type("config");
+  ev.set_config_version(r.committed_version);
+  v1::ConfigEventDetail* d = ev.mutable_config();
+  d->set_result("refused");
+  d->set_based_on_version(r.based_on_version);
+  d->set_phase(r.phase);
+  d->set_code(absl::StatusCodeToString(r.status.code()));
+  d->set_message(rules::abbreviate(std::string(r.status.message()), kRefusedMessageMax));
+  d->set_error_count(static_cast<uint32_t>(r.errors.size()));
+  std::string errors_json;
+  for (size_t i = 0; i < r.errors.size() && i < kRefusedErrorsShown; ++i) {
+    const rules::ConfigError e = rules::abbreviated(r.errors[i]);
+    v1::ConfigError* a = d->add_errors();
+    a->set_section(e.section);
+    a->set_rule(e.rule);
+    a->set_index(e.index);
+    a->set_line(e.line);
+    a->set_file(e.file);
+    a->set_field(e.field);
+    a->set_reason(e.reason);
+    absl::StrAppend(&errors_json, i ? "," : "", "{\"section\":", jsonQuote(e.section),
+                    ",\"rule\":", jsonQuote(e.rule), ",\"index\":", e.index,
+                    ",\"file\":", jsonQuote(e.file), ",\"line\":", e.line,
+                    ",\"field\":", jsonQuote(e.field), ",\"reason\":", jsonQuote(e.reason),
+                    ",\"text\":", jsonQuote(rules::formatError(e)), "}");
+  }
+  ev.set_json(absl::StrCat(
+      "{\"timestamp\":\"", isoTime(static_cast<uint64_t>(now_unix_ns)),
+      "\",\"event_type\":\"config\",\"config\":{\"result\":\"refused\",\"version\":",
+      r.committed_version, ",\"based_on_version\":", r.based_on_version,
+      ",\"phase\":", jsonQuote(r.phase), ",\"code\":", jsonQuote(d->code()),
+      ",\"message\":", jsonQuote(d->message()), ",\"error_count\":", r.errors.size(),
+      ",\"errors\":[", errors_json, "]}}"));
   return ev;
 }
 

@@ -43,6 +43,12 @@ v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns,
 v1::Event configEvent(uint64_t version, uint32_t generation, int64_t now_unix_ns);
 // The same with the apply's phase durations (ms) and warning count in the JSON.
 v1::Event configEvent(const ApplyResult& r, int64_t now_unix_ns);
+// --- ops --- A "config" event with result "refused": the version it was based on, the phase
+// that refused it, the status code and message, the error count and the first
+// kRefusedErrorsShown errors (in `config` and in the JSON line).
+inline constexpr size_t kRefusedErrorsShown = 5;
+inline constexpr size_t kRefusedMessageMax = 1024;
+v1::Event refusedConfigEvent(const RefusedApply& r, int64_t now_unix_ns);
 
 class EventSubscription {
  public:

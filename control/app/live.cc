@@ -44,6 +44,7 @@ void reloadConfigFile(const std::string& path, ConfigManager& manager) {
   if (!cfg.ok()) {
     std::fprintf(stderr, "dpu-appliance: SIGHUP: %s not applied, nothing changed: %s\n",
                  path.c_str(), std::string(cfg.status().message()).c_str());
+    manager.reportRefused("load", cfg.status());  // --- ops --- a config event, counted
     return;
   }
   ApplyError err;

@@ -11,6 +11,7 @@
 #include "control/app/live.h"
 #include "control/app/replay.h"
 #include "control/config/config_loader.h"
+#include "rules/compiled/snapshot.h"  // --- ops ---
 
 namespace {
 
@@ -235,6 +236,10 @@ int main(int argc, char** argv) {
     if (!c.ok()) return fail(std::string(c.status().message()), 1);
     auto m = dpu::ctl::toModel(*c);
     if (!m.ok()) return fail(cfg + ": " + std::string(m.status().message()), 1);
+    // --- ops --- compiled as an apply compiles it: DNS list files, YARA rules and LB tables
+    // are only read and checked there (toModel alone passed a list with bad lines).
+    auto snap = dpu::rules::compileSnapshot(*m, 0);
+    if (!snap.ok()) return fail(cfg + ": " + std::string(snap.status().message()), 1);
     std::printf("%s: ok\n", cfg.c_str());
     return 0;
   }

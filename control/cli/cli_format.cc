@@ -235,8 +235,22 @@ std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
 
 std::string formatEvent(const v1::Event& e) {
   std::string o = absl::StrCat(formatTime(e.timestamp_unix_ns()), " ", e.type());
-  if (e.type() == "config") {
+  if (e.type() == "config" && e.config().result() == "refused") {  // --- ops ---
+    const v1::ConfigEventDetail& c = e.config();
+    absl::StrAppend(&o, " refused in phase ", c.phase(), " (based on version ",
+                    c.based_on_version(), ", version ", e.config_version(), " stays): ", c.code());
+    if (c.error_count()) absl::StrAppend(&o, ", ", c.error_count(), " error(s)");
+    for (const auto& err : c.errors()) {
+      absl::StrAppend(&o, "\n  error: ", err.file().empty() ? "" : err.file() + ":",
+                      err.line() ? absl::StrCat(err.line(), ": ") : std::string(),
+                      err.rule().empty() ? "" : "rule '" + err.rule() + "': ",
+                      err.field().empty() ? "" : err.field() + ": ", err.reason());
+    }
+    if (c.errors_size() == 0 && !c.message().empty()) absl::StrAppend(&o, ": ", c.message());
+  } else if (e.type() == "config") {
     absl::StrAppend(&o, " committed version ", e.config_version());
+  } else if (e.type() == "lb") {  // --- ops --- (lb events carry their fields in the JSON)
+    absl::StrAppend(&o, " version ", e.config_version(), " ", e.json());
   } else {
     absl::StrAppend(&o, " ", e.in_iface());
     if (!e.src_ip().empty()) {

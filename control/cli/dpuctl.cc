@@ -153,8 +153,10 @@ examples:
 constexpr const char* kEventsHelp = R"(usage: dpuctl events [--types drop,flow,config] [--count N] [--buffer N]
 
 Streams dataplane events (drop, flow end, dns: a blocked DNS query or cloaked answer with the
-client, name, list and reason) and config commits as they happen, until Ctrl-C or
-N events. The server buffers --buffer events for this client (default 4096); when the client
+client, name, list and reason; alert: a YARA rule matched), config commits and refusals
+(config: the phase that refused, the errors) and load balancer changes (lb) as they
+happen, until Ctrl-C or N events. --types: any of drop, flow, config, dns, alert, lb.
+The server buffers --buffer events for this client (default 4096); when the client
 falls behind, events are dropped for it and the next one says how many were lost.
 
 examples:
@@ -162,6 +164,7 @@ examples:
   dpuctl events --types drop --count 10
   dpuctl events --types dns
   dpuctl --json events --types config
+  dpuctl events --types config,lb
 )";
 
 constexpr const char* kExplainHelp = R"(usage:

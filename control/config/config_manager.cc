@@ -103,24 +103,38 @@ absl::StatusOr<ApplyResult> ConfigManager::update(
   std::unique_ptr<ProgressRegistry::Task> task;
   if (progress_) task = progress_->begin("config apply");
   rules::ProgressScope scope(task.get());
+  ApplyError local_error;  // --- ops --- the errors of a refusal, for its event
+  if (error == nullptr) error = &local_error;
+  const char* phase = "";
   absl::StatusOr<ApplyResult> r = [&]() -> absl::StatusOr<ApplyResult> {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!force && expected_version != store_->version()) {
-      return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
-                                                         expected_version, ", committed ",
-                                                         store_->version())));
+    const uint64_t based_on = force ? store_->version() : expected_version;
+    absl::StatusOr<ApplyResult> out = [&]() -> absl::StatusOr<ApplyResult> {
+      phase_ = "version";
+      if (!force && expected_version != store_->version()) {
+        return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
+                                                           expected_version, ", committed ",
+                                                           store_->version())));
+      }
+      phase_ = "edit";
+      v1::ApplianceConfig next = store_->current();
+      if (absl::Status st = mutate(next); !st.ok()) return fail(error, std::move(st));
+      return applyLocked(std::move(next), error);
+    }();
+    phase = phase_;
+    if (!out.ok() && on_refused_) {
+      on_refused_(RefusedApply{based_on, store_->version(), phase, out.status(), error->errors});
     }
-    v1::ApplianceConfig next = store_->current();
-    if (absl::Status st = mutate(next); !st.ok()) return fail(error, std::move(st));
-    return applyLocked(std::move(next), error);
+    return out;
   }();
-  record(r);
+  record(r, phase);
   return r;
 }
 
-void ConfigManager::record(const absl::StatusOr<ApplyResult>& r) {
+void ConfigManager::record(const absl::StatusOr<ApplyResult>& r, const char* phase) {
   std::lock_guard<std::mutex> lock(stats_mu_);
   if (!r.ok()) {
+    ++stats_.refused_by_phase[phase];
     switch (r.status().code()) {
       case absl::StatusCode::kInvalidArgument: ++stats_.invalid; break;
       case absl::StatusCode::kAborted: ++stats_.conflicts; break;
@@ -164,6 +178,23 @@ rules::ConfigErrorList ConfigManager::validate(const v1::ApplianceConfig& cfg) c
 void ConfigManager::setOnApplied(std::function<void(const ApplyResult&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   on_applied_ = std::move(fn);
+}
+
+void ConfigManager::setOnRefused(std::function<void(const RefusedApply&)> fn) {  // --- ops ---
+  std::lock_guard<std::mutex> lock(mu_);
+  on_refused_ = std::move(fn);
+}
+
+void ConfigManager::reportRefused(const std::string& phase, const absl::Status& status) {
+  if (status.ok()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (on_refused_) {
+      on_refused_(RefusedApply{store_->version(), store_->version(), phase, status, {}});
+    }
+  }
+  absl::StatusOr<ApplyResult> r = status;
+  record(r, phase.c_str());
 }
 
 absl::StatusOr<ConfigManager::FirewallView> ConfigManager::firewallView() const {
@@ -215,6 +246,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   rules::ConfigErrorList errors;
   rules::ProgressSink* progress = rules::currentProgress();
   progress->step("validating", 0, "");
+  phase_ = "validate";
   auto t = Clock::now();
   ModelDetails details;
   auto model = toModel(next, &errors, &details);
@@ -226,6 +258,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   model->version = new_version;
 
   progress->step("compiling", 0, "");
+  phase_ = "compile";
   t = Clock::now();
   // The compiled firewall of the running snapshot is shared when the section is unchanged.
   auto snap = rules::compileSnapshot(*model, 0, &errors, &published_fw_, &published_lb_,
@@ -256,6 +289,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   // database that does not open): a failure here is a failed apply, nothing persisted.
   std::unique_ptr<dp::PreparedSnapshot> prepared;
   progress->step("preparing dataplane tables", 0, "");
+  phase_ = "prepare";
   t = Clock::now();
   if (plane_ != nullptr) {
     auto p = plane_->prepare(std::move(*snap));
@@ -270,6 +304,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
 
   // Persist before publishing: the dataplane never runs a config that a restart would lose.
   progress->step("persisting", 0, "");
+  phase_ = "persist";
   t = Clock::now();
   absl::Status st = store_->commit(next);
   result.persist_ms = msSince(t);
@@ -278,6 +313,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   committed_version_.store(result.version, std::memory_order_release);
 
   progress->step("publishing (RCU grace period)", 0, "");
+  phase_ = "publish";
   t = Clock::now();
   if (plane_ != nullptr) result.generation = plane_->publish(std::move(prepared));
   result.publish_ms = msSince(t);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +52,19 @@ struct ApplyStats {
   uint64_t duration_le[kBuckets] = {};  // cumulative: applies that took <= kBucketsS[i]
   ApplyResult last;                     // the last committed apply
   int64_t last_unix_ns = 0;             // 0 = none since start
+  std::map<std::string, uint64_t> refused_by_phase;  // --- ops --- (see RefusedApply::phase)
+};
+
+// --- ops --- An apply that was refused: what it was based on, the phase that refused it
+// ("version": expected_version moved; "edit": the RPC's edit of the document failed;
+// "validate", "compile", "prepare" (dataplane tables), "persist"; "load": the file did not
+// load, see reportRefused), and why.
+struct RefusedApply {
+  uint64_t based_on_version = 0;  // expected_version (the committed version when forced)
+  uint64_t committed_version = 0; // the committed version, which stays in force
+  std::string phase;
+  absl::Status status;
+  rules::ConfigErrorList errors;  // all of them (empty when the status says it all)
 };
 
 class ProgressRegistry;
@@ -81,6 +95,12 @@ class ConfigManager {
   // Called after each successful apply (under the manager's lock), e.g. to emit a
   // "config" event.
   void setOnApplied(std::function<void(const ApplyResult&)> fn);
+  // --- ops --- Called after each refused apply (under the manager's lock), e.g. to emit a
+  // "config" event with result "refused".
+  void setOnRefused(std::function<void(const RefusedApply&)> fn);
+  // A change refused before it reached the manager (e.g. SIGHUP with a file that does not
+  // load: phase "load"): reported and counted like the refusals of apply().
+  void reportRefused(const std::string& phase, const absl::Status& status);
 
   // The firewall of the committed configuration: its rules as written (inline, then rule
   // files) and the compiled form (ranks, entries). The one compiled for the last publish
@@ -113,7 +133,7 @@ class ConfigManager {
  private:
   absl::StatusOr<ApplyResult> applyLocked(v1::ApplianceConfig next, ApplyError* error);
   // Counts the outcome of one apply/update in stats_.
-  void record(const absl::StatusOr<ApplyResult>& r);
+  void record(const absl::StatusOr<ApplyResult>& r, const char* phase);
   ProgressRegistry* progress_ = nullptr;
   std::atomic<uint64_t> committed_version_;  // store_->version(), readable without mu_
   mutable std::mutex stats_mu_;
@@ -122,6 +142,8 @@ class ConfigManager {
   ConfigStore* store_;
   dp::DataplaneControl* plane_;
   std::function<void(const ApplyResult&)> on_applied_;
+  std::function<void(const RefusedApply&)> on_refused_;  // --- ops ---
+  const char* phase_ = "";  // --- ops --- the phase applyLocked is in (under mu_)
   // The compiled firewall of the snapshot handed to the dataplane last, with its model
   // (compileSnapshot shares it when the firewall section did not change), and its view.
   mutable rules::FirewallReuse published_fw_;

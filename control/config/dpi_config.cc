@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "rules/compile/progress.h"  // --- ops ---
 
 namespace dpu::ctl {
 namespace {
@@ -34,7 +35,9 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
   if (!cfg.has_dpi()) return;
   const v1::DpiConfig& c = cfg.dpi();
   m->enabled = true;
+  rules::ProgressStep reading("reading YARA rule files", c.rule_files_size(), "files", 1);  // --- ops ---
   for (int k = 0; k < c.rule_files_size(); ++k) {
+    reading.advance();
     const std::string& path = c.rule_files(k);
     const std::string field = absl::StrCat("dpi.rule_files[", k, "]");
     if (path.empty()) {

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/verdict.h"
 
 namespace dpu::ctl::metrics {
@@ -43,6 +44,21 @@ std::vector<std::string> allStages() {
     out.push_back(dp::stageName(static_cast<dp::Stage>(s)));
   }
   return out;
+}
+
+// --- ops --- keys always exported for the DNS maps and the refusal phases.
+std::vector<std::string> allDnsCounters() {
+  std::vector<std::string> out;
+  for (int c = 0; c < dp::kDnsCounterCount; ++c) out.push_back(dp::dnsCounterName(c));
+  return out;
+}
+
+std::vector<std::string> allDnsBlockActions() {
+  return {"drop", "nxdomain", "nodata", "sinkhole", "refuse"};
+}
+
+std::vector<std::string> allRefusalPhases() {
+  return {"load", "version", "edit", "validate", "compile", "prepare", "persist"};
 }
 
 struct Rule {
@@ -144,7 +160,57 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.lb_counters_full", As::kCounter, "lb_counters_full_total", "Load balancer: backends beyond a worker's counter table."},
   {"dpu.v1.CounterSet.lb_fragments_passed", As::kCounter, "lb_fragments_passed_total", "Load balancer: later IP fragments to a service passed unbalanced."},
 
+  // --- dns (CounterSet) --- the map's keys (dnsCounterName) each get their own family: a
+  // rule "<map field>.<key>" names the family of that key (see exportMap).
+  {"dpu.v1.CounterSet.dns", As::kPrefix, "dns_total", "DNS stage counters without a family of their own yet, by key.", nullptr, allDnsCounters},
+  {"dpu.v1.CounterSet.dns.messages", As::kCounter, "dns_messages_total", "DNS messages inspected (UDP datagrams, TCP stream messages)."},
+  {"dpu.v1.CounterSet.dns.queries", As::kCounter, "dns_queries_total", "DNS queries inspected."},
+  {"dpu.v1.CounterSet.dns.responses", As::kCounter, "dns_responses_total", "DNS responses inspected."},
+  {"dpu.v1.CounterSet.dns.blocked", As::kCounter, "dns_decisions_total", "DNS messages a list decided: blocked (queries answered or dropped, responses cloaked) or allowed (an allow entry let them through).", "decision=blocked"},
+  {"dpu.v1.CounterSet.dns.allowed", As::kCounter, "dns_decisions_total", "DNS messages a list decided: blocked (queries answered or dropped, responses cloaked) or allowed (an allow entry let them through).", "decision=allowed"},
+  {"dpu.v1.CounterSet.dns.answers_sent", As::kCounter, "dns_answers_total", "Answers built for blocked queries, by result (not_sent: no mbuf, or the answer did not fit).", "result=sent"},
+  {"dpu.v1.CounterSet.dns.answers_not_sent", As::kCounter, "dns_answers_total", "Answers built for blocked queries, by result (not_sent: no mbuf, or the answer did not fit).", "result=not_sent"},
+  {"dpu.v1.CounterSet.dns.malformed", As::kCounter, "dns_malformed_total", "DNS messages that do not parse (dropped or forwarded per dns.malformed)."},
+  {"dpu.v1.CounterSet.dns.malformed_forwarded", As::kCounter, "dns_malformed_forwarded_total", "Malformed DNS messages forwarded by policy."},
+  {"dpu.v1.CounterSet.dns.not_inspected", As::kCounter, "dns_not_inspected_total", "DNS messages passed uninspected (not a standard query or response: opcode, question count)."},
+  {"dpu.v1.CounterSet.dns.cloaked", As::kCounter, "dns_cloaked_total", "Resolver responses replaced because a CNAME target is blocked (CNAME cloaking)."},
+  {"dpu.v1.CounterSet.dns.tcp_segments", As::kCounter, "dns_tcp_segments_total", "TCP segments carrying DNS stream bytes."},
+  {"dpu.v1.CounterSet.dns.tcp_unsynced", As::kCounter, "dns_tcp_unsynced_total", "TCP segments passed unread (out of order, stream lost)."},
+  {"dpu.v1.CounterSet.dns.tcp_closed", As::kCounter, "dns_tcp_closed_total", "DNS-over-TCP connections closed by the appliance after it answered."},
+  {"dpu.v1.CounterSet.dns.resets_sent", As::kCounter, "dns_tcp_resets_sent_total", "TCP RSTs sent to the servers of those connections."},
+  {"dpu.v1.CounterSet.dns_blocks_by_action", As::kPrefix, "dns_block_actions_total", "DNS blocks by the action taken (per list: dpu_dns_blocked_total).", "action", allDnsBlockActions},
+  // --- dns (Stats.dns_lists: per list, all workers) ---
+  {"dpu.v1.Stats.dns_lists", As::kPrefix, "dns_list_", nullptr, "list=name,action=action"},
+  {"dpu.v1.DnsListStats.blocked", As::kCounter, "dns_blocked_total", "Queries blocked (and responses cloaked) by the list (kept across reloads by list name)."},
+  {"dpu.v1.DnsListStats.allowed", As::kCounter, "dns_allowed_total", "Messages an allow entry of the list let through."},
+  {"dpu.v1.DnsListStats.names", As::kGauge, "dns_list_names", "Distinct names in the compiled list."},
+  {"dpu.v1.DnsListStats.skipped_lines", As::kGauge, "dns_list_skipped_lines", "Bad lines skipped when the list was loaded (skip_bad_lines)."},
+  {"dpu.v1.DnsListStats.load_ms", As::kGauge, "dns_list_load_seconds", "Duration of the list's last build (or delta)."},
+  {"dpu.v1.DnsListStats.incremental", As::kGauge, "dns_list_incremental", "1 when the list's last change was applied as a delta (no re-read of its file)."},
+  // --- dpi (CounterSet.dpi) ---
+  {"dpu.v1.CounterSet.dpi", As::kPrefix, "dpi_", nullptr},
+  {"dpu.v1.DpiCounters.bytes_scanned", As::kCounter, "dpi_scanned_bytes_total", "Payload bytes DPI fed to Hyperscan."},
+  {"dpu.v1.DpiCounters.alerts", As::kCounter, "dpi_matches_total", "DPI rule matches, by the action of the rule that matched.", "action=alert"},
+  {"dpu.v1.DpiCounters.drops", As::kCounter, "dpi_matches_total", "DPI rule matches, by the action of the rule that matched.", "action=drop"},
+  {"dpu.v1.DpiCounters.resets", As::kCounter, "dpi_matches_total", "DPI rule matches, by the action of the rule that matched.", "action=reset"},
+  {"dpu.v1.DpiCounters.gaps", As::kCounter, "dpi_gaps_total", "TCP gaps DPI met (bytes missing beyond the out-of-order buffer; dpi.gap_policy applies)."},
+  {"dpu.v1.DpiCounters.depth_reached", As::kCounter, "dpi_depth_reached_total", "Flow directions that reached the inspection depth (inspection stops there)."},
+  {"dpu.v1.DpiCounters.no_stream", As::kCounter, "dpi_streams_not_inspected_total", "Flow directions not inspected because the worker's stream pool was empty."},
+
+  // --- perf (CounterSet) --- worker cycles by bucket, TSC frequency, forwarding latency
+  {"dpu.v1.CounterSet.cycles", As::kPrefix, "", nullptr, "bucket=bucket"},
+  {"dpu.v1.CycleCounter.cycles", As::kCounter, "worker_cycles_total", "TSC cycles the worker spent, by bucket (rx, parse, flow, firewall, dns, dpi, lb, finish, tx, aging while packets were processed; idle: loops that received nothing). Divide by dpu_worker_tsc_hertz for seconds."},
+  {"dpu.v1.CounterSet.tsc_hz", As::kGauge, "worker_tsc_hertz", "TSC frequency of the worker's lcore (cycles per second)."},
+  {"dpu.v1.CounterSet.latency", As::kPrefix, "", nullptr},
+  {"dpu.v1.LatencySummary.samples", As::kCounter, "forward_latency_samples_total", "Forwarded packets whose latency through the worker was measured."},
+  {"dpu.v1.LatencySummary.p50_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.5"},
+  {"dpu.v1.LatencySummary.p90_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.9"},
+  {"dpu.v1.LatencySummary.p99_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.99"},
+  {"dpu.v1.LatencySummary.p999_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.999"},
+  {"dpu.v1.LatencySummary.max_ns", As::kGauge, "forward_latency_max_seconds", "Highest latency of a forwarded packet through the worker since start (bucket upper bound)."},
+
   // --- applies, events, progress (Stats) ---
+  {"dpu.v1.ConfigApplyStats.refused_by_phase", As::kPrefix, "config_refused_total", "Refused configuration applies, by the phase that refused them (each is also a config event with result refused).", "phase", allRefusalPhases},
   {"dpu.v1.ConfigApplyStats.applied", As::kCounter, "config_applies_total", "Configuration applies, by result.", "result=applied"},
   {"dpu.v1.ConfigApplyStats.invalid", As::kCounter, "config_applies_total", "Configuration applies, by result.", "result=invalid"},
   {"dpu.v1.ConfigApplyStats.conflicts", As::kCounter, "config_applies_total", "Configuration applies, by result.", "result=conflict"},
@@ -202,15 +268,17 @@ const Rule kRules[] = {
 };
 // clang-format on
 
-const Rule* findRule(const FieldDescriptor* f) {
+const Rule* findRule(const std::string& field) {
   static const std::map<std::string, const Rule*> by_field = [] {
     std::map<std::string, const Rule*> m;
     for (const Rule& r : kRules) m.emplace(r.field, &r);
     return m;
   }();
-  auto it = by_field.find(f->full_name());
+  auto it = by_field.find(field);
   return it == by_field.end() ? nullptr : it->second;
 }
+
+const Rule* findRule(const FieldDescriptor* f) { return findRule(f->full_name()); }
 
 Labels parseLabels(const char* spec) {
   Labels out;
@@ -375,6 +443,14 @@ void exportMap(const Message& m, const FieldDescriptor* f, const Rule* rule,
   }
   const bool counter = absl::EndsWith(name, "_total");
   for (const auto& [k, v] : values) {
+    // A rule "<map field>.<key>" gives the key a family of its own (name, help, labels).
+    if (const Rule* kr = findRule(absl::StrCat(f->full_name(), ".", k)); kr && kr->name) {
+      if (kr->as == As::kSkip) continue;
+      out.add(absl::StrCat("dpu_", kr->name),
+              kr->as == As::kGauge ? MetricType::Gauge : MetricType::Counter,
+              kr->help ? kr->help : help, withLabels(labels, parseLabels(kr->labels)), v);
+      continue;
+    }
     out.add("dpu_" + name, counter ? MetricType::Counter : MetricType::Gauge, help,
             withLabels(labels, {{label, k}}), v);
   }

@@ -7,10 +7,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "rules/compile/file_read.h"
+#include "rules/compile/progress.h"  // --- ops ---
 #include "rules/compiled/dns_name_set.h"
 
 namespace dpu::rules {
@@ -399,10 +401,18 @@ DnsParseCounts parseDnsListText(std::string_view text, DnsListFormat format, Dns
   size_t reported = 0;
   int line_no = source.first_line;
   size_t pos = 0;
+  // --- ops --- a list file's load is a progress step (bytes parsed of the file's size);
+  // inline entries (one call each) are counted by the caller.
+  std::optional<ProgressStep> progress;
+  if (!source.file.empty()) {
+    progress.emplace(absl::StrCat("loading DNS list ", source.list, " from ", source.file),
+                     text.size(), "bytes", uint64_t{1} << 20);
+  }
   while (pos <= text.size()) {
     size_t nl = text.find('\n', pos);
     if (nl == std::string_view::npos) nl = text.size();
     std::string_view line = text.substr(pos, nl - pos);
+    if (progress) progress->advance(std::min(text.size(), nl + 1) - pos);
     bool last = nl == text.size();
     if (!(last && line.empty())) {
       uint64_t emitted = 0;

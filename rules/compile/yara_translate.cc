@@ -1,4 +1,5 @@
 #include "rules/compile/yara_translate.h"
+#include "rules/compile/progress.h"  // --- ops ---
 
 #include <hs/hs.h>
 
@@ -1128,7 +1129,13 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
     if (!y) return errorsToStatus(errors);
   }
   std::vector<RSource> parsed;
-  for (const YaraSource& s : model.sources) parsed.push_back(parseSource(s.text));
+  {
+    ProgressStep step("parsing YARA files", model.sources.size(), "files", 1);  // --- ops ---
+    for (const YaraSource& s : model.sources) {
+      parsed.push_back(parseSource(s.text));
+      step.advance();
+    }
+  }
 
   // Global rules: an unsupported global rule makes its whole namespace unsupported (the
   // others' verdicts depend on it). Rules that Hyperscan rejects are excluded and the
@@ -1137,6 +1144,8 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
   Translated tr;
   for (int round = 0; round < 64; ++round) {
     ConfigErrorList round_errors;
+    ProgressStep translating(absl::StrCat("translating YARA rules to Hyperscan (pass ", round + 1,  // --- ops ---
+                                          ")"), 0, "");
     tr = translate(model, parsed, excluded, round_errors);
     bool again = false;
     for (const DpiUnsupported& u : tr.dpi->unsupported) {
@@ -1166,6 +1175,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
     const std::string cache_file =
         model.cache_dir.empty() ? "" : model.cache_dir + "/dpi-" + hexKey(key) + ".hsdb";
     if (!cache_file.empty()) {
+      ProgressStep loading("loading the cached Hyperscan database", 0, "");  // --- ops ---
       std::ifstream in(cache_file, std::ios::binary);
       std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       if (!bytes.empty() &&
@@ -1182,6 +1192,10 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       ids.push_back(unsigned(i));
     }
     hs_compile_error_t* err = nullptr;
+    // --- ops --- one call with no progress of its own (tens of seconds for thousands of
+    // rules): the step says what it is; the progress ticker logs it while it runs.
+    ProgressStep hs_step(absl::StrCat("Hyperscan compile of ", ex.size(), " patterns (",
+                                      d.rules.size(), " rules)"), 0, "");
     auto t0 = std::chrono::steady_clock::now();
     hs_error_t rc = hs_compile_multi(ex.data(), tr.flags.data(), ids.data(), unsigned(ex.size()),
                                      HS_MODE_STREAM, nullptr, &d.db, &err);

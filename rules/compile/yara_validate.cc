@@ -1,4 +1,5 @@
 #include "rules/compile/yara_validate.h"
+#include "rules/compile/progress.h"  // --- ops ---
 
 #include <yara.h>
 
@@ -63,7 +64,9 @@ YaraRulesPtr yaraCompile(const std::vector<YaraSource>& sources, ConfigErrorList
   for (const char* ext : {"filename", "filepath", "extension", "filetype", "owner"})
     yr_compiler_define_string_variable(c, ext, "");
   int failed = 0;
+  ProgressStep step("validating YARA files with libyara", sources.size(), "files", 1);  // --- ops ---
   for (const YaraSource& s : sources) {
+    step.advance();
     // libyara reads a source as a C string: it would validate only the text before a NUL
     // byte while the translator compiles all of it. A YARA source is text: refuse it.
     if (size_t nul = s.text.find('\0'); nul != std::string::npos) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rules/compile/dns_parsers.h"
+#include "rules/compile/progress.h"  // --- ops ---
 
 namespace dpu::rules {
 namespace {
@@ -47,7 +48,12 @@ bool isPrefix(const std::vector<std::string>& a, const std::vector<std::string>&
 void parseInline(const DnsListModel& m, int index, const char* what,
                  const std::vector<std::string>& lines, size_t from, const DnsEntrySink& sink,
                  ConfigErrorList& errs, uint64_t& bad) {
+  if (from >= lines.size()) return;
+  // --- ops --- progress: entries parsed of those given (a million-name RPC or config list).
+  ProgressStep progress(absl::StrCat("DNS list ", m.name, ": ", what), lines.size() - from,
+                        "names", 4096);
   for (size_t i = from; i < lines.size(); ++i) {
+    progress.advance();
     DnsSource src;
     src.list = m.name;
     src.field = absl::StrCat("dns.lists[", index, "].", what, "[", i, "]");

@@ -11,12 +11,16 @@ usage: docs_examples_test.py REPO_ROOT DPU_APPLIANCE
    `dpu-appliance validate`; every rule file, IP set file and GeoIP database in examples/
    is named by one of them (and so loaded by that validation).
 4. Every other file in examples/ is of a kind some test covers (see OTHER_FILES).
+5. The example captures of the rule-writing guides (REPLAYS): each generator writes its
+   capture byte for byte, and replaying the capture through its config gives the verdicts
+   committed beside it (the guides quote them).
 """
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 CHECKED_LANGS = {'json', 'txtpb', 'rules', 'ini', 'systemd'}
 MARKER = re.compile(r'^<!-- example: (examples/\S+) -->\s*$')
@@ -29,6 +33,13 @@ OTHER_FILES = {
     'examples/systemd/dpu-appliance.service', 'examples/systemd/dpu-appliance.env',
     'examples/bash-completion/dpuctl', 'examples/geoip/SOURCE.txt',
 }
+# (config, capture, its generator, the verdicts of `replay`): docs/dns-guide.md, docs/lb-guide.md.
+REPLAYS = [
+    ('examples/dns/config.json', 'examples/dns/queries.pcap', 'examples/dns/gen_queries.py',
+     'examples/dns/queries.verdicts.jsonl'),
+    ('examples/lb/config.json', 'examples/lb/traffic.pcap', 'examples/lb/gen_traffic.py',
+     'examples/lb/traffic.verdicts.jsonl'),
+]
 
 
 def docs(root):
@@ -94,6 +105,10 @@ def referenced_files(cfg_path):
     out += [s['file'] for s in fw.get('ip_sets', fw.get('ipSets', [])) if 'file' in s]
     if doc.get('geoip', {}).get('database'):
         out.append(doc['geoip']['database'])
+    for lst in doc.get('dns', {}).get('lists', []):  # DNS list files
+        out += lst.get('files', [])
+    dpi = doc.get('dpi', {})  # YARA rule files
+    out += dpi.get('rule_files', dpi.get('ruleFiles', []))
     return [os.path.abspath(os.path.join(base, p)) for p in out]
 
 
@@ -120,13 +135,44 @@ def check_examples(root, app, errors):
     for n in sorted(named):
         if not os.path.exists(n):
             errors.append('a config in examples/ names %s, which does not exist' % n)
+    replayed = {p for r in REPLAYS for p in r[1:]}
     for f in sorted(files):
         rel = os.path.relpath(f, os.path.abspath(root))
-        if f in configs or f in named or rel in OTHER_FILES:
+        if f in configs or f in named or rel in OTHER_FILES or rel in replayed:
             continue
         errors.append('%s: no test loads it (name it in a config in examples/, or add its '
                       'check and list it in OTHER_FILES)' % rel)
     return configs, named
+
+
+def check_replays(root, app, errors):
+    """Each capture is what its generator writes, and replays to the committed verdicts."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, (cfg, pcap, gen, want) in enumerate(REPLAYS):
+            fresh = os.path.join(tmp, '%d.pcap' % n)
+            r = subprocess.run(['/usr/bin/python3', os.path.join(root, gen), fresh],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                errors.append('%s failed: %s' % (gen, (r.stdout + r.stderr).strip()))
+            elif open(fresh, 'rb').read() != open(os.path.join(root, pcap), 'rb').read():
+                errors.append('%s differs from what %s writes now (run it again)' % (pcap, gen))
+            got = os.path.join(tmp, '%d.jsonl' % n)
+            r = subprocess.run([app, 'replay', '--config', os.path.join(root, cfg), '--in',
+                                os.path.join(root, pcap), '--verdicts', got, '--quiet'],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                errors.append('replay of %s with %s failed: %s'
+                              % (pcap, cfg, (r.stdout + r.stderr).strip()))
+                continue
+            a = open(os.path.join(root, want)).read().splitlines()
+            b = open(got).read().splitlines()
+            if a != b:
+                diff = [i for i in range(max(len(a), len(b)))
+                        if i >= len(a) or i >= len(b) or a[i] != b[i]]
+                errors.append('replay of %s with %s: %d verdicts differ from %s, first: %s'
+                              % (pcap, cfg, len(diff), want,
+                                 b[diff[0]] if diff[0] < len(b) else '(missing)'))
+    return len(REPLAYS)
 
 
 def main():
@@ -134,11 +180,13 @@ def main():
     errors = []
     blocks = check_blocks(root, errors)
     configs, named = check_examples(root, app, errors)
+    replays = check_replays(root, app, errors)
     for e in errors:
         print('docs_examples: ' + e)
     print('docs_examples: %d doc blocks match their example files; %d example configs '
-          'validate, loading %d rule/set/database files; %d errors'
-          % (blocks, len(configs), len(named), len(errors)))
+          'validate, loading %d rule/set/list/database files; %d example captures replay '
+          'to their verdicts; %d errors'
+          % (blocks, len(configs), len(named), replays, len(errors)))
     return 1 if errors else 0
 
 

@@ -794,6 +794,85 @@ TEST_F(ServiceTest, ConfigEventsOnApplyAndTypeFilter) {
   EXPECT_THAT(st.error_message(), HasSubstr("nope"));
 }
 
+// --- ops --- a refused apply is a "config" event too: the version it was based on, the
+// phase, the code, the error count and the first errors, in Event.config and the JSON line;
+// counted by phase in GetStats. Every event type of the API can be asked for.
+TEST_F(ServiceTest, RefusedAppliesAreConfigEvents) {
+  grpc::ClientContext ctx;
+  v1::WatchEventsRequest req;
+  req.add_types("config");
+  auto reader = stub_->WatchEvents(&ctx, req);
+  reader->WaitForInitialMetadata();
+  v1::ApplyConfigResponse r;
+  // 7 errors: more than the event lists.
+  std::string rules;
+  for (int i = 0; i < 7; ++i) {
+    rules += absl::StrCat(i ? "," : "", R"({"id":"r)", i, R"(","action":"DENY","dst_ports":["99999"]})");
+  }
+  grpc::Status st = apply(parse(R"({"firewall":{"rules":[)" + rules + "]}}"), 1, false, &r);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  st = apply(parse(R"({"dataplane":{"non_ip":"DROP"}})"), 7, false, &r);  // stale
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::ABORTED);
+  ASSERT_TRUE(apply(parse(R"({"dataplane":{"non_ip":"DROP"}})"), 1, false, &r).ok());
+
+  v1::Event e;
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.type(), "config");
+  EXPECT_EQ(e.config_version(), 1u);  // the committed version stays
+  EXPECT_EQ(e.config().result(), "refused");
+  EXPECT_EQ(e.config().based_on_version(), 1u);
+  EXPECT_EQ(e.config().phase(), "validate");
+  EXPECT_EQ(e.config().code(), "INVALID_ARGUMENT");
+  EXPECT_EQ(e.config().error_count(), 7u);
+  ASSERT_EQ(e.config().errors_size(), 5);
+  EXPECT_EQ(e.config().errors(0).rule(), "r0");
+  EXPECT_THAT(e.config().errors(0).reason(), HasSubstr("99999"));
+  EXPECT_THAT(e.json(), HasSubstr(R"("event_type":"config","config":{"result":"refused","version":1,"based_on_version":1,"phase":"validate","code":"INVALID_ARGUMENT")"));
+  EXPECT_THAT(e.json(), HasSubstr(R"("error_count":7,"errors":[{"section":"firewall","rule":"r0")"));
+
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.config().result(), "refused");
+  EXPECT_EQ(e.config().phase(), "version");
+  EXPECT_EQ(e.config().code(), "ABORTED");
+  EXPECT_EQ(e.config().based_on_version(), 7u);
+  EXPECT_EQ(e.config().error_count(), 0u);
+  EXPECT_THAT(e.config().message(), HasSubstr("expected 7"));
+
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.config().result(), "applied");
+  EXPECT_EQ(e.config_version(), 2u);
+  EXPECT_EQ(e.config().based_on_version(), 1u);
+  EXPECT_THAT(e.json(), HasSubstr(R"("result":"applied")"));
+  ctx.TryCancel();
+  while (reader->Read(&e)) {
+  }
+  reader->Finish();
+
+  v1::Stats stats;
+  {
+    grpc::ClientContext sctx;
+    ASSERT_TRUE(stub_->GetStats(&sctx, v1::GetStatsRequest(), &stats).ok());
+  }
+  const auto& by_phase = stats.config_applies().refused_by_phase();
+  ASSERT_EQ(by_phase.size(), 2u);
+  EXPECT_EQ(by_phase.at("validate"), 1u);
+  EXPECT_EQ(by_phase.at("version"), 1u);
+  EXPECT_EQ(stats.config_applies().invalid(), 1u);
+  EXPECT_EQ(stats.config_applies().conflicts(), 1u);
+
+  for (const char* type : {"drop", "flow", "config", "alert", "dns", "lb"}) {
+    grpc::ClientContext tctx;
+    tctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    v1::WatchEventsRequest treq;
+    treq.add_types(type);
+    auto tr = stub_->WatchEvents(&tctx, treq);
+    while (tr->Read(&e)) {
+    }
+    grpc::Status ts = tr->Finish();
+    EXPECT_NE(ts.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << type << ": " << ts.error_message();
+  }
+}
+
 TEST_F(ServiceTest, DropEventMapping) {
   dp::Event d = dropEvent(41);
   d.ip_ver = 4;

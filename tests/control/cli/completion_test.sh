@@ -45,7 +45,8 @@ expect "apply" _dpuctl dpuctl --server unix:/x.sock config a
 expect "apply" _dpuctl dpuctl --json --timeout 3 config ap
 expect "--expected-version" _dpuctl dpuctl config apply --ex
 expect "--after" _dpuctl dpuctl fw add "deny tcp any any -> any 22 id x" --af
-expect "drop drop,config drop,flow" _dpuctl dpuctl events --types d
+expect "dns drop drop,config drop,flow" _dpuctl dpuctl events --types d
+expect "lb" _dpuctl dpuctl events --types l
 expect "A B" _dpuctl dpuctl explain --side ""
 expect "draining" _dpuctl dpuctl lb set web be1 --state dr
 expect "icmp icmpv6" _dpuctl dpuctl explain --proto ic

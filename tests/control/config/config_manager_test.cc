@@ -405,6 +405,76 @@ TEST_F(ConfigManagerTest, OnAppliedIsCalledOncePerSuccessfulApply) {
   EXPECT_EQ(seen[1].generation, 2u);
 }
 
+// --- ops --- every refused apply is reported with the phase that refused it, the version
+// it was based on and its errors, and counted by phase.
+TEST_F(ConfigManagerTest, OnRefusedNamesThePhaseTheBaseVersionAndTheErrors) {
+  start();
+  std::vector<RefusedApply> refused;
+  std::vector<ApplyResult> applied;
+  mgr_->setOnRefused([&](const RefusedApply& r) { refused.push_back(r); });
+  mgr_->setOnApplied([&](const ApplyResult& r) { applied.push_back(r); });
+  ASSERT_TRUE(mgr_->apply(withUdpTimeout(30), 1, false, nullptr).ok());  // version 2
+  // version: based on 1, committed 2
+  EXPECT_FALSE(mgr_->apply(withUdpTimeout(31), 1, false, nullptr).ok());
+  // validate: a field out of range (toModel)
+  v1::ApplianceConfig bad = withUdpTimeout(100000000);
+  bad.mutable_dataplane()->mutable_flow_table()->set_capacity_per_worker(1);
+  EXPECT_FALSE(mgr_->apply(bad, 2, false, nullptr).ok());
+  // edit: the RPC's change of the document failed
+  EXPECT_FALSE(mgr_->update([](v1::ApplianceConfig&) { return absl::NotFoundError("no rule x"); },
+                            2, false, nullptr)
+                   .ok());
+  // compile: a DNS list with a bad line (lists are parsed by the compiler)
+  v1::ApplianceConfig dns = withUdpTimeout(30);
+  v1::DnsList* l = dns.mutable_dns()->add_lists();
+  l->set_name("ads");
+  l->set_format(v1::DNS_FORMAT_ADBLOCK);
+  l->add_names("||ads.example^$third-party");
+  ApplyError err;
+  EXPECT_FALSE(mgr_->apply(dns, 0, true, &err).ok());  // forced: based on the committed 2
+  // prepare: the dataplane refuses the snapshot
+  plane_->failPrepare(absl::InvalidArgumentError("geoip: cannot open /x.mmdb"));
+  EXPECT_FALSE(mgr_->apply(withUdpTimeout(32), 2, false, nullptr).ok());
+
+  ASSERT_EQ(refused.size(), 5u);
+  EXPECT_EQ(applied.size(), 1u);
+  const struct {
+    const char* phase;
+    uint64_t based_on;
+    absl::StatusCode code;
+    size_t min_errors;
+  } want[] = {
+      {"version", 1, absl::StatusCode::kAborted, 0},
+      {"validate", 2, absl::StatusCode::kInvalidArgument, 2},
+      {"edit", 2, absl::StatusCode::kNotFound, 0},
+      {"compile", 2, absl::StatusCode::kInvalidArgument, 1},
+      {"prepare", 2, absl::StatusCode::kInvalidArgument, 1},
+  };
+  for (size_t i = 0; i < refused.size(); ++i) {
+    SCOPED_TRACE(want[i].phase);
+    EXPECT_EQ(refused[i].phase, want[i].phase);
+    EXPECT_EQ(refused[i].based_on_version, want[i].based_on);
+    EXPECT_EQ(refused[i].committed_version, 2u);
+    EXPECT_EQ(refused[i].status.code(), want[i].code);
+    EXPECT_GE(refused[i].errors.size(), want[i].min_errors);
+  }
+  EXPECT_EQ(refused[3].errors[0].rule, "ads");
+  EXPECT_NE(refused[3].errors[0].reason.find("Adblock modifiers"), std::string::npos)
+      << refused[3].errors[0].reason;
+  EXPECT_EQ(err.errors.size(), refused[3].errors.size());  // the caller's errors too
+
+  ApplyStats st = mgr_->applyStats();
+  EXPECT_EQ(st.applied, 1u);
+  EXPECT_EQ(st.conflicts, 1u);
+  EXPECT_EQ(st.refused_by_phase["version"], 1u);
+  EXPECT_EQ(st.refused_by_phase["validate"], 1u);
+  EXPECT_EQ(st.refused_by_phase["edit"], 1u);
+  EXPECT_EQ(st.refused_by_phase["compile"], 1u);
+  EXPECT_EQ(st.refused_by_phase["prepare"], 1u);
+  EXPECT_EQ(st.refused_by_phase.size(), 5u);
+  EXPECT_EQ(mgr_->version(), 2u);
+}
+
 TEST_F(ConfigManagerTest, StartOnlyChangesAreCommittedWithAWarning) {
   start();
   v1::ApplianceConfig next = withUdpTimeout(30);

@@ -119,6 +119,23 @@ def main():
         # The replayed capture has a fixed set of flows: the gauge does not move.
         equal('dpu_flows_active', int(c2.get('flows_active', 0)), worker=wid)
         equal('dpu_worker_snapshot_generation', int(s2['workers'][wi].get('generation', 0)), worker=wid)
+        # --- ops --- DNS stage counters (map keys -> their own families) and DPI counters.
+        dns_names = {
+            'messages': ('dpu_dns_messages_total', {}), 'queries': ('dpu_dns_queries_total', {}),
+            'malformed': ('dpu_dns_malformed_total', {}),
+            'blocked': ('dpu_dns_decisions_total', {'decision': 'blocked'}),
+            'allowed': ('dpu_dns_decisions_total', {'decision': 'allowed'}),
+            'answers_sent': ('dpu_dns_answers_total', {'result': 'sent'}),
+        }
+        d1, d2 = c1.get('dns', {}), c2.get('dns', {})
+        for key, (name, labels) in dns_names.items():
+            between(name, int(d1.get(key, 0)), int(d2.get(key, 0)), worker=wid, **labels)
+        p1, p2 = c1.get('dpi', {}), c2.get('dpi', {})
+        between('dpu_dpi_scanned_bytes_total', int(p1.get('bytes_scanned', 0)),
+                int(p2.get('bytes_scanned', 0)), worker=wid)
+        for action, field in (('alert', 'alerts'), ('drop', 'drops'), ('reset', 'resets')):
+            between('dpu_dpi_matches_total', int(p1.get(field, 0)), int(p2.get(field, 0)),
+                    worker=wid, action=action)
     for pi, p in enumerate(s1.get('ports', [])):
         p2 = s2['ports'][pi]
         for field in ('rx_packets', 'tx_packets', 'rx_bytes', 'tx_bytes'):
@@ -131,6 +148,14 @@ def main():
                           ('conflict', 'conflicts'), ('failed', 'failed')):
         equal('dpu_config_applies_total', int(ca.get(field, 0)), result=result)
     equal('dpu_config_apply_duration_seconds_count', int(ca.get('duration_seconds', {}).get('count', 0)))
+    for phase in ('version', 'edit', 'validate', 'compile', 'prepare', 'persist'):  # --- ops ---
+        equal('dpu_config_refused_total', int(ca.get('refused_by_phase', {}).get(phase, 0)), phase=phase)
+    l1 = {l['name']: l for l in s1.get('dns_lists', [])}
+    for l in s2.get('dns_lists', []):  # per DNS list, by name
+        lab = {'list': l['name'], 'action': l.get('action', '')}
+        between('dpu_dns_blocked_total', int(l1.get(l['name'], {}).get('blocked', 0)),
+                int(l.get('blocked', 0)), **lab)
+        equal('dpu_dns_list_names', int(l.get('names', 0)), **lab)
     for r in fw.get('rules', []):
         rid = r['rule']['id']
         # Per-rule counters are read after the scrape: at most what fw list says.

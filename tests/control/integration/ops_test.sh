@@ -16,10 +16,18 @@ command -v curl >/dev/null || skip "curl missing (apt-get install curl)"
 
 STATE=$WORK/state
 CFG=$WORK/config.json
-cat >"$CFG" <<'J'
+# (the DNS list and the YARA rule give the DNS and DPI counters something to count: the
+# capture's UDP to port 53 is not a standard DNS message (inspected, passed), its UDP
+# datagram to port 514 (20 x "l") matches the rule)
+cat >"$WORK/http.yar" <<'Y'
+rule syslog_l { strings: $a = "llllllllllllllll" condition: $a }
+Y
+cat >"$CFG" <<J
 {"firewall": {"rules": [
   {"id": "no-ntp", "action": "DENY", "protocols": ["udp"], "dst_ports": ["123"]},
-  {"id": "web", "action": "ALLOW", "protocols": ["tcp"], "dst_ports": ["80"]}]}}
+  {"id": "web", "action": "ALLOW", "protocols": ["tcp"], "dst_ports": ["80"]}]},
+ "dns": {"lists": [{"name": "ads", "names": ["ads.example"]}]},
+ "dpi": {"rule_files": ["$WORK/http.yar"]}}
 J
 start_appliance "$STATE" --config "$CFG" --metrics-listen 127.0.0.1:0 \
   --events "$WORK/eve.json" --events-max-bytes 20000 --events-keep 2
@@ -38,6 +46,12 @@ $PY "$(dirname "$0")/metrics_check.py" "$WORK/s1.json" "$WORK/metrics.txt" "$WOR
   || fail "metrics differ from the gRPC stats"
 grep -q '^dpu_drops_total{worker="0",reason="firewall_deny"} [1-9]' "$WORK/metrics.txt" || fail "no firewall_deny drops in the metrics"
 grep -q '^dpu_firewall_rule_packets_total{rule="no-ntp"} [1-9]' "$WORK/metrics.txt" || fail "rule no-ntp has no packets"
+# --- ops --- DNS and DPI under their own names (not the names derived from field paths)
+grep -q '^dpu_dns_messages_total{worker="0"} [1-9]' "$WORK/metrics.txt" || fail "no DNS message count: $(grep dpu_dns "$WORK/metrics.txt")"
+grep -q '^dpu_dns_list_names{list="ads",action="nxdomain"} 1$' "$WORK/metrics.txt" || fail "no DNS list metrics: $(grep dpu_dns_list "$WORK/metrics.txt")"
+grep -q '^dpu_dpi_scanned_bytes_total{worker="0"} [1-9]' "$WORK/metrics.txt" || fail "no DPI bytes: $(grep dpu_dpi "$WORK/metrics.txt")"
+grep -q '^dpu_dpi_matches_total{worker="0",action="alert"} [1-9]' "$WORK/metrics.txt" || fail "no DPI alert: $(grep dpu_dpi "$WORK/metrics.txt")"
+! grep -q '^dpu_dns_total\|^dpu_dns_lists_\|^dpu_dpi_bytes_scanned' "$WORK/metrics.txt" || fail "derived DNS/DPI names: $(grep -e '^dpu_dns_total' -e '^dpu_dns_lists_' -e '^dpu_dpi_bytes_scanned' "$WORK/metrics.txt")"
 [[ $(curl -s -o /dev/null -w '%{http_code}' "http://$METRICS/") == 404 ]] || fail "/ is served"
 pass "metrics scraped under traffic match GetStats and ListFirewallRules"
 
@@ -46,11 +60,13 @@ for ((i = 0; i < 100; i++)); do [[ -f $WORK/eve.json.2 ]] && break; sleep 0.1; d
 # (the files are checked once the appliance has stopped: rotation goes on meanwhile)
 
 # --- SIGHUP: the --config file is applied again
-cat >"$CFG" <<'J'
+cat >"$CFG" <<J
 {"firewall": {"rules": [
   {"id": "no-ntp", "action": "DENY", "protocols": ["udp"], "dst_ports": ["123"]},
   {"id": "no-syslog", "action": "DENY", "protocols": ["udp"], "dst_ports": ["514"]},
-  {"id": "web", "action": "ALLOW", "protocols": ["tcp"], "dst_ports": ["80"]}]}}
+  {"id": "web", "action": "ALLOW", "protocols": ["tcp"], "dst_ports": ["80"]}]},
+ "dns": {"lists": [{"name": "ads", "names": ["ads.example"]}]},
+ "dpi": {"rule_files": ["$WORK/http.yar"]}}
 J
 ctl --json events --types config --count 1 >"$WORK/config-event.json" 2>&1 &
 EV_PID=$!
@@ -71,6 +87,10 @@ grep -q '"type": *"config"' "$WORK/config-event.json" || fail "no config event o
 grep -q 'event_type.*config.*version.*:2,.*generation.*:2,.*duration_ms' "$WORK/config-event.json" \
   || fail "config event JSON: $(cat "$WORK/config-event.json")"
 echo '{"firewall": {"rules": [{"id": "bad", "action": "DENY", "dst_ports": ["99999"]}]}}' >"$CFG"
+ctl --json events --types config --count 1 >"$WORK/refused-event.json" 2>&1 &
+EV_PID=$!
+BG_PIDS+=("$EV_PID")
+sleep 0.5
 kill -HUP "$APP_PID"
 for ((i = 0; i < 100; i++)); do grep -q "not applied" "$APP_LOG" && break; sleep 0.1; done
 grep -q "SIGHUP: $CFG not applied, nothing changed" "$APP_LOG" || fail "invalid file on SIGHUP not reported"
@@ -80,6 +100,21 @@ ctl config get >"$WORK/get.json"
 [[ $(jq_py "$WORK/get.json" 'd["version"]') == 2 ]] || fail "an invalid file changed the version"
 curl -sf "http://$METRICS/metrics" -o "$WORK/m3.txt" || fail "scrape failed"
 grep -q '^dpu_config_applies_total{result="invalid"} 1$' "$WORK/m3.txt" || fail "invalid apply not counted"
+# --- ops --- the refusal is a config event (WatchEvents) and counted by phase
+grep -q '^dpu_config_refused_total{phase="validate"} 1$' "$WORK/m3.txt" || fail "refusal not counted by phase: $(grep refused "$WORK/m3.txt")"
+wait "$EV_PID" || fail "dpuctl events: $(cat "$WORK/refused-event.json")"
+$PY - "$WORK/refused-event.json" <<'PYEOF' || fail "refused config event: $(cat "$WORK/refused-event.json")"
+import json, sys
+e = json.load(open(sys.argv[1]))
+c = e["config"]
+assert e["type"] == "config" and c["result"] == "refused", e
+assert c["phase"] == "validate" and c["code"] == "INVALID_ARGUMENT", c
+assert int(c["based_on_version"]) == 2 and int(c["error_count"]) >= 1, c
+assert "99999" in c["errors"][0]["reason"], c
+j = json.loads(e["json"])
+assert j["event_type"] == "config" and j["config"]["result"] == "refused", j
+assert j["config"]["version"] == 2 and j["config"]["phase"] == "validate", j
+PYEOF
 pass "SIGHUP re-applies --config; an invalid file changes nothing"
 
 # --- progress of a long apply: dpuctl polls GetStatus `tasks` while the apply runs
@@ -168,6 +203,17 @@ grep -q "SIGHUP: applied $WORK/unit-config.json as config version 2" "$APP_LOG" 
 for ((i = 0; i < 50; i++)); do grep -q '"event_type":"config"' "$WORK/unit-eve.json" && break; sleep 0.1; done
 grep -q '"event_type":"config","config":{"version":2,"generation":2,"duration_ms":' "$WORK/unit-eve.json" \
   || fail "the reload is not a config event in the events file"
+# --- ops --- SIGHUP with an invalid file (the unit's kill line alone: `systemctl reload`
+# would stop at its validate line): refused, and a config event in the events file
+cp "$WORK/unit-config.json" "$WORK/unit-config.good"
+echo '{"dataplane": {"flow_table": {"capacity_per_worker": 1}}}' >"$WORK/unit-config.json"
+unit_cmd RELOAD ExecReload 1 "MAINPID=$APP_PID"
+[[ ${RELOAD[0]} == /bin/kill ]] && RELOAD[0]=kill
+"${RELOAD[@]}" >"$WORK/reload.out" 2>&1 || fail "ExecReload[1] failed: $(cat "$WORK/reload.out")"
+for ((i = 0; i < 50; i++)); do grep -q '"result":"refused"' "$WORK/unit-eve.json" && break; sleep 0.1; done
+grep -q '"event_type":"config","config":{"result":"refused","version":2,"based_on_version":2,"phase":"validate","code":"INVALID_ARGUMENT"' "$WORK/unit-eve.json" \
+  || fail "the refused reload is not a config event in the events file: $(grep '"config"' "$WORK/unit-eve.json")"
+cp "$WORK/unit-config.good" "$WORK/unit-config.json"
 "$DPUCTL" --server "unix:$WORK/unit-state/api.sock" config get >"$WORK/unit-get.json"
 [[ $(jq_py "$WORK/unit-get.json" 'd["firewall"].get("keep_established_on_change", False)') == False ]] \
   || fail "the reloaded file is not the committed config"

@@ -322,6 +322,106 @@ TEST(PromExport, NamesLabelsAndDomains) {
   EXPECT_NE(text.find("dpu_config_apply_duration_seconds_bucket{le=\"+Inf\"} 2"), std::string::npos);
 }
 
+// --- ops --- DNS, DPI and refused-apply metrics have names, labels and help of their own
+// (not the names derived from the field paths).
+const prometheus::ClientMetric* sample(const std::vector<prometheus::MetricFamily>& fams,
+                                       const std::string& name, const std::string& labels) {
+  const auto* f = find(fams, name);
+  if (f == nullptr) return nullptr;
+  for (const auto& m : f->metric) {
+    if (labelsOf(m) == labels) return &m;
+  }
+  return nullptr;
+}
+
+TEST(PromExport, DnsDpiAndRefusalNames) {
+  v1::Stats s;
+  v1::WorkerStats* w = s.add_workers();
+  w->set_id(0);
+  v1::CounterSet* c = w->mutable_counters();
+  (*c->mutable_dns())["queries"] = 40;
+  (*c->mutable_dns())["blocked"] = 7;
+  (*c->mutable_dns())["allowed"] = 2;
+  (*c->mutable_dns())["answers_sent"] = 6;
+  (*c->mutable_dns())["answers_not_sent"] = 1;
+  (*c->mutable_dns())["resets_sent"] = 3;
+  (*c->mutable_dns())["a_future_counter"] = 5;  // no rule yet: still exported
+  (*c->mutable_dns_blocks_by_action())["nxdomain"] = 6;
+  c->mutable_dpi()->set_bytes_scanned(123456);
+  c->mutable_dpi()->set_alerts(4);
+  c->mutable_dpi()->set_resets(1);
+  c->mutable_dpi()->set_no_stream(2);
+  v1::DnsListStats* l = s.add_dns_lists();
+  l->set_name("ads");
+  l->set_action("nxdomain");
+  l->set_names(1000);
+  l->set_blocked(7);
+  l->set_load_ms(12.5);
+  (*s.mutable_config_applies()->mutable_refused_by_phase())["compile"] = 2;
+  v1::CycleCounter* cyc = c->add_cycles();  // --- perf fields, named too
+  cyc->set_bucket("dns");
+  cyc->set_cycles(5000);
+  c->set_tsc_hz(2'000'000'000);
+  c->mutable_latency()->set_samples(10);
+  c->mutable_latency()->set_p99_ns(8000);
+  Families f;
+  exportMessage(s, "", {}, f);
+  EXPECT_TRUE(f.problems().empty()) << f.problems()[0];
+  auto fams = f.take();
+  checkConventions(fams);
+
+  struct Want {
+    const char* name;
+    const char* labels;
+    double value;
+    prometheus::MetricType type;
+  };
+  const auto kC = prometheus::MetricType::Counter, kG = prometheus::MetricType::Gauge;
+  const Want wants[] = {
+      {"dpu_dns_queries_total", "worker=0", 40, kC},
+      {"dpu_dns_messages_total", "worker=0", 0, kC},  // every DNS counter has a series
+      {"dpu_dns_decisions_total", "worker=0,decision=blocked", 7, kC},
+      {"dpu_dns_decisions_total", "worker=0,decision=allowed", 2, kC},
+      {"dpu_dns_answers_total", "worker=0,result=sent", 6, kC},
+      {"dpu_dns_answers_total", "worker=0,result=not_sent", 1, kC},
+      {"dpu_dns_tcp_resets_sent_total", "worker=0", 3, kC},
+      {"dpu_dns_total", "worker=0,key=a_future_counter", 5, kC},
+      {"dpu_dns_block_actions_total", "worker=0,action=nxdomain", 6, kC},
+      {"dpu_dns_block_actions_total", "worker=0,action=sinkhole", 0, kC},
+      {"dpu_dns_blocked_total", "list=ads,action=nxdomain", 7, kC},
+      {"dpu_dns_allowed_total", "list=ads,action=nxdomain", 0, kC},
+      {"dpu_dns_list_names", "list=ads,action=nxdomain", 1000, kG},
+      {"dpu_dns_list_load_seconds", "list=ads,action=nxdomain", 0.0125, kG},
+      {"dpu_dpi_scanned_bytes_total", "worker=0", 123456, kC},
+      {"dpu_dpi_matches_total", "worker=0,action=alert", 4, kC},
+      {"dpu_dpi_matches_total", "worker=0,action=drop", 0, kC},
+      {"dpu_dpi_matches_total", "worker=0,action=reset", 1, kC},
+      {"dpu_dpi_streams_not_inspected_total", "worker=0", 2, kC},
+      {"dpu_config_refused_total", "phase=compile", 2, kC},
+      {"dpu_config_refused_total", "phase=version", 0, kC},
+      {"dpu_worker_cycles_total", "worker=0,bucket=dns", 5000, kC},
+      {"dpu_worker_tsc_hertz", "worker=0", 2e9, kG},
+      {"dpu_forward_latency_samples_total", "worker=0", 10, kC},
+      {"dpu_forward_latency_seconds", "worker=0,quantile=0.99", 8e-6, kG},
+  };
+  for (const Want& want : wants) {
+    const auto* fam = find(fams, want.name);
+    ASSERT_NE(fam, nullptr) << want.name;
+    EXPECT_EQ(fam->type, want.type) << want.name;
+    EXPECT_EQ(fam->help.find("proto/appliance_api.proto"), std::string::npos)
+        << want.name << " has a derived help text: " << fam->help;
+    const auto* m = sample(fams, want.name, want.labels);
+    ASSERT_NE(m, nullptr) << want.name << "{" << want.labels << "}";
+    const double got = want.type == kC ? m->counter.value : m->gauge.value;
+    EXPECT_NEAR(got, want.value, 1e-12) << want.name << "{" << want.labels << "}";
+  }
+  // No DNS/DPI family keeps a derived name (the old generic ones).
+  for (const char* old : {"dpu_dns_blocks_by_action_total", "dpu_dns_lists_blocked_total",
+                          "dpu_dpi_bytes_scanned_total", "dpu_dpi_alerts_total"}) {
+    EXPECT_EQ(find(fams, old), nullptr) << old;
+  }
+}
+
 TEST(PromExport, FieldsWithoutARuleGetConventionalNames) {
   // FlowSummary has no rule: integers become counters, *_unix_ns timestamps in seconds.
   v1::FlowSummary fs;

@@ -5,13 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
 #include "control/config/config_manager.h"
 #include "control/config/config_store.h"
 #include "rules/compile/progress.h"
+#include "rules/compile/yara_translate.h"  // --- ops ---
+#include "rules/compiled/dns.h"
 
 namespace dpu::ctl {
 namespace {
@@ -161,6 +165,104 @@ TEST(ProgressRegistry, ConfigApplyReportsItsSteps) {
   }
   EXPECT_TRUE(reg.tasks().empty());
   std::filesystem::remove_all(tmpl);
+}
+
+// --- ops --- the long control-side work of the features reports through the same sink:
+// DNS lists (bytes of each list file, inline names) and YARA rule sets (files validated by
+// libyara, parsed, translated, the Hyperscan compile).
+class RecordingSink final : public rules::ProgressSink {
+ public:
+  struct Step {
+    std::string what, unit;
+    uint64_t total = 0;
+    std::vector<uint64_t> done;  // every report
+  };
+  void step(const std::string& what, uint64_t total, const std::string& unit) override {
+    steps.push_back({what, unit, total, {}});
+  }
+  void done(uint64_t n) override {
+    if (!steps.empty()) steps.back().done.push_back(n);
+  }
+  const Step* find(const std::string& prefix) const {
+    for (const Step& s : steps) {
+      if (s.what.rfind(prefix, 0) == 0) return &s;
+    }
+    return nullptr;
+  }
+  std::vector<Step> steps;
+};
+
+TEST(ProgressSteps, DnsListLoadReportsBytesOfEachFileAndInlineNames) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "dpu_prog_dns.XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const std::string file = tmpl + "/ads.txt";
+  {
+    std::ofstream o(file);
+    for (int i = 0; i < 80000; ++i) o << "||host" << i << ".ads.example^\n";  // ~2 MiB
+  }
+  const uint64_t size = std::filesystem::file_size(file);
+  rules::DnsModel m;
+  rules::DnsListModel l;
+  l.name = "ads";
+  l.format = rules::DnsListFormat::kAdblock;
+  l.files = {file};
+  for (int i = 0; i < 5000; ++i) l.names.push_back("||inline" + std::to_string(i) + ".example^");
+  m.lists.push_back(l);
+  RecordingSink sink;
+  {
+    rules::ProgressScope scope(&sink);
+    rules::ConfigErrorList errs;
+    auto c = rules::compileDns(m, nullptr, &errs);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_EQ((*c)->lists.size(), 1u);
+  }
+  const auto* f = sink.find("loading DNS list ads from " + file);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->unit, "bytes");
+  EXPECT_EQ(f->total, size);
+  ASSERT_GE(f->done.size(), 2u);  // at least one report on the way (every MiB) and the end
+  EXPECT_GE(f->done.front(), 1u << 20);
+  EXPECT_LT(f->done.front(), size);
+  EXPECT_EQ(f->done.back(), size);
+  EXPECT_TRUE(std::is_sorted(f->done.begin(), f->done.end()));
+  const auto* n = sink.find("DNS list ads: names");
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->unit, "names");
+  EXPECT_EQ(n->total, 5000u);
+  ASSERT_FALSE(n->done.empty());
+  EXPECT_EQ(n->done.back(), 5000u);
+  std::filesystem::remove_all(tmpl);
+}
+
+TEST(ProgressSteps, YaraCompileReportsFilesAndTheHyperscanPhase) {
+  rules::DpiModel m;
+  m.enabled = true;
+  m.sources.push_back({"a.yar", R"(rule a1 { strings: $x = "alpha" condition: $x }
+rule a2 { strings: $x = /be+ta/ condition: $x })"});
+  m.sources.push_back({"b.yar", R"(rule b1 { strings: $x = { 47 41 4d 4d 41 } condition: $x })"});
+  RecordingSink sink;
+  {
+    rules::ProgressScope scope(&sink);
+    rules::ConfigErrorList errs;
+    auto c = rules::compileDpi(m, errs);
+    ASSERT_TRUE(c.ok()) << c.status();
+  }
+  std::string all;
+  for (const auto& s : sink.steps) all += s.what + "\n";
+  const auto* v = sink.find("validating YARA files with libyara");
+  ASSERT_NE(v, nullptr) << all;
+  EXPECT_EQ(v->total, 2u);
+  EXPECT_EQ(v->unit, "files");
+  ASSERT_FALSE(v->done.empty());
+  EXPECT_EQ(v->done.back(), 2u);
+  EXPECT_GE(v->done.size(), 2u);  // per file (every = 1)
+  const auto* p = sink.find("parsing YARA files");
+  ASSERT_NE(p, nullptr) << all;
+  EXPECT_EQ(p->done.back(), 2u);
+  EXPECT_NE(sink.find("translating YARA rules to Hyperscan (pass 1)"), nullptr) << all;
+  const auto* hs = sink.find("Hyperscan compile of ");
+  ASSERT_NE(hs, nullptr) << all;
+  EXPECT_NE(hs->what.find(" patterns (3 rules)"), std::string::npos) << hs->what;
 }
 
 }  // namespace
