@@ -118,6 +118,7 @@ grpc::Status applyErrorToGrpc(const ApplyError& err) {
 
 void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   fillDnsCounters(f, out);  // DNS filtering
+  fillDpiCounters(f, out);  // --- dpi ---
   out->set_rx_packets_a(f.rx_packets[dp::kSideA]);
   out->set_rx_packets_b(f.rx_packets[dp::kSideB]);
   out->set_tx_packets_a(f.tx_packets[dp::kSideA]);
@@ -414,6 +415,7 @@ void ApplianceService::fillStats(v1::Stats* out) const {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   fillTasks(opts_.progress, out->mutable_tasks());
   for (const auto& l : plane_->dnsLists()) fillDnsListStats(l, out->add_dns_lists());  // DNS
+  fillDpiStats(*plane_, opts_.wall_offset_ns, out);  // --- dpi ---
 }
 
 grpc::Status ApplianceService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,
@@ -444,14 +446,15 @@ grpc::Status ApplianceService::WatchEvents(grpc::ServerContext* ctx,
                                            const v1::WatchEventsRequest* req,
                                            grpc::ServerWriter<v1::Event>* writer) {
   if (!events_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no event source configured");
-  static const char* const kTypes[] = {"drop", "flow", "config"};
+  // (alert: --- dpi ---; lb and dns events were published but could not be asked for)
+  static const char* const kTypes[] = {"drop", "flow", "config", "alert", "lb", "dns"};
   std::vector<std::string> types;
   for (const std::string& t : req->types()) {
     std::string lt = absl::AsciiStrToLower(t);
     if (std::find(std::begin(kTypes), std::end(kTypes), lt) == std::end(kTypes)) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("types: unknown event type '", t,
-                                       "' (known: drop, flow, config)"));
+                                       "' (known: drop, flow, config, alert, lb, dns)"));
     }
     types.push_back(lt);
   }
@@ -528,9 +531,14 @@ grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRe
   const dp::PacketVerdict& v = r.verdict;
   resp->set_verdict(dp::verdictName(v.verdict));
   if (v.stage != dp::Stage::kNone) resp->set_stage(dp::stageName(v.stage));
-  if (v.rule != dp::kNoRule) resp->set_rule(absl::StrCat(v.rule));
+  if (v.rule != dp::kNoRule) {  // the rule's id (DNS: the list), else its index
+    std::string id = plane_->ruleName(v.generation, v.stage, v.rule);
+    resp->set_rule(id.empty() ? absl::StrCat(v.rule) : id);
+  }
   if (v.reason != dp::DropReason::kNone) resp->set_reason(dp::dropReasonName(v.reason));
-  if (v.backend != dp::kNoBackend) resp->set_backend(absl::StrCat(v.backend));
+  if (v.backend != dp::kNoBackend) {  // --- lb --- by id (its index when unknown)
+    resp->set_backend(r.backend.empty() ? absl::StrCat(v.backend) : r.backend);
+  }
   resp->set_generation(v.generation);
   for (const auto& st : r.steps) {
     v1::ExplainStep* step = resp->add_steps();

@@ -143,6 +143,20 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.lb_nat_no_reverse", As::kCounter, "lb_nat_no_reverse_total", "Load balancer: NAT flows without a reverse entry (table full or tuple taken)."},
   {"dpu.v1.CounterSet.lb_counters_full", As::kCounter, "lb_counters_full_total", "Load balancer: backends beyond a worker's counter table."},
   {"dpu.v1.CounterSet.lb_fragments_passed", As::kCounter, "lb_fragments_passed_total", "Load balancer: later IP fragments to a service passed unbalanced."},
+  // --- dpi (CounterSet, Stats.dpi) ---
+  {"dpu.v1.CounterSet.dpi_bytes_scanned", As::kCounter, "dpi_bytes_scanned_total", "DPI: payload bytes scanned."},
+  {"dpu.v1.CounterSet.dpi_alerts", As::kCounter, "dpi_rules_fired_total", "DPI: YARA rules that fired, by action.", "action=alert"},
+  {"dpu.v1.CounterSet.dpi_drops", As::kCounter, "dpi_rules_fired_total", "DPI: YARA rules that fired, by action.", "action=drop"},
+  {"dpu.v1.CounterSet.dpi_resets", As::kCounter, "dpi_rules_fired_total", "DPI: YARA rules that fired, by action.", "action=reset"},
+  {"dpu.v1.CounterSet.dpi_gaps", As::kCounter, "dpi_gaps_total", "DPI: flow directions with out-of-order bytes beyond the buffer."},
+  {"dpu.v1.CounterSet.dpi_depth_reached", As::kCounter, "dpi_depth_reached_total", "DPI: flow directions that reached the depth limit."},
+  {"dpu.v1.CounterSet.dpi_no_stream", As::kCounter, "dpi_no_stream_total", "DPI: flow directions not inspected (stream pool empty)."},
+  {"dpu.v1.Stats.dpi", As::kPrefix, "dpi_", nullptr},
+  {"dpu.v1.DpiStats.rules_accepted", As::kGauge, "dpi_rules_accepted", "DPI: YARA rules of the running set that are matched."},
+  {"dpu.v1.DpiStats.rules_unsupported", As::kGauge, "dpi_rules_unsupported", "DPI: YARA rules of the running set that are unsupported (not matched)."},
+  {"dpu.v1.DpiStats.rules", As::kPrefix, "dpi_rule_", nullptr, "rule=id,action=action"},
+  {"dpu.v1.DpiRuleMatches.matches", As::kCounter, "dpi_rule_matches_total", "DPI: times the YARA rule fired (rules that fired at least once)."},
+  {"dpu.v1.DpiRuleMatches.last_match_unix_ns", As::kGauge, "dpi_rule_last_match_timestamp_seconds", "DPI: when the YARA rule fired last (Unix time)."},
 
   // --- applies, events, progress (Stats) ---
   {"dpu.v1.ConfigApplyStats.applied", As::kCounter, "config_applies_total", "Configuration applies, by result.", "result=applied"},
