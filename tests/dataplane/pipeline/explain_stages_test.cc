@@ -106,6 +106,33 @@ TEST_F(ExplainStages, DnsAllowAndUnlisted) {
   EXPECT_EQ(stepOf(web, Stage::kDns)->decision, "skip");
 }
 
+TEST_F(ExplainStages, DnsOverTcpJudgesTheFirstMessage) {
+  auto framed = [](std::vector<uint8_t> m) {
+    std::vector<uint8_t> v = {uint8_t(m.size() >> 8), uint8_t(m.size())};
+    v.insert(v.end(), m.begin(), m.end());
+    return v;
+  };
+  auto r = run(PacketBuilder().ipv4("10.0.0.1", "10.0.0.53").tcp(40000, 53, kTcpAck | kTcpPsh)
+                   .payload(framed(test::dnsQuery("x.metrics.example"))).build());
+  EXPECT_EQ(r.verdict.verdict, Verdict::kDrop);
+  EXPECT_EQ(r.verdict.reason, DropReason::kDnsAnswered);
+  const ExplainStep* s = stepOf(r, Stage::kDns);
+  ASSERT_NE(s, nullptr);
+  EXPECT_NE(s->detail.find("TCP message"), std::string::npos) << s->detail;
+  EXPECT_NE(s->detail.find("the server gets a RST"), std::string::npos) << s->detail;
+  // Only the length prefix so far: read on with the next segment.
+  auto part = run(PacketBuilder().ipv4("10.0.0.1", "10.0.0.53").tcp(40000, 53, kTcpAck | kTcpPsh)
+                      .payload(std::vector<uint8_t>{0, 40, 0x12}).build());
+  EXPECT_EQ(part.verdict.verdict, Verdict::kForward);
+  ASSERT_NE(stepOf(part, Stage::kDns), nullptr);
+  EXPECT_EQ(stepOf(part, Stage::kDns)->decision, "pass");
+  // From the DNS port (a response over TCP): not inspected.
+  auto resp = run(PacketBuilder().ipv4("10.0.0.53", "10.0.0.1").tcp(53, 40000, kTcpAck | kTcpPsh)
+                      .payload(framed(test::dnsQuery("ads.example"))).build());
+  ASSERT_NE(stepOf(resp, Stage::kDns), nullptr);
+  EXPECT_EQ(stepOf(resp, Stage::kDns)->decision, "skip");
+}
+
 TEST_F(ExplainStages, DpiAlertDropAndReset) {
   auto alert = run(PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(1000, 8080, kTcpAck | kTcpPsh)
                        .payload("GET / HTTP/1.1\r\nUser-Agent: EvilAgent\r\n\r\n").build());
