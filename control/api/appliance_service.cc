@@ -432,6 +432,7 @@ void ApplianceService::fillStats(v1::Stats* out) const {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   fillTasks(opts_.progress, out->mutable_tasks());
   for (const auto& l : plane_->dnsLists()) fillDnsListStats(l, out->add_dns_lists());  // DNS
+  fillDpiStats(*plane_, opts_.wall_offset_ns, out);  // --- dpi ---
 }
 
 grpc::Status ApplianceService::GetStats(grpc::ServerContext*, const v1::GetStatsRequest*,
@@ -547,9 +548,14 @@ grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRe
   const dp::PacketVerdict& v = r.verdict;
   resp->set_verdict(dp::verdictName(v.verdict));
   if (v.stage != dp::Stage::kNone) resp->set_stage(dp::stageName(v.stage));
-  if (v.rule != dp::kNoRule) resp->set_rule(absl::StrCat(v.rule));
+  if (v.rule != dp::kNoRule) {  // the rule's id (DNS: the list), else its index
+    std::string id = plane_->ruleName(v.generation, v.stage, v.rule);
+    resp->set_rule(id.empty() ? absl::StrCat(v.rule) : id);
+  }
   if (v.reason != dp::DropReason::kNone) resp->set_reason(dp::dropReasonName(v.reason));
-  if (v.backend != dp::kNoBackend) resp->set_backend(absl::StrCat(v.backend));
+  if (v.backend != dp::kNoBackend) {  // --- lb --- by id (its index when unknown)
+    resp->set_backend(r.backend.empty() ? absl::StrCat(v.backend) : r.backend);
+  }
   resp->set_generation(v.generation);
   for (const auto& st : r.steps) {
     v1::ExplainStep* step = resp->add_steps();

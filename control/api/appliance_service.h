@@ -97,6 +97,13 @@ class ApplianceService final : public v1::Appliance::Service {
                               v1::ApplyConfigResponse* resp) override;
   grpc::Status ListDnsLists(grpc::ServerContext* ctx, const v1::ListDnsListsRequest* req,
                             v1::ListDnsListsResponse* resp) override;
+  // --- dpi --- (dpi_service.cc)
+  grpc::Status AddYaraRule(grpc::ServerContext* ctx, const v1::AddYaraRuleRequest* req,
+                           v1::ApplyConfigResponse* resp) override;
+  grpc::Status RemoveYaraRule(grpc::ServerContext* ctx, const v1::RemoveYaraRuleRequest* req,
+                              v1::ApplyConfigResponse* resp) override;
+  grpc::Status ListDpiRules(grpc::ServerContext* ctx, const v1::ListDpiRulesRequest* req,
+                            v1::ListDpiRulesResponse* resp) override;
 
  private:
   void fillStats(v1::Stats* out) const;
@@ -139,5 +146,8 @@ void fillPortStats(const dp::PortInfo& p, v1::PortStats* out);
 // DNS filtering: the DNS counters of a counter set, and one list's stats (dns_service.cc).
 void fillDnsCounters(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out);
 void fillDnsListStats(const dp::DnsListCounters& c, v1::DnsListStats* out);
+// --- dpi --- the DPI counters of a counter set; the running rule set's accepted /
+// unsupported counts and per-rule matches (Stats.dpi, absent when DPI is off) (dpi_service.cc).
+void fillDpiStats(const dp::DataplaneControl& plane, int64_t wall_offset_ns, v1::Stats* out);
 
 }  // namespace dpu::ctl

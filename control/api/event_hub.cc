@@ -33,6 +33,19 @@ v1::Event toApiEvent(const dp::Event& e, int64_t wall_offset_ns,
     ev.set_rule(e.dns_list);
     ev.set_dns_name(e.dns_name);
   }
+  if (e.type == dp::EventType::kDpiAlert && e.rule != dp::kNoRule && names != nullptr) {
+    // --- dpi --- the rule's tags, metadata and action.
+    if (auto d = names->dpiRules(e.generation); d && e.rule < d->rules.size()) {
+      const rules::DpiRule& r = d->rules[e.rule];
+      for (const std::string& t : r.tags) ev.add_tags(utf8Safe(t));
+      for (const auto& [k, v] : r.meta) {
+        v1::DpiMeta* m = ev.add_meta();
+        m->set_key(utf8Safe(k));
+        m->set_value(utf8Safe(v));
+      }
+      ev.set_dpi_action(rules::dpiActionName(r.action));
+    }
+  }
   if (e.type == dp::EventType::kFlowEnd) {
     v1::FlowSummary* f = ev.mutable_flow();
     f->set_pkts_toserver(e.packets[0]);

@@ -179,6 +179,13 @@ absl::Status runReplay(const ReplayOptions& o) {
   sum.counters = plane->counters();
   sum.fw_rules = plane->ruleCounters();
   sum.dns_lists = plane->dnsLists();  // DNS filtering
+  // --- dpi --- per-rule matches and the rule counts of the running rule set
+  sum.dpi_rules = plane->dpiRuleCounters();
+  if (auto d = plane->dpiRules(plane->currentGeneration())) {
+    sum.dpi_enabled = true;
+    sum.dpi_accepted = d->rules.size();
+    sum.dpi_unsupported = d->unsupported.size();
+  }
   sum.flows_active_at_end = w.flows().size();
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);

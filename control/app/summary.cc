@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
@@ -24,9 +25,51 @@ std::string jsonString(const std::string& s) {
   return out;
 }
 
+// --- dpi --- any text (YARA tags and meta values) as a JSON string: utf8Safe, then quotes,
+// backslashes and control characters escaped.
+std::string jsonText(const std::string& t) {
+  std::string out = "\"";
+  for (char c : utf8Safe(t)) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (u < 0x20 || u == 0x7f) {
+      absl::StrAppend(&out, "\\u00", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
 std::string jsonStrOrNull(const char* s) { return s ? absl::StrCat("\"", s, "\"") : "null"; }
 
 }  // namespace
+
+std::string utf8Safe(const std::string& t) {
+  std::string out;
+  out.reserve(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    const unsigned char u = static_cast<unsigned char>(t[i]);
+    if (u < 0x80) {
+      out.push_back(t[i]);
+      continue;
+    }
+    // A whole UTF-8 sequence (2..4 bytes, continuation bytes 10xxxxxx) passes as it is.
+    const size_t n = (u & 0xe0) == 0xc0 ? 2 : (u & 0xf0) == 0xe0 ? 3 : (u & 0xf8) == 0xf0 ? 4 : 0;
+    bool seq = n != 0 && u >= 0xc2 && u <= 0xf4 && i + n <= t.size();
+    for (size_t k = 1; seq && k < n; ++k) seq = (static_cast<unsigned char>(t[i + k]) & 0xc0) == 0x80;
+    if (seq) {
+      out.append(t, i, n);
+      i += n - 1;
+    } else {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
 
 std::string isoTime(uint64_t ns) {
   time_t sec = static_cast<time_t>(ns / 1000000000ull);
@@ -252,6 +295,17 @@ std::string formatSummary(const SummaryInput& in) {
         t.dpi_bytes, t.dpi_alerts, t.dpi_drops, t.dpi_resets, t.dpi_gaps, t.dpi_depth,
         t.dpi_no_stream));
   }
+  if (in.dpi_enabled) {  // --- dpi --- the rule set and the rules that matched
+    absl::StrAppend(&s, absl::StrFormat("dpi rules: %u matched, %u unsupported (not matched)\n",
+                                        in.dpi_accepted, in.dpi_unsupported));
+    bool header = false;
+    for (const dp::DpiRuleCounters& r : in.dpi_rules) {
+      if (!r.matches) continue;
+      if (!header) absl::StrAppend(&s, absl::StrFormat("  %-40s %12s\n", "rule", "matches"));
+      header = true;
+      absl::StrAppend(&s, absl::StrFormat("  %-40s %12u\n", r.id, r.matches));
+    }
+  }
   appendDnsSummary(in, s);  // DNS filtering
   appendPerfSummary(t, s);  // --- perf ---
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
@@ -323,6 +377,17 @@ std::string summaryJson(const SummaryInput& in) {
                     t.dpi_gaps, ",\"depth_reached\":", t.dpi_depth, ",\"no_stream\":",
                     t.dpi_no_stream, "}");
   }
+  if (in.dpi_enabled) {  // --- dpi --- the rule set; rules that matched
+    absl::StrAppend(&s, ",\"dpi_rules\":{\"accepted\":", in.dpi_accepted, ",\"unsupported\":",
+                    in.dpi_unsupported, ",\"matches\":{");
+    bool first_rule = true;
+    for (const dp::DpiRuleCounters& r : in.dpi_rules) {
+      if (!r.matches) continue;
+      absl::StrAppend(&s, first_rule ? "" : ",", jsonText(r.id), ":", r.matches);
+      first_rule = false;
+    }
+    absl::StrAppend(&s, "}}");
+  }
   appendDnsSummaryJson(in, s);  // DNS filtering: ,"dns":{...}
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {
@@ -386,7 +451,32 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
                                         ? std::string("null")
                                         : absl::StrCat("\"", dp::dropReasonName(e.reason), "\""),
                     ",\"verdict\":\"", dp::verdictName(e.verdict), "\",\"generation\":",
-                    e.generation, "}");
+                    e.generation);
+    // The rule's action, tags and metadata (as Suricata's alert.metadata: key -> values).
+    std::shared_ptr<const rules::CompiledDpi> d =
+        names != nullptr && e.rule != dp::kNoRule ? names->dpiRules(e.generation) : nullptr;
+    if (d && e.rule < d->rules.size()) {
+      const rules::DpiRule& r = d->rules[e.rule];
+      absl::StrAppend(&s, ",\"action\":\"", rules::dpiActionName(r.action), "\",\"tags\":[");
+      for (size_t k = 0; k < r.tags.size(); ++k) absl::StrAppend(&s, k ? "," : "", jsonText(r.tags[k]));
+      absl::StrAppend(&s, "],\"metadata\":{");
+      std::vector<std::string> keys;
+      for (const auto& [key, value] : r.meta) {
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+      }
+      for (size_t k = 0; k < keys.size(); ++k) {
+        absl::StrAppend(&s, k ? "," : "", jsonText(keys[k]), ":[");
+        bool first_value = true;
+        for (const auto& [key, value] : r.meta) {
+          if (key != keys[k]) continue;
+          absl::StrAppend(&s, first_value ? "" : ",", jsonText(value));
+          first_value = false;
+        }
+        absl::StrAppend(&s, "]");
+      }
+      absl::StrAppend(&s, "}");
+    }
+    absl::StrAppend(&s, "}");
   } else if (e.type == dp::EventType::kDns) {
     // DNS filtering: the block (client = src).
     std::string name;

@@ -31,6 +31,10 @@ struct SummaryInput {
   // Per-rule firewall counters of the rule set in force at the end (rank order).
   std::vector<dp::RuleCounters> fw_rules;
   std::vector<dp::DnsListCounters> dns_lists;  // DNS filtering: the running lists
+  // --- dpi --- the running YARA rule set: rule counts and per-rule matches (rule order)
+  bool dpi_enabled = false;
+  uint64_t dpi_accepted = 0, dpi_unsupported = 0;
+  std::vector<dp::DpiRuleCounters> dpi_rules;
 };
 
 // Fills in.ports from the dataplane's port view (name and PMD counters of both sides).
@@ -56,5 +60,8 @@ std::string ipToString(const dp::IpAddr& a, uint8_t ip_ver);
 // RFC 3339 UTC with microseconds: 2024-01-02T03:04:05.123456Z.
 std::string isoTime(uint64_t unix_ns);
 std::string protoName(uint8_t proto);
+// --- dpi --- `t` as valid UTF-8 (YARA meta may hold any bytes; protobuf strings and JSON
+// need UTF-8): valid sequences pass, any other byte >= 0x80 becomes the text \xHH.
+std::string utf8Safe(const std::string& t);
 
 }  // namespace dpu::ctl

@@ -222,6 +222,18 @@ std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
                           l.p50_ns() / 1e3, l.p99_ns() / 1e3, l.p999_ns() / 1e3,
                           l.max_ns() / 1e3);
   }
+  // --- dpi --- counters, the running rule set's counts, the rules that matched.
+  if (s.has_dpi()) {
+    absl::StrAppendFormat(&o, "dpi\n  bytes scanned %u   rules fired: alert %u   drop %u   reset %u"
+                              "   gaps %u   at depth %u   no stream %u\n",
+                          t.dpi().bytes_scanned(), t.dpi().alerts(), t.dpi().drops(), t.dpi().resets(),
+                          t.dpi().gaps(), t.dpi().depth_reached(), t.dpi().no_stream());
+    absl::StrAppendFormat(&o, "  rules: %u matched, %u unsupported (not matched)\n",
+                          s.dpi().rules_accepted(), s.dpi().rules_unsupported());
+    for (const auto& r : s.dpi().rules()) {
+      absl::StrAppendFormat(&o, "  rule %-40s %-6s matches %u\n", r.id(), r.action(), r.matches());
+    }
+  }
   absl::StrAppendFormat(&o, "workers\n  %-4s %-10s %14s %14s %14s %12s %12s\n", "id", "generation",
                         "packets in", "forwarded", "dropped", "flows", "events lost");
   for (const auto& w : s.workers()) {
@@ -266,6 +278,7 @@ std::string formatEvent(const v1::Event& e) {
     if (!e.reason().empty()) absl::StrAppend(&o, " reason ", e.reason());
     if (!e.rule().empty()) absl::StrAppend(&o, " rule ", e.rule());
     if (!e.dns_name().empty()) absl::StrAppend(&o, " name ", e.dns_name());  // DNS filtering
+    if (e.tags_size()) absl::StrAppend(&o, " tags ", absl::StrJoin(e.tags(), ","));  // --- dpi ---
     if (e.has_flow()) {
       const auto& f = e.flow();
       absl::StrAppend(&o, " pkts ", f.pkts_toserver(), "/", f.pkts_toclient(), " bytes ",

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "control/cli/dns_cmd.h"  // DNS filtering
+#include "control/cli/dpi_cmd.h"  // --- dpi ---
 #include "control/cli/cli_format.h"
 #include "control/cli/fw_format.h"
 #include "control/cli/lb_cmd.h"
@@ -81,6 +82,9 @@ commands:
   dns list                                  DNS lists with their sizes and counters
   dns add LIST ENTRY... [--file FILE] [--expected-version N | --force]
   dns remove LIST ENTRY... [--file FILE] [--expected-version N | --force]
+  dpi list                                  YARA rules: action, tags, matches, unsupported ones
+  dpi add [FILE.yar | -] [--set NAME] [--expected-version N | --force]
+  dpi remove RULE [--expected-version N | --force]
 
 'dpuctl <command> --help' shows each command's options and examples.
 
@@ -1059,27 +1063,39 @@ int cmdLb(Client& c, const std::vector<std::string>& a) {
 
 }  // namespace
 
-// DNS filtering: `dpuctl dns ...` (control/cli/dns_cmd.cc) with this client.
-int cmdDnsDispatch(Client& c, const std::vector<std::string>& a) {
-  VersionOpts v;
+// The environment the subcommands of their own files get (DnsCmdEnv): this client's stub,
+// output mode, deadline, error printing and version options (`v` holds the options parsed).
+dpu::cli::DnsCmdEnv subcommandEnv(Client& c, const std::vector<std::string>& a, VersionOpts& v) {
   dpu::cli::DnsCmdEnv env;
   if (!wantsHelp(a)) env.stub = &c.stub();  // no connection for --help
   env.json = c.global().json;
-  env.unary = [&](grpc::ClientContext* ctx) { c.unary(ctx); };
-  env.rpc_fail = [&](const std::string& what, const grpc::Status& st) {
+  env.unary = [&c](grpc::ClientContext* ctx) { c.unary(ctx); };
+  env.rpc_fail = [&c](const std::string& what, const grpc::Status& st) {
     return rpcFail(c.global(), what, st);
   };
-  env.print_apply = [&](const dpu::v1::ApplyConfigResponse& r) { return printApply(c, r); };
-  env.version_opt = [&](const std::vector<std::string>& args, size_t& i, std::string* err) {
+  env.print_apply = [&c](const dpu::v1::ApplyConfigResponse& r) { return printApply(c, r); };
+  env.version_opt = [&v](const std::vector<std::string>& args, size_t& i, std::string* err) {
     return versionOpt(args, i, v, err);
   };
-  env.resolve_expected = [&](uint64_t* expected, bool* force) {
+  env.resolve_expected = [&c, &v](uint64_t* expected, bool* force) {
     int rc = resolveExpected(c, v);
     *expected = v.expected;
     *force = v.force;
     return rc;
   };
-  return dpu::cli::cmdDns(env, a);
+  return env;
+}
+
+// DNS filtering: `dpuctl dns ...` (control/cli/dns_cmd.cc) with this client.
+int cmdDnsDispatch(Client& c, const std::vector<std::string>& a) {
+  VersionOpts v;
+  return dpu::cli::cmdDns(subcommandEnv(c, a, v), a);
+}
+
+// --- dpi --- `dpuctl dpi ...` (control/cli/dpi_cmd.cc) with this client.
+int cmdDpiDispatch(Client& c, const std::vector<std::string>& a) {
+  VersionOpts v;
+  return dpu::cli::cmdDpi(subcommandEnv(c, a, v), a);
 }
 
 int main(int argc, char** argv) {
@@ -1139,5 +1155,6 @@ int main(int argc, char** argv) {
   if (cmd == "geo") return run(cmdGeo);
   if (cmd == "lb") return run(cmdLb);  // --- lb ---
   if (cmd == "dns") return run(cmdDnsDispatch);  // DNS filtering
+  if (cmd == "dpi") return run(cmdDpiDispatch);  // --- dpi ---
   return usage("unknown command '" + cmd + "'");
 }

@@ -1,5 +1,6 @@
 #include "control/config/config_manager.h"
 #include "rules/compile/lb_compiler.h"
+#include "rules/compile/yara_translate.h"  // --- dpi ---
 
 #include <chrono>
 #include <utility>
@@ -235,6 +236,25 @@ absl::StatusOr<ConfigManager::LbView> ConfigManager::lbView() const {
   auto lb = rules::compileLb(model->lb, nullptr, published_lb_.compiled.get());
   if (!lb.ok()) return lb.status();
   return LbView{cfg.version(), *lb};
+}
+
+// --- dpi ---
+absl::StatusOr<ConfigManager::DpiView> ConfigManager::dpiView() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const v1::ApplianceConfig& cfg = store_->current();
+  auto model = toModel(cfg);
+  if (!model.ok()) return model.status();
+  DpiView v{cfg.version(), std::move(model->dpi), nullptr};
+  if (!v.model.enabled) return v;
+  if (published_dpi_.compiled && published_dpi_.model == v.model) {
+    v.compiled = published_dpi_.compiled;
+    return v;
+  }
+  rules::ConfigErrorList errors;
+  auto dpi = rules::compileDpi(v.model, errors);
+  if (!dpi.ok()) return dpi.status();
+  v.compiled = std::move(*dpi);
+  return v;
 }
 
 absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,

@@ -124,6 +124,15 @@ class ConfigManager {
     std::shared_ptr<const rules::CompiledLb> compiled;
   };
   absl::StatusOr<LbView> lbView() const;
+  // --- dpi --- The DPI section of the committed configuration: its model (sources in
+  // compile order) and its compiled rules (the published object when the section did not
+  // change; compiled again otherwise). compiled is null when there is no dpi section.
+  struct DpiView {
+    uint64_t version = 0;
+    rules::DpiModel model;
+    std::shared_ptr<const rules::CompiledDpi> compiled;
+  };
+  absl::StatusOr<DpiView> dpiView() const;
   // Applies since this manager was created (its own lock: never waits for an apply).
   ApplyStats applyStats() const;
   // Every apply becomes a "config apply" task there, with its steps (validating, compiling

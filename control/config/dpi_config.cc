@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,19 @@ bool toAction(v1::DpiAction a, rules::DpiAction fallback, rules::DpiAction* out)
 }
 
 }  // namespace
+
+absl::Status checkRuleSetName(const std::string& name) {
+  if (name.empty() || name.size() > 64)
+    return absl::InvalidArgumentError("a rule set name has 1 to 64 characters");
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '_' || ch == '.' || ch == '-';
+    if (!ok)
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "': a rule set name is made of letters, digits, '_', '.' and '-'"));
+  }
+  return absl::OkStatus();
+}
 
 void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::ConfigErrorList& errors) {
   if (!cfg.has_dpi()) return;
@@ -60,6 +74,22 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
   for (rules::YaraSource& s : m->sources) {
     std::string base = std::filesystem::path(s.name).filename().string();
     if (seen[base] == 1) s.name = base;
+  }
+  // --- dpi rule sets (control) --- inline sources after the files, named as given.
+  std::set<std::string> names;
+  for (const rules::YaraSource& f : m->sources) names.insert(f.name);
+  for (int k = 0; k < c.rule_sets_size(); ++k) {
+    const v1::DpiRuleSet& rs = c.rule_sets(k);
+    const std::string field = absl::StrCat("dpi.rule_sets[", k, "].name");
+    if (absl::Status st = checkRuleSetName(rs.name()); !st.ok()) {
+      errors.push_back(dpiError(field, std::string(st.message())));
+      continue;
+    }
+    if (!names.insert(rs.name()).second) {
+      errors.push_back(dpiError(field, absl::StrCat("'", rs.name(), "' names another rule set or a rule file")));
+      continue;
+    }
+    m->sources.push_back({rs.name(), rs.text()});
   }
   if (!toAction(c.default_action(), rules::DpiAction::kAlert, &m->default_action))
     errors.push_back(dpiError("dpi.default_action", "not ALERT, DROP or RESET"));

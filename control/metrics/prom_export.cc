@@ -159,6 +159,13 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.lb_nat_no_reverse", As::kCounter, "lb_nat_no_reverse_total", "Load balancer: NAT flows without a reverse entry (table full or tuple taken)."},
   {"dpu.v1.CounterSet.lb_counters_full", As::kCounter, "lb_counters_full_total", "Load balancer: backends beyond a worker's counter table."},
   {"dpu.v1.CounterSet.lb_fragments_passed", As::kCounter, "lb_fragments_passed_total", "Load balancer: later IP fragments to a service passed unbalanced."},
+  // --- dpi (CounterSet, Stats.dpi) ---
+  {"dpu.v1.Stats.dpi", As::kPrefix, "dpi_", nullptr},
+  {"dpu.v1.DpiStats.rules_accepted", As::kGauge, "dpi_rules_accepted", "DPI: YARA rules of the running set that are matched."},
+  {"dpu.v1.DpiStats.rules_unsupported", As::kGauge, "dpi_rules_unsupported", "DPI: YARA rules of the running set that are unsupported (not matched)."},
+  {"dpu.v1.DpiStats.rules", As::kPrefix, "dpi_rule_", nullptr, "rule=id,action=action"},
+  {"dpu.v1.DpiRuleMatches.matches", As::kCounter, "dpi_rule_matches_total", "DPI: times the YARA rule fired (rules that fired at least once)."},
+  {"dpu.v1.DpiRuleMatches.last_match_unix_ns", As::kGauge, "dpi_rule_last_match_timestamp_seconds", "DPI: when the YARA rule fired last (Unix time)."},
 
   // --- dns (CounterSet) --- the map's keys (dnsCounterName) each get their own family: a
   // rule "<map field>.<key>" names the family of that key (see exportMap).

@@ -43,6 +43,7 @@ struct ExplainResult {
   PacketVerdict verdict;
   std::vector<ExplainStep> steps;
   std::string summary;  // parsed headers, one line
+  std::string backend;  // --- lb --- the chosen backend's id ("" = none)
 };
 
 // Totals of one firewall rule over all workers, by rule id. Counters of a rule that keeps
@@ -77,6 +78,14 @@ struct LbBackendStats {
   uint64_t packets = 0, bytes = 0;
   uint64_t flows_active = 0;  // flows pinned to the backend now
   uint64_t flows_total = 0;   // flows ever pinned to it
+};
+
+// --- dpi --- Matches of one YARA rule of the running set over all workers, by rule id
+// ("<source>:<rule>"): a rule that keeps its id across reloads keeps counting.
+// `last_hit_ns` is on the clock of Event::ts_ns (0 = never).
+struct DpiRuleCounters {
+  std::string id;
+  uint64_t matches = 0, last_hit_ns = 0;
 };
 
 struct PreparedSnapshot {
@@ -127,6 +136,16 @@ class DataplaneControl {
   // (rules::CompiledLbBackend::identity). Kept across reloads: a backend that keeps its
   // identity keeps counting.
   virtual std::vector<LbBackendStats> lbBackendStats() const { return {}; }
+  // --- dpi --- Per-rule match counters of the running YARA rules (rule order; empty when
+  // DPI is off).
+  virtual std::vector<DpiRuleCounters> dpiRuleCounters() const { return {}; }
+  // The compiled YARA rules of the snapshot of `generation` (tags, meta and actions of the
+  // rules events name by index); null when DPI was off then or the generation is older than
+  // the recent ones remembered.
+  virtual std::shared_ptr<const rules::CompiledDpi> dpiRules(uint32_t generation) const {
+    (void)generation;
+    return nullptr;
+  }
 };
 
 // The explain logic itself, usable on any snapshot (no DPDK state involved). Firewall rules

@@ -241,10 +241,14 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
         cs->ooo_buffer_bytes == ds.ooo_buffer_bytes && cs->depth_bytes == ds.depth_bytes &&
         cs->gap_policy == ds.gap_policy && cs->udp_stream == ds.udp_stream) {
       st->dpi = cur->dpi;
+      st->dpi_hits = cur->dpi_hits;  // the counters go with the runtime
     } else {
       auto rt = DpiRuntime::create(next->dpi, ds, st->nworkers);
       if (!rt.ok()) return rt.status();
       st->dpi = std::move(*rt);
+    }
+    if (!st->dpi_hits) {
+      st->dpi_hits = std::make_shared<DpiRuleHits>(uint32_t(next->dpi->rules.size()), st->nworkers);
     }
   }
   st->snap = std::move(next);
@@ -311,6 +315,20 @@ uint32_t Dataplane::publishLocked(std::unique_ptr<PublishedState> next) {
       b.last_hit_ns = std::max(b.last_hit_ns, h.last_hit_ns.load());
     }
   }
+  // --- dpi --- counters of a DPI rule set being replaced are final too: kept by rule id for
+  // the rules of the new set.
+  if (old->dpi_hits && old->dpi_hits != now->dpi_hits) {
+    std::unordered_map<std::string, DpiRuleCounters> kept;
+    const rules::CompiledDpi* od = old->snap->dpi.get();
+    if (now->snap->dpi && od != nullptr) {
+      std::unordered_map<std::string, DpiRuleCounters> was;
+      for (DpiRuleCounters& c : dpiTotals(*old)) was.emplace(c.id, std::move(c));
+      for (const rules::DpiRule& r : now->snap->dpi->rules) {
+        if (auto it = was.find(r.id()); it != was.end()) kept.insert(*it);
+      }
+    }
+    dpi_base_ = std::move(kept);
+  }
   adoptUids(*now);
   rememberNames(*now->snap);
   delete old;
@@ -331,6 +349,43 @@ std::vector<RuleCounters> Dataplane::ruleCounters() const {
     }
   }
   return out;
+}
+
+// --- dpi ---
+std::vector<DpiRuleCounters> Dataplane::dpiTotals(const PublishedState& st) const {
+  std::vector<DpiRuleCounters> out;
+  if (!st.snap->dpi || !st.dpi_hits) return out;
+  const rules::CompiledDpi& d = *st.snap->dpi;
+  out.resize(d.rules.size());
+  for (size_t r = 0; r < d.rules.size(); ++r) {
+    out[r].id = d.rules[r].id();
+    if (auto it = dpi_base_.find(out[r].id); it != dpi_base_.end()) {
+      out[r].matches = it->second.matches;
+      out[r].last_hit_ns = it->second.last_hit_ns;
+    }
+  }
+  const DpiRuleHits& h = *st.dpi_hits;
+  for (uint32_t w = 0; w < h.nworkers; ++w) {
+    const DpiRuleHit* wh = h.of(w);
+    for (uint32_t r = 0; r < h.nrules && r < out.size(); ++r) {
+      out[r].matches += wh[r].matches.load();
+      out[r].last_hit_ns = std::max(out[r].last_hit_ns, wh[r].last_hit_ns.load());
+    }
+  }
+  return out;
+}
+
+std::vector<DpiRuleCounters> Dataplane::dpiRuleCounters() const {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  return dpiTotals(*current_.load(std::memory_order_acquire));
+}
+
+std::shared_ptr<const rules::CompiledDpi> Dataplane::dpiRules(uint32_t generation) const {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  for (auto it = names_.rbegin(); it != names_.rend(); ++it) {
+    if (it->generation == generation) return it->dpi;
+  }
+  return nullptr;
 }
 
 void Dataplane::rememberNames(const rules::Snapshot& s) {

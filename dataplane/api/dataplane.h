@@ -86,6 +86,9 @@ class Dataplane : public DataplaneControl {
 
   CountersSnapshot counters() const override;
   std::vector<LbBackendStats> lbBackendStats() const override;  // --- lb ---
+  // --- dpi ---
+  std::vector<DpiRuleCounters> dpiRuleCounters() const override;
+  std::shared_ptr<const rules::CompiledDpi> dpiRules(uint32_t generation) const override;
   // Pops up to `max` events from every worker ring, calling fn for each.
   uint32_t drainEvents(const std::function<void(const Event&)>& fn,
                        uint32_t max = 4096) override;
@@ -117,6 +120,10 @@ class Dataplane : public DataplaneControl {
   static constexpr size_t kNamesKept = 64;
   void rememberNames(const rules::Snapshot& s);
   std::deque<NamesAt> names_;
+  // --- dpi --- totals of `st`'s DPI rules (base + workers; under publish_mu_), and the
+  // counts carried over from replaced rule sets by rule id (under publish_mu_).
+  std::vector<DpiRuleCounters> dpiTotals(const PublishedState& st) const;
+  std::unordered_map<std::string, DpiRuleCounters> dpi_base_;
   DataplaneOptions opts_;
   std::atomic<const PublishedState*> current_{nullptr};
   // The generation of current_, readable by any thread without touching the state (which a

@@ -83,7 +83,13 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
       verdict = Verdict::kDrop;
     }
   }
+  const uint64_t hit_ns = b != nullptr ? b->ts[i] : now_ns_;
   for (uint32_t k = 0; k < o.nfired; ++k) {
+    if (dpi_hits_ != nullptr) {  // per-rule match counters
+      DpiRuleHit& h = dpi_hits_[o.fired[k]];
+      h.matches.add();
+      if (hit_ns > h.last_hit_ns.load()) h.last_hit_ns.set(hit_ns);
+    }
     switch (dpi.rules[o.fired[k]].action) {
       case rules::DpiAction::kAlert: c_->dpi_alerts.add(); break;
       case rules::DpiAction::kDrop: c_->dpi_drops.add(); break;

@@ -8,6 +8,15 @@
 #include "dataplane/api/control.h"
 #include "dataplane/packet/parser.h"
 #include "dataplane/stages/firewall_stage.h"
+// Rule stages (explain of the DNS, DPI and LB steps).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "dataplane/stages/dns_stage.h"
+#include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/lb_view.h"
+#include "rules/compile/dns_parsers.h"
 
 namespace dpu::dp {
 namespace {
@@ -66,6 +75,327 @@ std::string countryText(const char cc[2]) {
   return cc[0] ? std::string(cc, 2) : std::string("unknown");
 }
 
+
+// --- rule stages (control: explain) ------------------------------------------------------
+
+void ruleStep(ExplainResult& r, Stage st, std::string decision, std::string detail) {
+  r.steps.push_back({st, std::move(decision), std::move(detail)});
+}
+
+void ruleDrop(ExplainResult& r, Stage st, Verdict verdict, DropReason reason, uint32_t rule,
+              std::string decision, std::string detail) {
+  r.verdict.verdict = verdict;
+  r.verdict.stage = st;
+  r.verdict.reason = reason;
+  r.verdict.rule = rule;
+  ruleStep(r, st, std::move(decision), std::move(detail));
+}
+
+// The payload the stages read (inside the frame).
+bool payloadOf(const PacketMeta& m, uint32_t len, const uint8_t* frame, const uint8_t** p,
+               uint32_t* n) {
+  if (uint32_t(m.payload_offset) > len) return false;
+  *p = frame + m.payload_offset;
+  *n = std::min<uint32_t>(m.payload_len, len - m.payload_offset);
+  return true;
+}
+
+std::string dnsNameText(const DnsName* n) {
+  if (n == nullptr || n->text_len == 0) return ".";
+  return std::string(n->text, n->text_len);
+}
+
+// The list entry behind a lookup: the name itself (depth 0) or the parent domain whose
+// subdomains the entry covers.
+std::string dnsEntryText(const DnsName* n, const rules::DnsLookup& l) {
+  if (n == nullptr || l.depth < 0 || l.depth >= n->nlabels) return "?";
+  std::string suffix(n->text + n->off[l.depth], n->text_len - n->off[l.depth]);
+  return l.depth == 0 ? absl::StrCat("'", suffix, "' (the name itself)")
+                      : absl::StrCat("'", suffix, "' and its subdomains");
+}
+
+// DNS filter (dataplane/pipeline/dns_path.cc): UDP datagrams to or from a DNS port, and the
+// first message of a TCP segment toward one, judged by dnsJudge.
+bool explainDns(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
+                const PacketMeta& m, bool tracked, ExplainResult& r) {
+  const rules::CompiledDns* dns = snap.dns.get();
+  if (dns == nullptr) return false;
+  if (!m.has_l4 || m.is_fragment || !(dns->isDnsPort(m.dport) || dns->isDnsPort(m.sport))) {
+    ruleStep(r, Stage::kDns, "skip", "not DNS (no DNS port: 53 or dns.extra_ports)");
+    return false;
+  }
+  const uint8_t* p = nullptr;
+  uint32_t n = 0;
+  if (!payloadOf(m, len, frame, &p, &n) || n == 0) {
+    ruleStep(r, Stage::kDns, "skip", "no payload");
+    return false;
+  }
+  std::string how = "UDP message";
+  if (m.l4_proto == 6) {
+    if (!tracked) {
+      ruleStep(r, Stage::kDns, "skip", "TCP without a flow: DNS over TCP is read on tracked connections only");
+      return false;
+    }
+    if (!dns->isDnsPort(m.dport)) {
+      ruleStep(r, Stage::kDns, "skip", "TCP from the DNS port: responses over TCP are not inspected");
+      return false;
+    }
+    if (n < 2) {
+      ruleStep(r, Stage::kDns, "pass", "TCP segment shorter than the 2-byte message length: read on with the next segment");
+      return false;
+    }
+    const uint32_t msg_len = uint32_t(p[0] << 8 | p[1]);
+    const uint32_t head = std::min<uint32_t>(msg_len, 300);
+    if (n - 2 < head) {
+      ruleStep(r, Stage::kDns, "pass", "the first message's head continues in a later segment");
+      return false;
+    }
+    p += 2;
+    n = head;
+    how = "TCP message (the first of the segment, as on a connection followed from its SYN; "
+          "one picked up mid-stream is passed unread)";
+  } else if (m.l4_proto != 17) {
+    ruleStep(r, Stage::kDns, "skip", "neither UDP nor TCP");
+    return false;
+  }
+  auto scratch = std::make_unique<DnsScratch>();
+  uint8_t answer[1024];
+  DnsDecision d = dnsJudge(*dns, p, n, *scratch, answer, sizeof(answer));
+  const bool response = d.status == DnsMsgStatus::kOk && scratch->q.isResponse();
+  const std::string what = absl::StrCat(how, ", ", response ? "response" : "query", " for '",
+                                        dnsNameText(&scratch->q.name), "'");
+  switch (d.outcome) {
+    case DnsOutcome::kNotInspected:
+      ruleStep(r, Stage::kDns, "pass", absl::StrCat(how, ": not a standard query or response (opcode, "
+                                                    "question count): not inspected"));
+      return false;
+    case DnsOutcome::kMalformed:
+      if (dns->malformed == rules::Policy::kForward) {
+        ruleStep(r, Stage::kDns, "pass", absl::StrCat(how, ": malformed (", dnsMsgStatusName(d.status),
+                                                      "); policy dns.malformed = FORWARD"));
+        return false;
+      }
+      ruleDrop(r, Stage::kDns, Verdict::kDrop, DropReason::kDnsMalformed, kNoRule, "drop",
+               absl::StrCat(how, ": malformed (", dnsMsgStatusName(d.status),
+                            "); policy dns.malformed = DROP"));
+      return true;
+    case DnsOutcome::kPass:
+      if (d.match.list >= 0) {
+        ruleStep(r, Stage::kDns, "allow",
+                 absl::StrCat(what, ": allowed by list '", dns->lists[d.match.list]->name,
+                              "', entry ", dnsEntryText(d.name, d.match)));
+      } else {
+        ruleStep(r, Stage::kDns, "pass", absl::StrCat(what, ": on no list"));
+      }
+      return false;
+    case DnsOutcome::kAnswered:
+    case DnsOutcome::kDropped:
+      break;
+  }
+  const rules::CompiledDnsList& list = *dns->lists[d.match.list];
+  std::string detail = absl::StrCat(what, ": ");
+  if (d.cloaked) absl::StrAppend(&detail, "CNAME target '", dnsNameText(d.name), "' ");
+  absl::StrAppend(&detail, "blocked by list '", list.name, "', entry ", dnsEntryText(d.name, d.match),
+                  ", action ", rules::dnsActionName(d.match.action), "; dropped");
+  DropReason reason = DropReason::kDnsDropped;
+  if (d.outcome == DnsOutcome::kAnswered) {
+    reason = d.cloaked ? DropReason::kDnsCloaked : DropReason::kDnsAnswered;
+    absl::StrAppend(&detail, d.onward ? ", NXDOMAIN sent on to the client" : ", answer sent back",
+                    " (", d.answer_len, " bytes)");
+  } else if (d.cloaked) {
+    reason = DropReason::kDnsCloaked;
+  }
+  if (m.l4_proto == 6) absl::StrAppend(&detail, "; the server gets a RST and the connection is closed");
+  ruleDrop(r, Stage::kDns, Verdict::kDrop, reason, uint32_t(d.match.list), "drop", detail);
+  return true;
+}
+
+std::string dpiRuleList(const rules::CompiledDpi& dpi, const uint32_t* idx, uint32_t n) {
+  std::string s;
+  for (uint32_t k = 0; k < n; ++k) {
+    const rules::DpiRule& rule = dpi.rules[idx[k]];
+    absl::StrAppend(&s, k ? ", " : "", "'", rule.id(), "' (", rules::dpiActionName(rule.action), ")");
+  }
+  return s;
+}
+
+// DPI (dataplane/pipeline/dpi_path.cc): the payload as the first bytes of a new stream (a
+// block scan for untracked packets and UDP datagrams), by DpiInspector on a runtime of its
+// own for the snapshot's compiled rules; then the end of that stream.
+bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
+                const PacketMeta& m, bool tracked, ExplainResult& r) {
+  if (!snap.dpi) return false;
+  if (!m.has_l4 || m.is_fragment || (m.l4_proto != 6 && m.l4_proto != 17)) {
+    ruleStep(r, Stage::kDpi, "skip", "not inspected: only TCP and UDP payload (not fragments)");
+    return false;
+  }
+  const uint8_t* p = nullptr;
+  uint32_t n = 0;
+  if (!payloadOf(m, len, frame, &p, &n) || n == 0) {
+    ruleStep(r, Stage::kDpi, "skip", "no payload");
+    return false;
+  }
+  const rules::DpiModel& ms = snap.dpi_settings;
+  DpiSettings ds;
+  ds.streams_per_worker = 1;
+  ds.ooo_slots_per_worker = 1;
+  ds.ooo_buffer_bytes = 64;
+  ds.depth_bytes = ms.depth_bytes;
+  ds.gap_policy = ms.gap_policy;
+  ds.udp_stream = ms.udp_stream;
+  auto rt = DpiRuntime::create(snap.dpi, ds, 1);
+  if (!rt.ok()) {
+    ruleStep(r, Stage::kDpi, "error", absl::StrCat("cannot scan here: ", rt.status().message()));
+    return false;
+  }
+  const rules::CompiledDpi& dpi = *snap.dpi;
+  DpiOutcome o;
+  DpiDir dir;
+  std::string how;
+  if (!tracked) {
+    DpiInspector::block(**rt, 0, p, n, o);
+    how = "untracked packet, scanned on its own";
+  } else if (m.l4_proto == 6) {
+    DpiInspector::tcp(**rt, 0, dir, p, n, m.tcp_seq, m.tcp_flags, o);
+    how = "first payload of the flow direction's stream";
+  } else {
+    DpiInspector::udp(**rt, 0, dir, p, n, o);
+    how = ms.udp_stream ? "first datagram of the flow direction's stream" : "UDP datagram, scanned on its own";
+  }
+  DpiOutcome at_end;
+  if (tracked) DpiInspector::end(**rt, 0, dir, at_end);
+  std::string detail = absl::StrCat(how, ": ", o.scanned, " of ", n, " bytes scanned",
+                                    o.depth_reached ? " (depth limit dpi.depth_bytes reached)" : "",
+                                    ", ", dpi.rules.size(), " rules");
+  std::string end_note;
+  if (at_end.nfired) {
+    end_note = absl::StrCat("; if the stream ended here, also (alerts at the stream's end): ",
+                            dpiRuleList(dpi, at_end.fired, at_end.nfired));
+  }
+  if (o.nfired == 0) {
+    ruleStep(r, Stage::kDpi, "pass", absl::StrCat(detail, ": no rule matches", end_note));
+    return false;
+  }
+  // Strongest action wins, as in Worker::dpiAct: reset > drop > alert.
+  int best = -1;
+  uint32_t best_rule = kNoRule;
+  for (uint32_t k = 0; k < o.nfired; ++k) {
+    const int a = static_cast<int>(dpi.rules[o.fired[k]].action);
+    if (a > best) {
+      best = a;
+      best_rule = o.fired[k];
+    }
+  }
+  absl::StrAppend(&detail, ": matching ", dpiRuleList(dpi, o.fired, o.nfired));
+  const bool tcp = m.l4_proto == 6;
+  if (best == static_cast<int>(rules::DpiAction::kAlert)) {
+    ruleStep(r, Stage::kDpi, "alert", absl::StrCat(detail, "; alert event, forwarded", end_note));
+    return false;
+  }
+  if (best == static_cast<int>(rules::DpiAction::kReset) && tcp) {
+    ruleDrop(r, Stage::kDpi, Verdict::kReject, DropReason::kDpiReset, best_rule, "reset",
+             absl::StrCat(detail, "; dropped, TCP RST sent to both ends, the flow is blocked"));
+    return true;
+  }
+  ruleDrop(r, Stage::kDpi, Verdict::kDrop, DropReason::kDpiDrop, best_rule, "drop",
+           absl::StrCat(detail, best == static_cast<int>(rules::DpiAction::kReset)
+                                    ? "; dropped (reset on UDP: as drop), the flow is blocked"
+                                    : "; dropped, the flow is blocked"));
+  return true;
+}
+
+std::string hexBytes(const uint8_t* b, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) absl::StrAppend(&s, absl::Hex(b[i], absl::kZeroPad2));
+  return s;
+}
+
+// Load balancer (dataplane/pipeline/lb_path.cc), a new flow's first packet: the first
+// service matching, its key fields (lbExtractField), the key hash (keyHash), the Maglev
+// table slot and backend (pick), and the rewrite of the service's mode.
+bool explainLb(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
+               const PacketMeta& m, ExplainResult& r) {
+  const rules::CompiledLb* lb = snap.lb.get();
+  if (lb == nullptr || lb->services.empty() || m.l3 == L3Type::kNone) return false;
+  rules::LbPacket p;
+  lbView(m, frame, len, p);
+  uint32_t si = 0;
+  const rules::CompiledLbService* svc = lb->match(p, &si);
+  if (svc == nullptr) {
+    ruleStep(r, Stage::kLb, "pass", absl::StrCat("no service matches (", lb->services.size(),
+                                                 " services): forwarded unchanged"));
+    return false;
+  }
+  std::string key;
+  if (svc->fields.empty()) {
+    key = "5-tuple";
+  } else {
+    for (const rules::CompiledLbField& f : svc->fields) {
+      uint8_t buf[rules::kLbMaxKeyBytes];
+      int w = rules::lbExtractField(f, p, buf);
+      std::string name = f.kind == rules::LbFieldKind::kRaw
+                             ? absl::StrCat("raw ", rules::lbAnchorName(f.anchor), "+", f.offset,
+                                            "/", f.length)
+                             : rules::lbFieldName(f.kind);
+      absl::StrAppend(&key, key.empty() ? "" : ", ", name, " = ",
+                      w < 0 ? std::string("missing") : hexBytes(buf, w));
+    }
+  }
+  bool missing = false;
+  const uint64_t h = svc->keyHash(p, &missing);
+  std::string detail = absl::StrCat("service '", svc->model.id, "' (", rules::lbModeName(svc->mode),
+                                    "); key: ", key);
+  if (missing) {
+    if (svc->fallback == rules::LbFallback::kDrop) {
+      ruleDrop(r, Stage::kLb, Verdict::kDrop, DropReason::kLbKeyMissing, kNoRule, "drop",
+               absl::StrCat(detail, "; a key field is missing and the fallback is drop"));
+      return true;
+    }
+    absl::StrAppend(&detail, "; a key field is missing: the 5-tuple is hashed (fallback)");
+  }
+  absl::StrAppend(&detail, absl::StrFormat("; hash 0x%016x", h));
+  const uint16_t be = svc->pick(h);
+  if (be == rules::kLbNoBackend) {
+    ruleDrop(r, Stage::kLb, Verdict::kDrop, DropReason::kLbNoBackend, kNoRule, "drop",
+             absl::StrCat(detail, "; no backend in the table (all down, draining or weight 0)"));
+    return true;
+  }
+  const rules::CompiledLbBackend& b = svc->backends[be];
+  absl::StrAppend(&detail, ", table slot ", rules::lbReduce(h, svc->table_size), " of ",
+                  svc->table_size, " -> backend '", b.id, "'");
+  const bool v4 = m.l3 == L3Type::kIpv4;
+  IpAddr a{};
+  switch (svc->mode) {
+    case rules::LbMode::kL2:
+      absl::StrAppend(&detail, "; destination MAC := ", absl::StrFormat("%02x:%02x:%02x:%02x:%02x:%02x",
+                      b.mac[0], b.mac[1], b.mac[2], b.mac[3], b.mac[4], b.mac[5]));
+      break;
+    case rules::LbMode::kNat:
+    case rules::LbMode::kIpip: {
+      const bool has = v4 ? b.has_v4 : b.has_v6;
+      const bool tun = svc->mode == rules::LbMode::kNat || (v4 ? svc->has_tun_v4 : svc->has_tun_v6);
+      if (!has || !tun) {
+        ruleDrop(r, Stage::kLb, Verdict::kDrop, DropReason::kLbNoAddress, kNoRule, "drop",
+                 absl::StrCat(detail, "; the backend (or the service's tunnel source) has no ",
+                              v4 ? "IPv4" : "IPv6", " address"));
+        return true;
+      }
+      std::memcpy(a.b, v4 ? b.v4 : b.v6, v4 ? 4 : 16);
+      if (svc->mode == rules::LbMode::kNat) {
+        absl::StrAppend(&detail, "; destination := ", addr(a, m.l3),
+                        b.port ? absl::StrCat(" port ", b.port) : std::string(),
+                        " (NAT; answers get the service address back)");
+      } else {
+        absl::StrAppend(&detail, "; encapsulated (IP-in-IP) to ", addr(a, m.l3));
+      }
+      break;
+    }
+  }
+  r.verdict.backend = be;
+  r.backend = b.id;
+  ruleStep(r, Stage::kLb, "balance", detail);
+  return false;
+}
 }  // namespace
 
 ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
@@ -206,7 +536,12 @@ ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, u
       return r;
     }
   }
-  // Later rule stages join here as features land.
+  // Rule stages, in DESIGN.md order (dataplane/pipeline/rule_stages.cc), on the snapshot's
+  // compiled objects with the stages' own code: a stage that drops ends the trace there.
+  const bool tracked = !(is_tcp && !(m.tcp_flags & kTcpSyn) && (m.tcp_flags & kTcpRst));
+  if (explainDns(snap, frame, len, m, tracked, r)) return r;
+  if (explainDpi(snap, frame, len, m, tracked, r)) return r;
+  if (explainLb(snap, frame, len, m, r)) return r;
   v.verdict = Verdict::kForward;
   step(Stage::kNone, "forward", side == kSideA ? "out of side B" : "out of side A");
   return r;

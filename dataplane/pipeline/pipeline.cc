@@ -115,6 +115,7 @@ void Worker::refreshSnapshot() {
   hits_ = st->hitsOf(opts_.id);
   lbRefresh(s);  // --- lb ---
   dpi_rt_ = st->dpi.get();
+  dpi_hits_ = st->dpi_hits ? st->dpi_hits->of(opts_.id) : nullptr;  // --- dpi ---
   if (s->generation != generation_) {
     generation_ = s->generation;
     timeouts_ = toTimeouts(s->dataplane);

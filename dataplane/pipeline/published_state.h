@@ -16,11 +16,28 @@
 #include <vector>
 
 #include "dataplane/api/control.h"
+#include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/verdict.h"
 #include "dataplane/stages/dpi_stage.h"
 #include "dataplane/stages/firewall_stage.h"
 
 namespace dpu::dp {
+
+// --- dpi --- Per-rule match counters of one DPI runtime (one CompiledDpi): worker w's
+// counter of rule r is of(w)[r]; each worker writes only its own block (relaxed stores),
+// control threads read. Shared by the states that share the runtime.
+struct DpiRuleHit {
+  Counter matches;
+  Counter last_hit_ns;
+};
+struct DpiRuleHits {
+  DpiRuleHits(uint32_t rules, uint32_t workers)
+      : nrules(rules), nworkers(workers), stride((rules + 3) & ~3u),
+        h(new DpiRuleHit[size_t(stride) * workers]()) {}
+  DpiRuleHit* of(uint32_t w) const { return &h[size_t(w) * stride]; }
+  uint32_t nrules, nworkers, stride;  // stride: a multiple of 4 hits (64 bytes)
+  std::unique_ptr<DpiRuleHit[]> h;
+};
 
 struct PublishedState : PreparedSnapshot {
   // Firewall: null tables when the snapshot has no firewall. The stage runs only when
@@ -46,6 +63,7 @@ struct PublishedState : PreparedSnapshot {
   // --- dpi --- Hyperscan database, per-worker scratch and stream pools (null: no DPI). Shared
   // with the previous state when the compiled rules and the settings did not change.
   std::shared_ptr<const DpiRuntime> dpi;
+  std::shared_ptr<const DpiRuleHits> dpi_hits;  // with `dpi` (null: no DPI)
 
   RuleHit* hitsOf(uint32_t worker) const {
     return nrules == 0 ? nullptr : &hits[static_cast<size_t>(worker) * hit_pairs].h[0];

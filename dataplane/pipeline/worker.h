@@ -217,6 +217,7 @@ class Worker {
   std::unique_ptr<DpiDir[]> dpi_dirs_;
   std::unique_ptr<uint32_t[]> dpi_block_;  // per flow: 0, or 1 + rule that blocked it
   const DpiRuntime* dpi_rt_ = nullptr;
+  DpiRuleHit* dpi_hits_ = nullptr;  // this worker's per-rule match counters (rule index)
   // --- DNS filtering ---
   // Per-flow DNS-over-TCP stream state (client -> server bytes), by flow position, and a
   // small per-worker pool of buffers for message heads split across segments.

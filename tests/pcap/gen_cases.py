@@ -122,9 +122,9 @@ class Case:
         lines.append("index\tside\tverdict\treason\tflow\tnew\tnote")
         for i, (_, side, _, exp, note) in enumerate(self.merged()):
             parts = exp.split()
-            verdict = {"F": "forward", "D": "drop", "R": "reject"}[parts[0]]
+            verdict = {"F": "forward", "D": "drop", "R": "reject", "X": "reject"}[parts[0]]
             reason, flow, new = "-", "-", "0"
-            if parts[0] == "D":
+            if parts[0] in ("D", "X"):
                 reason = parts[1]
                 if len(parts) > 2:  # "D reason label [new]": a drop inside a tracked flow
                     flow = parts[2]
@@ -1025,6 +1025,7 @@ TCP SYN of a new connection (dropped), and ARP (non-IP needs no flow: forwarded)
 #   "F s1 [new]"          forward in flow s1 (as above)
 #   "D reason s1 [new]"   drop with that reason, in flow s1
 #   "R s1 [new]"          reject (reason firewall_reject), in flow s1
+#   "X reason s1 [new]"   reject with another reason (e.g. dpi_reset), in flow s1
 # The note of each packet names the rule expected to decide its flow ("rule N" = position in
 # the config's rules list, "default" = no rule). The verdicts' "rule" field is the deciding rule's
 # id (null = default); it is not checked by check_case.py, but was reviewed against these
@@ -1047,9 +1048,9 @@ class FwCase(Case):
         for i, (_, side, _, exp, note) in enumerate(self.merged()):
             parts = exp.split()
             kind = parts.pop(0)
-            verdict = {"F": "forward", "D": "drop", "R": "reject"}[kind]
+            verdict = {"F": "forward", "D": "drop", "R": "reject", "X": "reject"}[kind]
             reason = "-"
-            if kind == "D":
+            if kind in ("D", "X"):
                 reason = parts.pop(0)
             elif kind == "R":
                 reason = "firewall_reject"
@@ -1811,6 +1812,84 @@ match completes and every later packet of the flow (both directions); alerts are
     return c
 
 
+DPI_RESET_RULES = r"""
+rule kill_switch : c2 exfil {
+  meta:
+    author = "soc team"
+    action = "reset"
+    severity = 3
+  strings:
+    $a = "KILL-SWITCH"
+  condition:
+    $a
+}
+rule reset_by_config { strings: $a = "RESET-BY-CONFIG" condition: $a }
+rule watch_only : audit { meta: ref = "T1041" strings: $a = "WATCH-ME" condition: $a }
+"""
+
+
+def case_dpi_reset():
+    c = FwCase("dpi_reset", {"dpi": {"rule_files": ["rules.yar"],
+                                     "actions": [{"rule": "reset_by_config", "action": "DPI_RESET"}]}}, """
+DPI action reset (rules.yar, indices in evaluation order): 0 kill_switch ("KILL-SWITCH", meta
+action reset, tags c2 exfil), 1 reset_by_config ("RESET-BY-CONFIG", reset from dpi.actions),
+2 watch_only ("WATCH-ME", alert, tag audit). A reset drops the packet where the match completes
+(verdict reject, reason dpi_reset), sends a TCP RST back out of the packet's ingress side and,
+for a segment with ACK, one toward the other end (out of the other side), exactly like a
+firewall reject; every later packet of the flow is dropped (reason dpi_drop), nothing more is
+sent. On UDP a reset is a drop. Alert events carry the rule's tags and metadata. A config
+change before packet 15 adds rules2.yar (late_rule): rule match counters carry over by id.""")
+    os.makedirs(os.path.join(HERE, "dpi_reset"), exist_ok=True)
+    with open(os.path.join(HERE, "dpi_reset", "rules.yar"), "w") as f:
+        f.write(DPI_RESET_RULES.lstrip())
+    # r1: the client sends the match in one segment: reset both ways, then the flow is dead.
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.10", dst="10.2.0.80"),
+            lambda: IP(src="10.2.0.80", dst="10.1.0.10"), 41001, 80, "r1", side_c="A", side_s="B")
+    t.handshake("r1: client sends KILL-SWITCH -> reset")
+    t.c("PA", note="r1: harmless request", data=b"GET / HTTP/1.1\r\n\r\n")
+    t.s("PA", note="r1: harmless answer", data=b"HTTP/1.1 200 OK\r\n\r\n")
+    t.c("PA", "X dpi_reset r1", "r1: KILL-SWITCH (rule 0): RST to 10.1.0.10 out of A, RST to "
+        "10.2.0.80 out of B", data=b"POST /x KILL-SWITCH now")
+    t.s("PA", "D dpi_drop r1", "r1: the server's late data: the flow is blocked, no RST",
+        data=b"late")
+    t.cseq -= 23
+    t.c("PA", "D dpi_drop r1", "r1: client retransmits the segment: dropped, no second RST",
+        data=b"POST /x KILL-SWITCH now")
+    # r2: the match split over two server segments (server -> client direction).
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.11", dst="10.2.0.80"),
+            lambda: IP(src="10.2.0.80", dst="10.1.0.11"), 41002, 80, "r2", side_c="A", side_s="B")
+    t.handshake("r2: server sends KILL- then SWITCH -> reset")
+    t.c("PA", note="r2: request", data=b"GET /y HTTP/1.1\r\n\r\n")
+    t.s("PA", note="r2: KILL- (first half)", data=b"HTTP/1.1 200 OK\r\n\r\nKILL-")
+    t.s("PA", "X dpi_reset r2", "r2: SWITCH completes rule 0: RST to 10.2.0.80 out of B, RST to "
+        "10.1.0.11 out of A", data=b"SWITCH")
+    t.c("A", "D dpi_drop r2", "r2: the client's ACK: blocked")
+    # Before r3 (packet 15) a config change adds rules2.yar: a new rule set (a new runtime);
+    # the per-rule match counters carry over by rule id (summary dpi_rules: kill_switch 3).
+    with open(os.path.join(HERE, "dpi_reset", "rules2.yar"), "w") as f:
+        f.write('rule late_rule { strings: $a = "LATE-RULE" condition: $a }\n')
+    c.changes = [(15, "change1.json", {"dpi": {"rule_files": ["rules.yar", "rules2.yar"],
+                                               "actions": [{"rule": "reset_by_config",
+                                                            "action": "DPI_RESET"}]}})]
+    # r3: the action comes from dpi.actions (the rule has no meta action).
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.12", dst="10.2.0.81"),
+            lambda: IP(src="10.2.0.81", dst="10.1.0.12"), 41003, 8080, "r3", side_c="A", side_s="B")
+    t.handshake("r3: reset from dpi.actions")
+    t.c("PA", "X dpi_reset r3", "r3: RESET-BY-CONFIG (rule 1, action from the config): RSTs "
+        "both ways", data=b"xx RESET-BY-CONFIG xx")
+    # a1: an alert-only rule: forwarded, its event carries tags and metadata.
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.13", dst="10.2.0.82"),
+            lambda: IP(src="10.2.0.82", dst="10.1.0.13"), 41004, 80, "a1", side_c="A", side_s="B")
+    t.handshake("a1: alert with tags and metadata")
+    t.c("PA", note="a1: WATCH-ME (rule 2): alert event, forwarded", data=b"hi WATCH-ME")
+    t.s("PA", note="a1: answer forwarded", data=b"ok")
+    # u1: reset on UDP: dropped, nothing sent.
+    c.add(eth_a() / IP(src="10.1.0.20", dst="10.2.0.53") / UDP(sport=5000, dport=5353) /
+          Raw(b"data KILL-SWITCH data"), "D dpi_drop u1 new",
+          "u1: udp KILL-SWITCH: reset on UDP is a drop (no RST, no ICMP)")
+    return c
+
+
 # ---- DNS filtering ---------------------------------------------------------------------
 # Answers the appliance makes are checked beyond the byte comparison by check_dns_answers.py
 # (tshark decodes them; CI installs tshark): see each case's DNS_ANSWERS file.
@@ -1997,6 +2076,7 @@ CASES = {
     "lb_drain": lb_case_drain,
     "lb_flush_reset": lb_case_flush_reset,
     "dpi_streams": case_dpi_streams,  # --- dpi ---
+    "dpi_reset": case_dpi_reset,  # --- dpi ---
     # DNS filtering
     "dns_udp_actions": case_dns_udp_actions,
     "dns_cname_cloaking": case_dns_cname_cloaking,

@@ -120,3 +120,34 @@ TEST(Hex, ParsesSeparatedBytes) {
 
 }  // namespace
 }  // namespace dpu::cli
+
+// --- dpi --- `dpuctl stats` shows the DPI counters, the rule counts and the rules that
+// matched; `dpuctl events` shows an alert's tags.
+namespace dpu::cli {
+namespace {
+
+TEST(DpiFormat, StatsAndEvents) {
+  v1::Stats s;
+  s.mutable_total()->set_dpi_bytes_scanned(1234);
+  s.mutable_total()->set_dpi_resets(2);
+  s.mutable_dpi()->set_rules_accepted(10);
+  s.mutable_dpi()->set_rules_unsupported(3);
+  auto* r = s.mutable_dpi()->add_rules();
+  r->set_id("local:evil");
+  r->set_action("reset");
+  r->set_matches(2);
+  std::string o = formatStats(s, nullptr);
+  EXPECT_NE(o.find("bytes scanned 1234"), std::string::npos) << o;
+  EXPECT_NE(o.find("reset 2"), std::string::npos) << o;
+  EXPECT_NE(o.find("rules: 10 matched, 3 unsupported"), std::string::npos) << o;
+  EXPECT_NE(o.find("rule local:evil"), std::string::npos) << o;
+  EXPECT_EQ(formatStats(v1::Stats(), nullptr).find("\ndpi\n"), std::string::npos) << "no dpi block when DPI is off";
+  v1::Event e;
+  e.set_type("alert");
+  e.add_tags("c2");
+  e.add_tags("exfil");
+  EXPECT_NE(formatEvent(e).find("tags c2,exfil"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dpu::cli

@@ -37,7 +37,8 @@ expect() {  # expect "WANT" FUNC WORD...
   [[ $got == "$want" ]] || fail "'${*:2}': got '$got', want '$want'"
 }
 
-expect "config dns events explain fw geo lb stats status" _dpuctl dpuctl ""
+expect "config dns dpi events explain fw geo lb stats status" _dpuctl dpuctl ""
+expect "--help add list remove" _dpuctl dpuctl dpi ""  # --- dpi ---
 expect "fw" _dpuctl dpuctl f
 expect "--json" _dpuctl dpuctl --j
 expect "--help add list load remove" _dpuctl dpuctl fw ""

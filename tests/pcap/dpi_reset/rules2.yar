@@ -1,0 +1,1 @@
+rule late_rule { strings: $a = "LATE-RULE" condition: $a }
