@@ -3,15 +3,16 @@
 config that loads it, and a pcap of DNS queries over UDP port 53.
 
   dns_gen_traffic.py --dir OUT [--names 1000000] [--packets 100000] [--flows 10000]
-                     [--blocked-share 0.1] [--seed 1]
+                     [--listed-share 0.1] [--action nxdomain|allow] [--seed 1]
 
-Writes OUT/list.txt (N distinct names, 2..4 labels, plain format, action NXDOMAIN with
-subdomains: match_subdomains), OUT/dns.json (the config) and OUT/dns_queries.pcap: packet i is
-a query of flow i % flows (client 10.x.y.z:port -> resolver 172.16.0.53:53, Ethernet/IPv4/
-UDP, checksums set); its name is, with probability --blocked-share, a listed name (half the
-time with an extra label in front: a subdomain match), else a name that is not listed. Every
-query is looked up in the 1M-name set; the blocked ones are dropped and answered NXDOMAIN
-(with the SOA) out of the ingress port. Same arguments, same bytes. Classic pcap written with
+Writes OUT/list.txt (N distinct names, 2..4 labels, plain format, matching subdomains too),
+OUT/dns.json (the config: one list of those names with --action) and OUT/dns_queries.pcap:
+packet i is a query of flow i % flows (client 10.x.y.z:port -> resolver 172.16.0.53:53,
+Ethernet/IPv4/UDP, checksums set); its name is, with probability --listed-share, a listed
+name (half the time with an extra label in front: a subdomain match), else a name that is not
+listed. Every query is looked up in the 1M-name set; with action nxdomain the listed ones are
+dropped and answered NXDOMAIN (with the SOA) out of the ingress port, with action allow they
+are forwarded (an allow list: the same lookup, a hit). Same arguments, same bytes. Classic pcap written with
 struct (scapy is far too slow for 100k frames).
 """
 import argparse
@@ -57,13 +58,19 @@ def frame(src, sport, payload):
     return f + b"\0" * max(0, 60 - len(f))
 
 
+def listed_under(qname, lset):
+    parts = qname.split(".")
+    return any(".".join(parts[k:]) in lset for k in range(len(parts)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True)
     ap.add_argument("--names", type=int, default=1_000_000)
     ap.add_argument("--packets", type=int, default=100_000)
     ap.add_argument("--flows", type=int, default=10_000)
-    ap.add_argument("--blocked-share", type=float, default=0.1)
+    ap.add_argument("--listed-share", type=float, default=0.1)
+    ap.add_argument("--action", choices=["nxdomain", "allow"], default="nxdomain")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -74,7 +81,8 @@ def main():
     listed = sorted(listed)
     with open(os.path.join(a.dir, "list.txt"), "w") as f:
         f.write("\n".join(listed) + "\n")
-    cfg = {"dns": {"lists": [{"name": "bench", "action": "DNS_NXDOMAIN",
+    action = {"nxdomain": "DNS_NXDOMAIN", "allow": "DNS_ALLOW"}[a.action]
+    cfg = {"dns": {"lists": [{"name": "bench", "action": action,
                               "format": "DNS_FORMAT_PLAIN", "match_subdomains": True,
                               "files": [os.path.abspath(os.path.join(a.dir, "list.txt"))]}]}}
     with open(os.path.join(a.dir, "dns.json"), "w") as f:
@@ -86,13 +94,13 @@ def main():
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
         for i in range(a.packets):
             src, sport = flows[i % a.flows]
-            if rng.random() < a.blocked_share:
+            if rng.random() < a.listed_share:
                 qn = rng.choice(listed)
                 if rng.random() < 0.5:
                     qn = label(rng, 1, 8) + "." + qn
             else:
                 qn = name(rng)
-                while qn in lset:
+                while listed_under(qn, lset):  # lists match subdomains: no listed suffix
                     qn = name(rng)
             fr = frame(src, sport, query(i & 0xFFFF, qn))
             f.write(struct.pack("<IIII", TS_BASE + i // 1_000_000, i % 1_000_000, len(fr), len(fr)))

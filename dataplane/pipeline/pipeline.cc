@@ -750,10 +750,12 @@ void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t
                                        : 0;
     hv.in_side = sideOf(hm);
     hv.flow_new = false;
-    if (hv.verdict == Verdict::kForward) {  // --- lb --- the first fragment's backend
-      PacketMeta hmeta;
-      parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
-      if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
+    if (hv.verdict == Verdict::kForward) {
+      if (lb_seen_) {  // --- lb --- the first fragment's backend
+        PacketMeta hmeta;
+        parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+        if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
+      }
     } else if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
       hv.verdict = Verdict::kDrop;
       hv.reason = DropReason::kFragDatagramDropped;
