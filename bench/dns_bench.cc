@@ -15,9 +15,14 @@
 //   - incremental add of --add names: ours is compileDns with the previous version (copy of
 //     the table + inserts, the hitless path), the unordered_set inserts in place;
 //   - false positives: misses our structure reported as hits that the unordered_set did not
-//     (expected 0).
+//     (expected 0);
+//   - instructions per lookup (hits, misses) from the CPU's counter (perf_event_open), which
+//     the machine's load does not change (time does).
 // Prints a table with ratios (unordered_set / ours).
+#include <linux/perf_event.h>
 #include <malloc.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,20 +96,62 @@ class NameGen {
   std::mt19937_64 rng_;
 };
 
-// Median over batches of 1000 of ns per call.
+// Instructions retired by this thread (user space) while enabled: a cost the machine's load
+// does not change, unlike time. -1 when perf events are not available.
+class InsnCounter {
+ public:
+  InsnCounter() {
+    perf_event_attr a{};
+    a.type = PERF_TYPE_HARDWARE;
+    a.size = sizeof(a);
+    a.config = PERF_COUNT_HW_INSTRUCTIONS;
+    a.disabled = 1;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    fd_ = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+  }
+  ~InsnCounter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  void start() {
+    if (fd_ < 0) return;
+    ioctl(fd_, PERF_EVENT_IOC_RESET, 0);
+    ioctl(fd_, PERF_EVENT_IOC_ENABLE, 0);
+  }
+  long long stop() {
+    if (fd_ < 0) return -1;
+    ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0);
+    long long v = 0;
+    return read(fd_, &v, sizeof(v)) == sizeof(v) ? v : -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Median over batches of 1000 of ns per call; *insn = instructions per call over all batches
+// (-1 without perf events).
 template <class F>
-double medianNs(const std::vector<std::string>& qs, F&& f, size_t& hits) {
+double medianNs(const std::vector<std::string>& qs, F&& f, size_t& hits, double* insn) {
   std::vector<double> per;
   constexpr size_t kBatch = 1000;
   hits = 0;
+  static InsnCounter counter;
+  long long total_insn = 0;
+  size_t calls = 0;
   for (size_t i = 0; i + kBatch <= qs.size(); i += kBatch) {
+    counter.start();
     auto t0 = Clock::now();
     size_t h = 0;
     for (size_t j = i; j < i + kBatch; ++j) h += f(qs[j]);
     auto t1 = Clock::now();
+    long long in = counter.stop();
+    total_insn = in < 0 || total_insn < 0 ? -1 : total_insn + in;
+    calls += kBatch;
     hits += h;
     per.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kBatch);
   }
+  *insn = total_insn < 0 || calls == 0 ? -1 : double(total_insn) / double(calls);
   std::sort(per.begin(), per.end());
   return per.empty() ? 0 : per[per.size() / 2];
 }
@@ -196,10 +243,11 @@ void run(const Options& o, size_t n) {
 
   size_t hh = 0, hm = 0, sh = 0, sm = 0;
   const CompiledDns& d = **ours;
-  double ours_hit = medianNs(hits_q, [&](const std::string& q) { return oursLookup(d, q); }, hh);
-  double ss_hit = medianNs(hits_q, [&](const std::string& q) { return setLookup(ss, q); }, sh);
-  double ours_miss = medianNs(misses, [&](const std::string& q) { return oursLookup(d, q); }, hm);
-  double ss_miss = medianNs(misses, [&](const std::string& q) { return setLookup(ss, q); }, sm);
+  double ih, ish, im, ism;  // instructions per lookup
+  double ours_hit = medianNs(hits_q, [&](const std::string& q) { return oursLookup(d, q); }, hh, &ih);
+  double ss_hit = medianNs(hits_q, [&](const std::string& q) { return setLookup(ss, q); }, sh, &ish);
+  double ours_miss = medianNs(misses, [&](const std::string& q) { return oursLookup(d, q); }, hm, &im);
+  double ss_miss = medianNs(misses, [&](const std::string& q) { return setLookup(ss, q); }, sm, &ism);
 
   // Incremental add.
   DnsModel m2 = m;
@@ -220,6 +268,12 @@ void run(const Options& o, size_t n) {
   printf("%-34s %14.1f %18.1f %8.2f\n", "load from file (ms)", ours_load, ss_load, ss_load / ours_load);
   printf("%-34s %14.1f %18.1f %8.2f\n", "lookup hit, median ns", ours_hit, ss_hit, ss_hit / ours_hit);
   printf("%-34s %14.1f %18.1f %8.2f\n", "lookup miss, median ns", ours_miss, ss_miss, ss_miss / ours_miss);
+  if (ih >= 0 && im >= 0) {
+    printf("%-34s %14.1f %18.1f %8.2f\n", "lookup hit, instructions", ih, ish, ish / ih);
+    printf("%-34s %14.1f %18.1f %8.2f\n", "lookup miss, instructions", im, ism, ism / im);
+  } else {
+    printf("%-34s %14s %18s\n", "lookup instructions", "n/a (no CPU instruction counter here)", "");
+  }
   printf("%-34s %14.2f %18.2f %8.2f\n", "incremental add (ms)", ms(t4, t5), ms(t5, t6),
          ms(t5, t6) / ms(t4, t5));
   // A "miss" query can still end in a listed name (subtree match: "x.foo.com" when "foo.com"

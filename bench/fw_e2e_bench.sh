@@ -13,13 +13,14 @@
 #
 # -c CONFIG measures that config instead of the generated rules (e.g. a load-balancer service
 # with 100 backends over the traffic's destinations), labelled with its file name.
+# -p PCAP replays that capture instead of gen_traffic.py's (-f then only labels the output).
 #
 # usage: bench/fw_e2e_bench.sh [-n RULES | -c CONFIG] [-r REPS] [-d DURATION] [-w WARMUP]
-#                              [-f FLOWS] [-o OUTDIR] [fwd_bench.sh options...]
+#                              [-f FLOWS] [-p PCAP] [-o OUTDIR] [fwd_bench.sh options...]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
-RULES=10000 REPS=3 DURATION=5 WARMUP=2 FLOWS=100000 OUTDIR="" CONFIG=""
+RULES=10000 REPS=3 DURATION=5 WARMUP=2 FLOWS=100000 OUTDIR="" CONFIG="" PCAP=""
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -29,8 +30,9 @@ while [[ $# -gt 0 ]]; do
     -d) DURATION=$2; shift 2 ;;
     -w) WARMUP=$2; shift 2 ;;
     -f) FLOWS=$2; shift 2 ;;
+    -p) PCAP=$2; shift 2 ;;
     -o) OUTDIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) EXTRA+=("$1"); shift ;;
   esac
 done
@@ -43,8 +45,10 @@ else
   WITH=$OUTDIR/fw_$RULES.json LABEL="$RULES rules"
 fi
 echo '{}' >"$OUTDIR/none.json"
-PCAP="$OUTDIR/traffic_$FLOWS.pcap"
-"$PY" "$HERE/gen_traffic.py" -o "$PCAP" --flows "$FLOWS" >/dev/null
+if [[ -z $PCAP ]]; then
+  PCAP="$OUTDIR/traffic_$FLOWS.pcap"
+  "$PY" "$HERE/gen_traffic.py" -o "$PCAP" --flows "$FLOWS" >/dev/null
+fi
 
 declare -A runs=([none]="" [rules]="")
 for ((r = 1; r <= REPS; r++)); do

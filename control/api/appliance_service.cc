@@ -191,8 +191,9 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_lb_untracked(f.lb_untracked);
   out->set_lb_nat_reversed(f.lb_nat_reversed);
   out->set_lb_nat_no_reverse(f.lb_nat_no_reverse);
+  out->set_lb_nat_reverse_created(f.lb_nat_reverse_created);
   out->set_lb_counters_full(f.lb_counters_full);
-  out->set_lb_fragments_passed(f.lb_fragments_passed);
+  out->set_lb_fragments_followed(f.lb_fragments_followed);
   out->set_fragment_datagrams_active(f.frag_datagrams_active);
   v1::FirewallCounters* fw = out->mutable_firewall();
   fw->set_allowed(f.fw_allowed);

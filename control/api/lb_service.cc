@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "control/api/appliance_service.h"
+#include "control/api/lb_drain.h"
 #include "control/app/summary.h"
 #include "rules/compiled/lb.h"
 
@@ -30,32 +31,6 @@ absl::Status noService(const std::string& id) {
 }
 absl::Status noBackend(const std::string& svc, const std::string& id) {
   return absl::NotFoundError(absl::StrCat("lb service '", svc, "' has no backend '", id, "'"));
-}
-
-// An "lb" event: what changed, on which backend, in which config version.
-v1::Event lbEvent(const std::string& action, const std::string& svc, const std::string& backend,
-                  uint64_t version, const std::string& extra) {
-  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-  v1::Event ev;
-  ev.set_timestamp_unix_ns(now);
-  ev.set_type("lb");
-  ev.set_config_version(version);
-  std::string esvc, ebe;
-  for (char c : svc) {
-    if (c == '"' || c == '\\') esvc.push_back('\\');
-    esvc.push_back(c);
-  }
-  for (char c : backend) {
-    if (c == '"' || c == '\\') ebe.push_back('\\');
-    ebe.push_back(c);
-  }
-  ev.set_json(absl::StrCat("{\"timestamp\":\"", isoTime(uint64_t(now)),
-                           "\",\"event_type\":\"lb\",\"lb\":{\"action\":\"", action,
-                           "\",\"service\":\"", esvc, "\",\"backend\":\"", ebe,
-                           "\",\"config_version\":", version, extra, "}}"));
-  return ev;
 }
 
 const char* stateName(v1::LbBackendState s) {

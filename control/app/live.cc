@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "control/api/appliance_service.h"
+#include "control/api/lb_drain.h"
 #include "control/api/event_hub.h"
 #include "control/api/server.h"
 #include "control/app/summary.h"
@@ -168,6 +169,8 @@ absl::Status runLive(const LiveOptions& o) {
   sopts.wall_offset_ns = wall_offset;
   sopts.progress = &progress;
   ApplianceService service(&manager, plane.get(), &hub, sopts);
+  LbDrainer lb_drainer(&manager, plane.get(), &hub);  // --- lb --- draining backends removed
+  lb_drainer.start(std::chrono::seconds(1));
 
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
@@ -226,6 +229,7 @@ absl::Status runLive(const LiveOptions& o) {
   // API first (no change can start while the workers stop), then the workers, then the
   // pump's last drain (flow ends at shutdown).
   metrics.reset();
+  lb_drainer.stop();  // --- lb ---
   server->shutdown();
   plane->stop();
   hub.stop();

@@ -368,7 +368,8 @@ std::string summaryJson(const SummaryInput& in) {
                     ",\"key_missing\":", t.lb_key_missing, ",\"untracked\":", t.lb_untracked,
                     ",\"nat_reversed\":", t.lb_nat_reversed, ",\"nat_no_reverse\":",
                     t.lb_nat_no_reverse, ",\"counters_full\":", t.lb_counters_full,
-                    ",\"fragments_passed\":", t.lb_fragments_passed, "}");
+                    ",\"fragments_followed\":", t.lb_fragments_followed,
+                    ",\"nat_reverse_created\":", t.lb_nat_reverse_created, "}");
   }
   // --- dpi --- only when DPI did something (the other cases' summaries stay as they are)
   if (t.dpi_bytes || t.dpi_alerts || t.dpi_drops || t.dpi_resets || t.dpi_gaps || t.dpi_no_stream) {

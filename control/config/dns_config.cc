@@ -41,6 +41,16 @@ void dnsToModel(const v1::ApplianceConfig& cfg, rules::DnsModel* m, rules::Confi
       errors.push_back(dnsError("", "dns.malformed", absl::StrCat("unknown policy ", dc.malformed())));
   }
   m->cname_cloaking = !dc.disable_cname_cloaking();
+  if (dc.has_soa()) {
+    const v1::DnsSoa& s = dc.soa();
+    if (!s.mname().empty()) m->soa.mname = s.mname();
+    if (!s.rname().empty()) m->soa.rname = s.rname();
+    if (s.serial()) m->soa.serial = s.serial();
+    if (s.refresh()) m->soa.refresh = s.refresh();
+    if (s.retry()) m->soa.retry = s.retry();
+    if (s.expire()) m->soa.expire = s.expire();
+    m->soa.minimum = s.minimum();
+  }
   for (int i = 0; i < dc.lists_size(); ++i) {
     const v1::DnsList& l = dc.lists(i);
     const std::string base = absl::StrCat("dns.lists[", i, "]");

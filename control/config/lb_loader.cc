@@ -176,6 +176,8 @@ void lbToModel(const v1::LbConfig& cfg, rules::LbModel* out, rules::ConfigErrorL
     addrField(s.tunnel_src_v4(), base + ".tunnel_src_v4", w, m.tunnel_src_v4);
     addrField(s.tunnel_src_v6(), base + ".tunnel_src_v6", w, m.tunnel_src_v6);
     m.table_size = s.table_size() ? s.table_size() : rules::kLbDefaultTableSize;
+    m.drain_remove_idle = s.drain_remove_idle();
+    m.drain_timeout_s = s.drain_timeout_seconds();
     for (int k = 0; k < s.backends_size(); ++k) {
       Where bw{errors, absl::StrCat(s.id(), "/", s.backends(k).id()), i};
       rules::LbBackend b;

@@ -158,7 +158,8 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.lb_nat_reversed", As::kCounter, "lb_nat_reversed_total", "Load balancer: NAT answers translated back."},
   {"dpu.v1.CounterSet.lb_nat_no_reverse", As::kCounter, "lb_nat_no_reverse_total", "Load balancer: NAT flows without a reverse entry (table full or tuple taken)."},
   {"dpu.v1.CounterSet.lb_counters_full", As::kCounter, "lb_counters_full_total", "Load balancer: backends beyond a worker's counter table."},
-  {"dpu.v1.CounterSet.lb_fragments_passed", As::kCounter, "lb_fragments_passed_total", "Load balancer: later IP fragments to a service passed unbalanced."},
+  {"dpu.v1.CounterSet.lb_nat_reverse_created", As::kCounter, "lb_nat_reverse_created_total", "Load balancer: NAT reverse flow entries created by the LB (flows created without a packet of their own)."},
+  {"dpu.v1.CounterSet.lb_fragments_followed", As::kCounter, "lb_fragments_followed_total", "Load balancer: later IP fragments sent to their first fragment's backend."},
   // --- dpi (CounterSet, Stats.dpi) ---
   {"dpu.v1.Stats.dpi", As::kPrefix, "dpi_", nullptr},
   {"dpu.v1.DpiStats.rules_accepted", As::kGauge, "dpi_rules_accepted", "DPI: YARA rules of the running set that are matched."},

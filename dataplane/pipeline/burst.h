@@ -20,7 +20,8 @@ struct Worker::Burst {
   bool src_is_hi[kBurst];
   int32_t pos[kBurst];       // flow-table position after the flow stage; -1 = untracked
   uint8_t dir[kBurst];       // 0: initiator -> responder, 1: the other way (tracked only)
-  int32_t frag_slot[kBurst];
+  int32_t frag_slot[kBurst];  // a first fragment to judge: its datagram's slot; else -1
+  int32_t frag_follow[kBurst];  // a fragment given its datagram's verdict: the slot; else -1
   uint64_t ts[kBurst];
   uint32_t nflow = 0;
 };

@@ -174,8 +174,9 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.lb_untracked = c.lb_untracked.load();
   f.lb_nat_reversed = c.lb_nat_reversed.load();
   f.lb_nat_no_reverse = c.lb_nat_no_reverse.load();
+  f.lb_nat_reverse_created = c.lb_nat_reverse_created.load();
   f.lb_counters_full = c.lb_counters_full.load();
-  f.lb_fragments_passed = c.lb_fragments_passed.load();
+  f.lb_fragments_followed = c.lb_fragments_followed.load();
   for (int i = 0; i < kDnsCounterCount; ++i) f.dns[i] = c.dns[i].load();
   for (int i = 0; i < kDnsActions; ++i) f.dns_action[i] = c.dns_action[i].load();
   for (int i = 0; i < kDnsListSlots; ++i) {
@@ -244,8 +245,9 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.lb_untracked += w.lb_untracked;
   a.lb_nat_reversed += w.lb_nat_reversed;
   a.lb_nat_no_reverse += w.lb_nat_no_reverse;
+  a.lb_nat_reverse_created += w.lb_nat_reverse_created;
   a.lb_counters_full += w.lb_counters_full;
-  a.lb_fragments_passed += w.lb_fragments_passed;
+  a.lb_fragments_followed += w.lb_fragments_followed;
   for (int i = 0; i < kDnsCounterCount; ++i) a.dns[i] += w.dns[i];
   for (int i = 0; i < kDnsActions; ++i) a.dns_action[i] += w.dns_action[i];
   for (int i = 0; i < kDnsListSlots; ++i) {

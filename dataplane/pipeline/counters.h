@@ -94,7 +94,8 @@ struct alignas(64) WorkerCounters {
   // backends beyond the per-worker counter table.
   Counter lb_flows_balanced, lb_flows_rehashed, lb_flows_reset, lb_service_gone;
   Counter lb_key_missing, lb_untracked, lb_nat_reversed, lb_nat_no_reverse, lb_counters_full;
-  Counter lb_fragments_passed;  // later IP fragments passed unbalanced (see lb_path.cc)
+  Counter lb_nat_reverse_created;  // NAT reverse entries the LB created (in flows_created too)
+  Counter lb_fragments_followed;  // later IP fragments given their first fragment's backend
   // --- dpi --- bytes scanned, rules that fired by action, gaps (out-of-order bytes beyond the
   // buffer), directions that reached the depth limit, streams not inspected (pool empty).
   Counter dpi_bytes, dpi_alerts, dpi_drops, dpi_resets, dpi_gaps, dpi_depth, dpi_no_stream;
@@ -131,7 +132,8 @@ struct CountersSnapshot {
     uint64_t geoip_lookups = 0;
     uint64_t lb_flows_balanced = 0, lb_flows_rehashed = 0, lb_flows_reset = 0;
     uint64_t lb_service_gone = 0, lb_key_missing = 0, lb_untracked = 0, lb_nat_reversed = 0;
-    uint64_t lb_nat_no_reverse = 0, lb_counters_full = 0, lb_fragments_passed = 0;
+    uint64_t lb_nat_no_reverse = 0, lb_counters_full = 0, lb_fragments_followed = 0;
+    uint64_t lb_nat_reverse_created = 0;
     // --- dpi ---
     uint64_t dpi_bytes = 0, dpi_alerts = 0, dpi_drops = 0, dpi_resets = 0, dpi_gaps = 0;
     uint64_t dpi_depth = 0, dpi_no_stream = 0;

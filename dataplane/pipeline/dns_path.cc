@@ -15,8 +15,13 @@
 // blocked queries and SERVFAIL for the other whole queries of that segment; the server gets
 // a RST (it saw a partial stream) and every later packet of the connection is dropped
 // (dns_tcp_closed). Out-of-order segments make the stream unreadable: the connection is then
-// passed unread (counted tcp_unsynced), and so is a connection picked up mid-stream. Responses
-// over TCP are not inspected for cloaking.
+// passed unread (counted tcp_unsynced), and so is a connection picked up mid-stream.
+// Responses (server -> client bytes, followed the same way, each whole message judged when it
+// is all in one segment, else its first 300 bytes) are inspected for CNAME cloaking: a cloaked
+// response's segment is dropped, the client gets NXDOMAIN in its place (same sequence
+// numbers, FIN; SERVFAIL for the other responses of the segment), the server a RST, and the
+// connection is closed; when the client already got the start of a message of that segment,
+// it gets a RST instead of the answer.
 #include <rte_mbuf.h>
 
 #include <algorithm>
@@ -40,7 +45,7 @@ inline bool seqLt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) <
 }  // namespace
 
 void Worker::dnsInit() {
-  dns_tcp_.reset(new DnsTcpFlow[flows_->capacity()]());
+  dns_tcp_.reset(new DnsTcpFlow[size_t(flows_->capacity()) * 2]());
   dns_heads_.reset(new uint8_t[kDnsHeadSlots * kDnsHeadBytes]);
   for (uint32_t k = 0; k < kDnsHeadSlots; ++k) dns_free_heads_[k] = static_cast<uint8_t>(k + 1);
   dns_nfree_heads_ = kDnsHeadSlots;
@@ -50,9 +55,11 @@ void Worker::dnsInit() {
 
 void Worker::dnsReleaseFlow(int32_t pos) {
   if (pos < 0 || !dns_tcp_) return;
-  DnsTcpFlow& f = dns_tcp_[pos];
-  if (f.head_slot) dns_free_heads_[dns_nfree_heads_++] = f.head_slot;
-  f = DnsTcpFlow{};
+  for (int d = 0; d < 2; ++d) {
+    DnsTcpFlow& f = dns_tcp_[size_t(pos) * 2 + d];
+    dnsTcpRelease(f);
+    f = DnsTcpFlow{};
+  }
 }
 
 void Worker::dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
@@ -176,18 +183,35 @@ void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   if (d.outcome == DnsOutcome::kAnswered) dnsSend(m, pm, v.in_side, d.onward, answer, d.answer_len, false);
 }
 
+void Worker::dnsTcpRelease(DnsTcpFlow& f) {
+  if (f.head_slot) dns_free_heads_[dns_nfree_heads_++] = f.head_slot;
+  f.head_slot = 0;
+  f.head_have = 0;
+}
+
 void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
   const PacketMeta& pm = b.meta[i];
   PacketVerdict& v = b.v[i];
-  DnsTcpFlow& f = dns_tcp_[b.pos[i]];
-  if (f.state == 3) {  // closed by the appliance after an answer
+  DnsTcpFlow* pair = &dns_tcp_[size_t(b.pos[i]) * 2];
+  if (pair[0].state == 3) {  // closed by the appliance after an answer
     v.verdict = Verdict::kDrop;
     v.stage = Stage::kDns;
     v.reason = DropReason::kDnsTcpClosed;
     return;
   }
-  // Client -> server bytes only (the direction toward the DNS port).
-  if (!dns.isDnsPort(pm.dport) || pm.payload_len == 0 || f.state == 2) return;
+  if (pm.payload_len == 0) return;
+  // Client -> server bytes (toward the DNS port): queries. Server -> client: responses, read
+  // for CNAME cloaking.
+  bool resp;
+  if (dns.isDnsPort(pm.dport)) {
+    resp = false;
+  } else if (dns.cname_cloaking) {
+    resp = true;
+  } else {
+    return;
+  }
+  DnsTcpFlow& f = pair[resp ? 1 : 0];
+  if (f.state == 2) return;
   c_->dns[kDnsTcpSegments].add();
   const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
   uint32_t n = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
@@ -206,13 +230,16 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
     // A retransmission of bytes already judged passes; anything else loses the stream.
     if (seqLt(pm.tcp_seq, f.next_seq) && !seqLt(f.next_seq, pm.tcp_seq + n)) return;
     c_->dns[kDnsTcpUnsynced].add();
-    dnsReleaseFlow(b.pos[i]);
+    dnsTcpRelease(f);
     f.state = 2;
     return;
   }
   f.next_seq = pm.tcp_seq + n;
+  // The segment starts on a message boundary: what the peer got so far is whole messages.
+  const bool at_boundary = f.msg_left == 0 && f.head_have == 0;
 
-  // Judge every message head completed in this segment.
+  // Judge every message completed in this segment: the whole message when it is all in the
+  // segment, else its head (length + up to kDnsHeadBytes - 2 bytes, across segments).
   int nj = 0;
   int32_t first_list = -1;  // the list of the first block in the segment
   bool malformed_drop = false;
@@ -234,7 +261,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
     uint32_t msg_len, head_len;
     if (f.head_have == 0 && n - off >= 2) {
       msg_len = static_cast<uint32_t>(p[off] << 8 | p[off + 1]);
-      head_len = std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
+      head_len = n - off - 2 >= msg_len ? msg_len : std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
       if (n - off - 2 >= head_len) {
         head = p + off + 2;
         off += 2 + head_len;
@@ -269,9 +296,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
       // Complete: judge from a copy (the slot goes back to the pool now).
       std::memcpy(answers + kDnsBufBytes - kDnsHeadBytes, hb + 2, head_len);
       head = answers + kDnsBufBytes - kDnsHeadBytes;
-      dns_free_heads_[dns_nfree_heads_++] = f.head_slot;
-      f.head_slot = 0;
-      f.head_have = 0;
+      dnsTcpRelease(f);
       f.msg_left = static_cast<uint16_t>(msg_len - head_len);
     }
   judge:
@@ -284,6 +309,10 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
       DnsDecision d = dnsJudge(dns, head, head_len, s, one, sizeof(one));
       // A cut head of a longer message cannot hold a whole response: not inspected.
       if (d.outcome == DnsOutcome::kMalformed && head_len < msg_len && s.q.isResponse()) {
+        d.outcome = DnsOutcome::kNotInspected;
+      }
+      // Only responses are judged on the server's side.
+      if (resp && d.status == DnsMsgStatus::kOk && !s.q.isResponse()) {
         d.outcome = DnsOutcome::kNotInspected;
       }
       bool blocks = dnsAccount(d, dns, pm, v.in_side, b.ts[i]);
@@ -301,8 +330,8 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
             answers_len = before;
           }
         }
-      } else if (d.status == DnsMsgStatus::kOk && !s.q.isResponse()) {
-        // Other whole queries of the segment: SERVFAIL if the segment ends up dropped.
+      } else if (d.status == DnsMsgStatus::kOk && s.q.isResponse() == resp) {
+        // Other whole messages of the segment: SERVFAIL if the segment ends up dropped.
         DnsAnswerSpec fail;
         fail.rcode = 2;
         uint16_t al = dnsWriteAnswer(head, s.q, fail, one, sizeof(one));
@@ -314,31 +343,37 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
     }
   }
   if (!blocked && !malformed_drop) return;
-  // Drop the segment, answer the client (with FIN), reset the server, close the flow.
+  // Drop the segment, answer the client (with FIN), reset the server, close the flow. Queries:
+  // the answers go back to the sender (the client). Responses: onward to the client in place
+  // of the segment's bytes (same sequence numbers), unless the client already holds part of a
+  // message of this segment: then it gets a RST instead.
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kDns;
   v.reason = !blocked ? DropReason::kDnsMalformed
-                      : (answers_len ? DropReason::kDnsAnswered : DropReason::kDnsDropped);
-  if (!blocked) answers_len = 0;
+                      : (resp ? DropReason::kDnsCloaked
+                              : (answers_len ? DropReason::kDnsAnswered : DropReason::kDnsDropped));
+  if (!blocked || (resp && !at_boundary)) answers_len = 0;
   v.rule = first_list >= 0 ? static_cast<uint32_t>(first_list) : kNoRule;
-  if (answers_len) dnsSend(m, pm, v.in_side, false, answers, answers_len, true);
-  if ((pm.tcp_flags & kTcpAck) && shared_.pkt_pool) {
+  if (answers_len) dnsSend(m, pm, v.in_side, resp, answers, answers_len, true);
+  auto reset = [&](bool to_sender) {
+    if (!(pm.tcp_flags & kTcpAck) || !shared_.pkt_pool) return;
     rte_mbuf* r = rte_pktmbuf_alloc(shared_.pkt_pool);
-    if (r) {
-      uint16_t len = buildTcpReset(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, false,
-                                   rte_pktmbuf_mtod(r, uint8_t*), rte_pktmbuf_tailroom(r));
-      if (len) {
-        r->data_len = len;
-        r->pkt_len = len;
-        queueGenerated(r, v.in_side ^ 1, m);
-        c_->dns[kDnsResetsSent].add();
-      } else {
-        rte_pktmbuf_free(r);
-      }
+    if (!r) return;
+    uint16_t len = buildTcpReset(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, to_sender,
+                                 rte_pktmbuf_mtod(r, uint8_t*), rte_pktmbuf_tailroom(r));
+    if (len) {
+      r->data_len = len;
+      r->pkt_len = len;
+      queueGenerated(r, to_sender ? v.in_side : v.in_side ^ 1, m);
+      c_->dns[kDnsResetsSent].add();
+    } else {
+      rte_pktmbuf_free(r);
     }
-  }
+  };
+  reset(resp);  // the server: the segment's receiver (queries) or its sender (responses)
+  if (resp && !answers_len) reset(false);  // the client, when it got no answer
   dnsReleaseFlow(b.pos[i]);
-  f.state = 3;
+  pair[0].state = 3;
   c_->dns[kDnsTcpClosed].add();
 }
 

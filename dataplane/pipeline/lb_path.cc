@@ -26,6 +26,7 @@ namespace dpu::dp {
 void Worker::lbInit() {
   lb_flow_.reset(new LbFlow[flows_->capacity()]());
   lb_ctr_.reset(new LbBackendCounters[kLbCounterSlots]());
+  lb_frag_.reset(new LbFragRewrite[frags_->capacity()]());
 }
 
 void Worker::lbRefresh(const rules::Snapshot* s) {
@@ -114,42 +115,103 @@ void Worker::lbCount(uint16_t ctr, uint32_t bytes) {
   lb_ctr_[ctr].bytes.add(bytes);
 }
 
-// Sends the packet to backend `be` of `svc` (forward direction). False: dropped (reason set).
-bool Worker::lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
-                       const rules::CompiledLbBackend& be) {
-  PacketMeta& pm = b.meta[i];
-  uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
-  const bool v4 = pm.l3 == L3Type::kIpv4;
+// The rewrite that sends a packet of family v4/v6 to backend `be` of `svc`.
+DropReason Worker::lbMakeRewrite(const rules::CompiledLbService& svc,
+                                 const rules::CompiledLbBackend& be, bool v4, LbFragRewrite& r) {
+  r.kind = LbFragRewrite::kForward;
+  r.mode = static_cast<uint8_t>(svc.mode);
+  r.has_mac = svc.mode == rules::LbMode::kL2 || be.has_mac;
+  std::memcpy(r.mac, be.mac, 6);
+  r.port = be.port;
   switch (svc.mode) {
     case rules::LbMode::kL2:
-      lbRewriteDstMac(d, be.mac);
       break;
     case rules::LbMode::kNat:
-      if (v4 ? !be.has_v4 : !be.has_v6) {
-        lbDrop(b, i, DropReason::kLbNoAddress);
-        return false;
+      if (v4 ? !be.has_v4 : !be.has_v6) return DropReason::kLbNoAddress;
+      std::memcpy(r.addr, v4 ? be.v4 : be.v6, v4 ? 4 : 16);
+      break;
+    case rules::LbMode::kIpip:
+      if (v4 ? !(be.has_v4 && svc.has_tun_v4) : !(be.has_v6 && svc.has_tun_v6)) {
+        return DropReason::kLbNoAddress;
       }
-      lbNatRewrite(d, m->data_len, pm, false, v4 ? be.v4 : be.v6, be.port);
-      if (be.has_mac) lbRewriteDstMac(d, be.mac);
+      std::memcpy(r.addr, v4 ? be.v4 : be.v6, v4 ? 4 : 16);
+      std::memcpy(r.tun, v4 ? svc.tun_v4 : svc.tun_v6, v4 ? 4 : 16);
+      break;
+  }
+  return DropReason::kNone;
+}
+
+// Rewrites the packet as `r` says. A later fragment has no transport header: NAT changes its
+// address only (and the IPv4 header checksum), IPIP wraps it like any packet.
+DropReason Worker::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrite& r) {
+  uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
+  if (r.kind == LbFragRewrite::kReverse) {
+    lbNatRewrite(d, m->data_len, pm, true, r.addr, r.port);
+    return DropReason::kNone;
+  }
+  const bool v4 = pm.l3 == L3Type::kIpv4;
+  switch (static_cast<rules::LbMode>(r.mode)) {
+    case rules::LbMode::kL2:
+      break;
+    case rules::LbMode::kNat:
+      lbNatRewrite(d, m->data_len, pm, false, r.addr, r.port);
       break;
     case rules::LbMode::kIpip: {
-      if (v4 ? !(be.has_v4 && svc.has_tun_v4) : !(be.has_v6 && svc.has_tun_v6)) {
-        lbDrop(b, i, DropReason::kLbNoAddress);
-        return false;
-      }
       uint32_t ov = v4 ? kLbIpip4Overhead : kLbIpip6Overhead;
       if (m->nb_segs != 1 || rte_pktmbuf_headroom(m) < ov ||
           uint32_t(m->data_len) + ov > 0xFFFF || uint32_t(pm.l3_len) + ov > 0xFFFF) {
-        lbDrop(b, i, DropReason::kLbNoHeadroom);
-        return false;
+        return DropReason::kLbNoHeadroom;
       }
       uint32_t old = m->data_len;
-      uint8_t* nf = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, uint16_t(ov)));
-      lbIpipEncap(nf, old, pm, v4 ? svc.tun_v4 : svc.tun_v6, v4 ? be.v4 : be.v6);
-      if (be.has_mac) lbRewriteDstMac(nf, be.mac);
+      d = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, uint16_t(ov)));
+      lbIpipEncap(d, old, pm, r.tun, r.addr);
       break;
     }
   }
+  if (r.has_mac) lbRewriteDstMac(d, r.mac);
+  return DropReason::kNone;
+}
+
+// Sends the packet to backend `be` of `svc` (forward direction). False: dropped (reason set).
+// A first fragment leaves its rewrite for the rest of its datagram.
+bool Worker::lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
+                       const rules::CompiledLbBackend& be) {
+  const PacketMeta& pm = b.meta[i];
+  LbFragRewrite tmp;
+  LbFragRewrite& r = b.frag_slot[i] >= 0 ? lb_frag_[b.frag_slot[i]] : tmp;
+  DropReason why = lbMakeRewrite(svc, be, pm.l3 == L3Type::kIpv4, r);
+  if (why == DropReason::kNone) why = lbApply(m, pm, r);
+  if (why != DropReason::kNone) {
+    r.kind = LbFragRewrite::kNone;
+    lbDrop(b, i, why);
+    return false;
+  }
+  if (&r != &tmp) {
+    r.be_idx = b.v[i].backend;
+    const int32_t pos = b.pos[i];
+    r.ctr = pos >= 0 && lb_flow_[pos].kind == LbFlow::kBalanced ? lb_flow_[pos].ctr
+                                                                 : lbCounterSlot(be.identity);
+  }
+  return true;
+}
+
+bool Worker::lbFollowFragment(rte_mbuf* m, const PacketMeta& pm, int32_t slot,
+                              PacketVerdict& v) {
+  const LbFragRewrite& r = lb_frag_[slot];
+  if (r.kind == LbFragRewrite::kNone) return true;
+  c_->stage_packets[static_cast<int>(Stage::kLb)].add();
+  const uint32_t bytes = m->pkt_len;
+  DropReason why = lbApply(m, pm, r);
+  if (why != DropReason::kNone) {
+    v.verdict = Verdict::kDrop;
+    v.stage = Stage::kLb;
+    v.reason = why;
+    return false;
+  }
+  if (r.kind == LbFragRewrite::kForward) v.backend = r.be_idx;
+  if (r.kind == LbFragRewrite::kReverse) c_->lb_nat_reversed.add();
+  c_->lb_fragments_followed.add();
+  lbCount(r.ctr, bytes);
   return true;
 }
 
@@ -199,6 +261,7 @@ void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::Comp
     e.generation = o.generation;
     flow_uid_[r] = flow_uid_[pos];  // the firewall's rule behind the cached verdict
     c_->flows_created.add();
+    c_->lb_nat_reverse_created.add();
     c_->flows_active.set(flows_->size());
   }
   LbFlow& rf = lb_flow_[r];
@@ -217,14 +280,16 @@ void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::Comp
 
 void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
   PacketMeta& pm = b.meta[i];
-  if (pm.l3 == L3Type::kNone) return;
-  // Later fragments follow their datagram's verdict without a flow position (and held ones
-  // are released outside the rule stages): the LB cannot give them their first fragment's
-  // backend yet. They pass unchanged and are counted, never hashed on their own.
-  if (pm.isLaterFragment()) {
-    if (lbc_ && !lbc_->services.empty()) c_->lb_fragments_passed.add();
+  // A first fragment to judge: its datagram has no rewrite until this packet gets one.
+  if (b.frag_slot[i] >= 0) lb_frag_[b.frag_slot[i]].kind = LbFragRewrite::kNone;
+  // Fragments given their datagram's verdict (no flow position; held ones are released by
+  // finish() through lbFollowFragment too) take the first fragment's rewrite, never a hash of
+  // their own.
+  if (b.frag_follow[i] >= 0) {
+    lbFollowFragment(m, pm, b.frag_follow[i], b.v[i]);
     return;
   }
+  if (pm.l3 == L3Type::kNone || pm.isLaterFragment()) return;
   const int32_t pos = b.pos[i];
   LbFlow* f = pos >= 0 ? &lb_flow_[pos] : nullptr;
   const rules::CompiledLb* lb = lbc_;
@@ -245,6 +310,13 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
           lbNatRewrite(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, pm, true, vip,
                        f->vport);
           c_->lb_nat_reversed.add();
+          if (b.frag_slot[i] >= 0) {  // the rest of the datagram: the VIP's address too
+            LbFragRewrite& r = lb_frag_[b.frag_slot[i]];
+            r.kind = LbFragRewrite::kReverse;
+            std::memcpy(r.addr, vip, 16);
+            r.port = f->vport;
+            r.ctr = f->ctr;
+          }
         }
         lbCount(f->ctr, bytes);
         return;

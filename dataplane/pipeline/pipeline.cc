@@ -293,6 +293,7 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
   if (t > now_ns_) now_ns_ = t;
   b.ts[i] = t;
   b.frag_slot[i] = -1;
+  b.frag_follow[i] = -1;
   b.pos[i] = -1;
   b.dir[i] = 0;
   c_->rx_packets[side].add();
@@ -369,6 +370,7 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
         v.stage = static_cast<Stage>(fv.stage);
         v.rule = fv.rule;
         v.flow_id = fv.flow_id;
+        b.frag_follow[i] = slot;  // rule stages may act like on the first fragment (lb)
         // Dropped or rejected datagram: its later fragments are dropped (a reject answers
         // the first fragment only).
         if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
@@ -749,7 +751,13 @@ void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t
                                        : 0;
     hv.in_side = sideOf(hm);
     hv.flow_new = false;
-    if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
+    if (hv.verdict == Verdict::kForward) {
+      if (lb_seen_) {  // --- lb --- the first fragment's backend
+        PacketMeta hmeta;
+        parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+        if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
+      }
+    } else if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
       hv.verdict = Verdict::kDrop;
       hv.reason = DropReason::kFragDatagramDropped;
       hv.stage = Stage::kFragment;

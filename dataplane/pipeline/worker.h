@@ -219,15 +219,17 @@ class Worker {
   const DpiRuntime* dpi_rt_ = nullptr;
   DpiRuleHit* dpi_hits_ = nullptr;  // this worker's per-rule match counters (rule index)
   // --- DNS filtering ---
-  // Per-flow DNS-over-TCP stream state (client -> server bytes), by flow position, and a
-  // small per-worker pool of buffers for message heads split across segments.
+  // Per-flow DNS-over-TCP stream state, by flow position: [2 * pos] client -> server bytes
+  // (its state 3 = the connection closed by us), [2 * pos + 1] server -> client (cloaking);
+  // and a small per-worker pool of buffers for message heads split across segments.
   struct DnsTcpFlow {
-    uint32_t next_seq;   // the client's next stream byte
+    uint32_t next_seq;   // the sender's next stream byte
     uint16_t msg_left;   // bytes of the current message still to pass (head judged)
     uint16_t head_have;  // bytes of length prefix + head buffered in head_slot
     uint8_t state;       // 0 none, 1 in sync, 2 out of sync (passed unread), 3 closed by us
     uint8_t head_slot;   // 1 + index into dns_heads_, 0 = none
   };
+  void dnsTcpRelease(DnsTcpFlow& f);  // gives its head buffer back
   static constexpr uint32_t kDnsHeadBytes = 2 + 300;  // length + header + question (<= 271)
   static constexpr uint32_t kDnsHeadSlots = 255;
   std::unique_ptr<DnsTcpFlow[]> dns_tcp_;
@@ -298,6 +300,29 @@ class Worker {
   bool lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
                  const rules::CompiledLbBackend& be);
   void lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be);
+  // IP fragments: what a datagram's first fragment got, by fragment-tracker slot, so that
+  // its later fragments (judged in the burst or released from the hold) go to the same
+  // backend with the same rewrite. A copy of the rewrite, not a reference into the
+  // snapshot: a config change in mid-datagram does not split the datagram.
+  struct LbFragRewrite {
+    enum Kind : uint8_t { kNone = 0, kForward, kReverse };
+    uint8_t kind = kNone;
+    uint8_t mode = 0;        // rules::LbMode (kForward)
+    bool has_mac = false;
+    uint8_t mac[6] = {0};
+    uint16_t port = 0;       // NAT: backend port (kForward) / VIP port (kReverse); 0 = keep
+    uint16_t ctr = kLbNoCounter;
+    uint16_t be_idx = kNoBackend;
+    uint8_t addr[16] = {0};  // NAT: backend address / VIP (kReverse); IPIP: outer dst
+    uint8_t tun[16] = {0};   // IPIP: outer src
+  };
+  DropReason lbMakeRewrite(const rules::CompiledLbService& svc,
+                           const rules::CompiledLbBackend& be, bool v4, LbFragRewrite& r);
+  DropReason lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrite& r);
+  // A later fragment (or a repeated first one) of datagram `slot` whose verdict is forward:
+  // the first fragment's rewrite. False: dropped (v set to the drop).
+  bool lbFollowFragment(rte_mbuf* m, const PacketMeta& pm, int32_t slot, PacketVerdict& v);
+  std::unique_ptr<LbFragRewrite[]> lb_frag_;  // frags_->capacity() entries
   const rules::CompiledLb* lbc_ = nullptr;
   // Set once a snapshot with a service was seen: until then no flow has LB state and the
   // stage is skipped (its per-flow array is not touched).

@@ -23,14 +23,15 @@ uint16_t dnsWriteAnswer(const uint8_t* query, const DnsQuestion& q, const DnsAns
   uint32_t alen = a.rr_type == kTypeAaaa ? 16 : 4;
   uint32_t naddrs = a.rr_type ? a.naddrs : 0;
   uint32_t qlen = q.name.wire_len + 4u;
-  uint32_t total = 12 + qlen + naddrs * (12 + alen);
+  uint32_t soa_len = a.soa_names ? 12u + a.soa_names_len + 20u : 0u;
+  uint32_t total = 12 + qlen + naddrs * (12 + alen) + soa_len;
   if (total > cap || total > 65535) return 0;
   put16(out, q.id);
   uint16_t flags = static_cast<uint16_t>(kDnsQr | kDnsRa | (q.flags & (kDnsRd | kDnsCd)) | (a.rcode & 0xf));
   put16(out + 2, flags);
   put16(out + 4, 1);
   put16(out + 6, static_cast<uint16_t>(naddrs));
-  put16(out + 8, 0);
+  put16(out + 8, a.soa_names ? 1 : 0);
   put16(out + 10, 0);
   uint8_t* p = out + 12;
   if (!q.name.compressed) {
@@ -55,6 +56,22 @@ uint16_t dnsWriteAnswer(const uint8_t* query, const DnsQuestion& q, const DnsAns
     put16(p + 10, static_cast<uint16_t>(alen));
     std::memcpy(p + 12, a.addrs + i * alen, alen);
     p += 12 + alen;
+  }
+  if (a.soa_names) {
+    put16(p, 0xc00c);  // owner: the question name
+    put16(p + 2, kTypeSoa);
+    put16(p + 4, 1);   // IN
+    put32(p + 6, a.soa_minimum);
+    put16(p + 10, static_cast<uint16_t>(a.soa_names_len + 20u));
+    p += 12;
+    std::memcpy(p, a.soa_names, a.soa_names_len);
+    p += a.soa_names_len;
+    for (uint32_t f : a.soa_fields) {
+      put32(p, f);
+      p += 4;
+    }
+    put32(p, a.soa_minimum);
+    p += 4;
   }
   return static_cast<uint16_t>(p - out);
 }

@@ -118,7 +118,7 @@ inline constexpr uint16_t kDnsTc = 0x0200;
 inline constexpr uint16_t kDnsRd = 0x0100;
 inline constexpr uint16_t kDnsRa = 0x0080;
 inline constexpr uint16_t kDnsCd = 0x0010;
-inline constexpr uint16_t kTypeA = 1, kTypeCname = 5, kTypeAaaa = 28;
+inline constexpr uint16_t kTypeA = 1, kTypeCname = 5, kTypeSoa = 6, kTypeAaaa = 28;
 
 struct DnsQuestion {
   uint16_t id = 0;
@@ -189,13 +189,20 @@ struct DnsAnswerSpec {
   const uint8_t* addrs = nullptr; // naddrs addresses of 4 (A) or 16 (AAAA) bytes
   uint8_t naddrs = 0;
   uint32_t ttl = 0;
+  // Negative answers (RFC 2308): an SOA record in the authority section, owner the question
+  // name, TTL = MINIMUM = soa_minimum. soa_names: MNAME then RNAME in wire format; nullptr =
+  // no SOA. soa_fields: serial, refresh, retry, expire.
+  const uint8_t* soa_names = nullptr;
+  uint16_t soa_names_len = 0;
+  uint32_t soa_fields[4] = {0, 0, 0, 0};
+  uint32_t soa_minimum = 0;
 };
 
 // Writes the DNS answer to the question `q` of `query` (the query message as received):
 // same ID, the question as asked (original letter case; re-encoded without compression when
 // the query compressed it), QR=1, opcode 0, AA=0, TC=0, RD and CD copied, RA=1, the rcode,
-// and the answer records (each owner a pointer to the question name). Returns the length,
-// 0 when it does not fit in `cap`.
+// the answer records (each owner a pointer to the question name) and, with soa_names, the
+// SOA record in the authority section. Returns the length, 0 when it does not fit in `cap`.
 uint16_t dnsWriteAnswer(const uint8_t* query, const DnsQuestion& q, const DnsAnswerSpec& a,
                         uint8_t* out, uint32_t cap);
 

@@ -50,16 +50,29 @@ inline rules::DnsLookup dnsMatchName(const rules::CompiledDns& dns, const DnsNam
   return dns.lookup(suffix, n.nlabels);
 }
 
+// A negative answer (NXDOMAIN / NODATA) carries the SOA of `dns` with the list's negative TTL.
+inline void dnsAddSoa(const rules::CompiledDns& dns, const rules::CompiledDnsList& list,
+                      DnsAnswerSpec& a) {
+  if (dns.soa_names.empty()) return;
+  a.soa_names = dns.soa_names.data();
+  a.soa_names_len = static_cast<uint16_t>(dns.soa_names.size());
+  a.soa_fields[0] = dns.soa_serial;
+  a.soa_fields[1] = dns.soa_refresh;
+  a.soa_fields[2] = dns.soa_retry;
+  a.soa_fields[3] = dns.soa_expire;
+  a.soa_minimum = dns.negativeTtl(list);
+}
+
 // Writes the answer for `action` into out (room `cap`); returns its length (0 = no room).
-inline uint16_t dnsAnswerFor(const rules::CompiledDnsList& list, rules::DnsAction action,
-                             const uint8_t* msg, const DnsQuestion& q, uint8_t* out,
-                             uint32_t cap) {
+inline uint16_t dnsAnswerFor(const rules::CompiledDns& dns, const rules::CompiledDnsList& list,
+                             rules::DnsAction action, const uint8_t* msg, const DnsQuestion& q,
+                             uint8_t* out, uint32_t cap) {
   DnsAnswerSpec a;
   a.ttl = list.ttl;
   switch (action) {
-    case rules::DnsAction::kNxdomain: a.rcode = 3; break;
+    case rules::DnsAction::kNxdomain: a.rcode = 3; dnsAddSoa(dns, list, a); break;
     case rules::DnsAction::kRefuse: a.rcode = 5; break;
-    case rules::DnsAction::kNodata: a.rcode = 0; break;
+    case rules::DnsAction::kNodata: a.rcode = 0; dnsAddSoa(dns, list, a); break;
     case rules::DnsAction::kSinkhole:
       a.rcode = 0;
       if (q.qclass == 1 && q.qtype == kTypeA) {
@@ -70,7 +83,9 @@ inline uint16_t dnsAnswerFor(const rules::CompiledDnsList& list, rules::DnsActio
         a.rr_type = kTypeAaaa;
         a.addrs = list.sinkhole_v6.data()->data();
         a.naddrs = static_cast<uint8_t>(list.sinkhole_v6.size());
-      }  // other types: NODATA
+      } else {
+        dnsAddSoa(dns, list, a);  // other types: NODATA
+      }
       break;
     default: return 0;
   }
@@ -98,7 +113,7 @@ inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, u
       d.outcome = DnsOutcome::kDropped;
       return d;
     }
-    d.answer_len = dnsAnswerFor(*dns.lists[m.list], m.action, msg, s.q, answer, cap);
+    d.answer_len = dnsAnswerFor(dns, *dns.lists[m.list], m.action, msg, s.q, answer, cap);
     d.outcome = d.answer_len ? DnsOutcome::kAnswered : DnsOutcome::kDropped;
     return d;
   }
@@ -134,6 +149,7 @@ inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, u
   }
   DnsAnswerSpec a;
   a.rcode = 3;
+  dnsAddSoa(dns, *dns.lists[hit.list], a);
   d.answer_len = dnsWriteAnswer(msg, s.q, a, answer, cap);
   d.outcome = d.answer_len ? DnsOutcome::kAnswered : DnsOutcome::kDropped;
   return d;

@@ -198,6 +198,30 @@ absl::StatusOr<std::shared_ptr<const CompiledDns>> compileDns(const DnsModel& mo
   out->extra_ports = model.extra_ports;
   out->malformed = model.malformed;
   out->cname_cloaking = model.cname_cloaking;
+  // The SOA of negative answers: both names in wire format.
+  for (const auto& [text, field] : {std::pair<const std::string&, const char*>{model.soa.mname, "dns.soa.mname"},
+                                    std::pair<const std::string&, const char*>{model.soa.rname, "dns.soa.rname"}}) {
+    std::string norm, why;
+    if (text.empty() || !normalizeDnsName(text, norm, &why)) {
+      errs.push_back(dnsError("", field, absl::StrCat("'", text, "' is not a domain name",
+                                                      why.empty() ? "" : ": ", why)));
+      continue;
+    }
+    size_t start = 0;
+    while (start <= norm.size()) {
+      size_t dot = norm.find('.', start);
+      if (dot == std::string::npos) dot = norm.size();
+      out->soa_names.push_back(static_cast<uint8_t>(dot - start));
+      out->soa_names.insert(out->soa_names.end(), norm.begin() + long(start), norm.begin() + long(dot));
+      start = dot + 1;
+    }
+    out->soa_names.push_back(0);
+  }
+  out->soa_serial = model.soa.serial;
+  out->soa_refresh = model.soa.refresh;
+  out->soa_retry = model.soa.retry;
+  out->soa_expire = model.soa.expire;
+  out->soa_minimum = model.soa.minimum;
   // Counter slots: a list keeps its name's slot; a new name takes the next never-used slot,
   // or (all used once) the lowest slot no current list holds (its counts start from what
   // the slot's previous list left: counters read by slot are cumulative).

@@ -56,6 +56,15 @@ class CompiledDns {
   std::vector<uint16_t> extra_ports;
   Policy malformed = Policy::kForward;
   bool cname_cloaking = true;
+  // SOA of negative answers (DnsSoaModel): MNAME then RNAME in wire format (no compression),
+  // then the five 32-bit fields; soa_minimum 0 = the answering list's ttl.
+  std::vector<uint8_t> soa_names;
+  uint32_t soa_serial = 1, soa_refresh = 1800, soa_retry = 900, soa_expire = 604800;
+  uint32_t soa_minimum = 0;
+  // Negative-caching TTL of a list's answers: the SOA's MINIMUM, also the SOA record's TTL.
+  uint32_t negativeTtl(const CompiledDnsList& l) const {
+    return soa_minimum ? soa_minimum : l.ttl;
+  }
   uint16_t next_slot = 0;   // counter slots handed out so far (see CompiledDnsList::slot)
 
   bool isDnsPort(uint16_t port) const {

@@ -32,65 +32,61 @@ void DnsNameSet::reserve(size_t n) {
 
 void DnsNameSet::rehash(size_t capacity) {
   std::vector<uint64_t> old_keys = std::move(keys_);
-  std::vector<uint8_t> old_vals = std::move(vals_);
   keys_.assign(capacity, 0);
-  vals_.assign(capacity, 0);
   mask_ = capacity - 1;
-  for (size_t j = 0; j < old_keys.size(); ++j) {
-    uint64_t k = old_keys[j];
+  shift_ = 64 - std::countr_zero(capacity);
+  for (uint64_t k : old_keys) {
     if (k == 0) continue;
-    uint64_t i = k & mask_;
+    uint64_t i = home(k);
     while (keys_[i] != 0) i = (i + 1) & mask_;
     keys_[i] = k;
-    vals_[i] = old_vals[j];
   }
 }
 
 bool DnsNameSet::add(uint64_t h, uint8_t bits) {
-  if (h == 0) h = 1;
   if (bits == 0) return false;
   if ((size_ + 1) * 10 > keys_.size() * 7) rehash(keys_.size() * 2);
-  uint64_t i = h & mask_;
-  while (keys_[i] != 0 && keys_[i] != h) i = (i + 1) & mask_;
+  const uint64_t tag = h & kTagMask;
+  uint64_t i = home(h);
+  while (keys_[i] != 0 && (keys_[i] & kTagMask) != tag) i = (i + 1) & mask_;
   if (keys_[i] == 0) {
-    keys_[i] = h;
-    vals_[i] = bits;
+    keys_[i] = tag | bits;
     ++size_;
     return true;
   }
-  uint8_t v = vals_[i];
+  uint8_t v = static_cast<uint8_t>(keys_[i]);
   if (bits & DnsEntryBits::kSelf) v = static_cast<uint8_t>((v & 0xf0) | (bits & 0x0f));
   if (bits & DnsEntryBits::kSub) v = static_cast<uint8_t>((v & 0x0f) | (bits & 0xf0));
-  vals_[i] = v;
+  keys_[i] = tag | v;
   return false;
 }
 
 bool DnsNameSet::remove(uint64_t h, uint8_t bits) {
-  if (h == 0) h = 1;
-  uint64_t i = h & mask_;
-  while (keys_[i] != h) {
+  const uint64_t tag = h & kTagMask;
+  uint64_t i = home(h);
+  for (;;) {
     if (keys_[i] == 0) return false;
+    if ((keys_[i] & kTagMask) == tag) break;
     i = (i + 1) & mask_;
   }
-  uint8_t v = vals_[i];
+  uint8_t v = static_cast<uint8_t>(keys_[i]);
   if (bits & DnsEntryBits::kSelf) v &= 0xf0;
   if (bits & DnsEntryBits::kSub) v &= 0x0f;
-  vals_[i] = v;
-  if (v != 0) return true;
+  if (v != 0) {
+    keys_[i] = tag | v;
+    return true;
+  }
   // Backward-shift deletion: move later members of the probe run into the hole.
   keys_[i] = 0;
-  vals_[i] = 0;
   --size_;
   uint64_t hole = i;
   for (uint64_t j = (i + 1) & mask_; keys_[j] != 0; j = (j + 1) & mask_) {
-    uint64_t home = keys_[j] & mask_;
+    uint64_t hm = home(keys_[j]);
     // j's entry may move to `hole` when its home is not in (hole, j] cyclically.
-    bool in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    bool in_range = hole <= j ? (hm > hole && hm <= j) : (hm > hole || hm <= j);
     if (in_range) continue;
     keys_[hole] = keys_[j];
-    vals_[hole] = vals_[j];
     keys_[j] = 0;
-    vals_[j] = 0;
     hole = j;
   }
   return true;

@@ -1,6 +1,9 @@
 // A compact set of domain names for million-name block lists: an open-addressing table
-// (linear probing) of 64-bit fingerprints of normalized names, with one byte of match data
-// per slot in a parallel array. Names themselves are not stored.
+// (linear probing) of one 64-bit word per name: the top 56 bits of the name's 64-bit
+// fingerprint and, in the low byte, its match data (never 0 for a stored name, so a zero word
+// is an empty slot). A probe is one memory access (one cache miss in a table far larger than
+// the caches). The home slot is taken from the fingerprint's top bits, so it can be computed
+// back from a stored word (rehash, deletion). Names themselves are not stored.
 //
 // Hashing: a name's fingerprint is a chain over its labels from the right (TLD first):
 //   h("com") = step(seed, "com"), h("example.com") = step(h("com"), "example"), ...
@@ -8,13 +11,13 @@
 // subtree entry ("||example.com^", "*.example.com") is found by looking up each suffix.
 // Labels are hashed lower case as given (callers normalize: A-Z -> a-z, no trailing dot).
 //
-// False positives: a name that is not in the set matches only when its 64-bit fingerprint
-// equals a stored one. For a set of n names and a query of L labels (L suffix look-ups) the
-// probability is at most L * n / 2^64 (~2.7e-13 for n = 2M, L = 5); bench/dns_bench and
-// tests/rules/dns_name_set_test measure it (0 false positives in their runs).
+// False positives: a name that is not in the set matches only when the top 56 bits of its
+// fingerprint equal a stored word's. For a set of n names and a query of L labels (L suffix
+// look-ups) the probability is at most L * n / 2^56 (~1.5e-10 for n = 2M, L = 5);
+// bench/dns_bench and tests/rules/dns_lists_test measure it (0 false positives in their runs).
 //
-// Memory: capacity is a power of two kept at load <= 0.7 (grown x2 beyond), 9 bytes a slot:
-// 12.9 .. 25.7 bytes per name, 16.8 at 1M and 2M names.
+// Memory: capacity is a power of two kept at load <= 0.7 (grown x2 beyond), 8 bytes a slot:
+// 11.4 .. 22.9 bytes per name, 16.8 at 1M and 2M names.
 //
 // Immutable once published (shared by workers through the Snapshot); the control side copies
 // a set to change it (incremental add / remove) and publishes the copy.
@@ -65,7 +68,7 @@ inline uint64_t dnsLabelStep(uint64_t h, const char* s, size_t n) {
   if (i < n) {
     uint64_t w = 0;
     std::memcpy(&w, s + i, n - i);
-    a = dnsMix(a ^ w ^ 0xff00000000000000ull);
+    a ^= w ^ 0xff00000000000000ull;  // mixed by the final step (one mix per short label)
   }
   return dnsMix(a + h);
 }
@@ -105,26 +108,27 @@ class DnsNameSet {
   bool remove(uint64_t h, uint8_t bits);
   // The name's match data, 0 when absent.
   uint8_t find(uint64_t h) const {
-    if (h == 0) h = 1;
-    for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+    for (uint64_t i = h >> shift_;; i = (i + 1) & mask_) {
       uint64_t k = keys_[i];
-      if (k == h) return vals_[i];
       if (k == 0) return 0;
+      if (((k ^ h) & kTagMask) == 0) return static_cast<uint8_t>(k);
     }
   }
-  void prefetch(uint64_t h) const { __builtin_prefetch(&keys_[(h ? h : 1) & mask_]); }
+  void prefetch(uint64_t h) const { __builtin_prefetch(&keys_[h >> shift_]); }
 
   size_t size() const { return size_; }
   size_t capacity() const { return keys_.size(); }
-  size_t memoryBytes() const { return keys_.size() * (sizeof(uint64_t) + 1); }
+  size_t memoryBytes() const { return keys_.size() * sizeof(uint64_t); }
   void reserve(size_t n);
 
  private:
   void rehash(size_t capacity);
 
-  std::vector<uint64_t> keys_;  // 0 = empty; a fingerprint of 0 is stored as 1
-  std::vector<uint8_t> vals_;
+  static constexpr uint64_t kTagMask = ~uint64_t{0xff};
+  uint64_t home(uint64_t word) const { return word >> shift_; }
+  std::vector<uint64_t> keys_;  // 0 = empty, else fingerprint & kTagMask | match data
   uint64_t mask_ = 0;
+  int shift_ = 64;              // 64 - log2(capacity): the home slot is h >> shift_
   size_t size_ = 0;
 };
 

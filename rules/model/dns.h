@@ -67,8 +67,24 @@ struct DnsListModel {
   bool operator==(const DnsListModel&) const = default;
 };
 
+// The SOA record in the authority section of negative answers (NXDOMAIN, NODATA; RFC 2308),
+// so that resolvers cache them: owner = the question name (the blocked name answers as its own
+// zone apex), TTL = MINIMUM = the negative-caching time. Names are dotted (trailing dot
+// optional); rname is the mailbox in domain form ("hostmaster.example.org").
+struct DnsSoaModel {
+  std::string mname = "dns-filter.invalid";
+  std::string rname = "hostmaster.dns-filter.invalid";
+  uint32_t serial = 1;
+  uint32_t refresh = 1800;
+  uint32_t retry = 900;
+  uint32_t expire = 604800;
+  uint32_t minimum = 0;  // 0 = the answering list's ttl
+  bool operator==(const DnsSoaModel&) const = default;
+};
+
 struct DnsModel {
   std::vector<DnsListModel> lists;
+  DnsSoaModel soa;
   std::vector<uint16_t> extra_ports;       // besides 53 (UDP and TCP)
   Policy malformed = Policy::kForward;     // DNS messages that do not parse
   bool cname_cloaking = true;              // inspect resolver answers for blocked CNAME targets

@@ -89,6 +89,10 @@ struct LbService {
   std::optional<std::array<uint8_t, 16>> tunnel_src_v6;
   uint32_t table_size = 65537;  // Maglev table size: a prime >= 251 and <= 1048573
   std::vector<LbBackend> backends;
+  // Draining backends removed from the config automatically (control/api/lb_drain.h): when
+  // no flow is pinned to them, and/or after draining drain_timeout_s seconds (0 = never).
+  bool drain_remove_idle = false;
+  uint32_t drain_timeout_s = 0;
   bool operator==(const LbService&) const = default;
 };
 

@@ -22,7 +22,8 @@ depend on the expected_* files, so they also guard a REGEN=1 run:
    DNS (answers and TCP resets, the summary's dns.answers_sent + dns.resets_sent) may come on
    top; their number over both outputs must equal the summary's.
 3. Summary vs verdicts: verdict totals, drops per reason, rx per side, tx per side (forwarded
-   + answers + DNS frames), and flows.created == number of new_flow verdicts.
+   + answers + DNS frames), and flows.created == number of new_flow verdicts (+ the load
+   balancer's NAT reverse entries, lb.nat_reverse_created).
 4. Intent (CASE_DIR/intent.tsv, written with the case by a person): for every listed index,
    side, verdict and drop reason; the flow label: packets with the same label share one
    non-null flow_id, different labels have different flow_ids, "-" means flow_id null, "?"
@@ -259,8 +260,11 @@ def main():
                 f"forward verdicts from side {side}: {fwd_from.get(side, 0)}, answers out of "
                 f"side {other}: {answers_out[other]}, DNS frames: {dns_out[other]}")
     new_flows = sum(1 for v in verdicts if v.get("new_flow"))
-    if summary["flows"]["created"] != new_flows:
-        bad(f"summary flows.created = {summary['flows']['created']}, new_flow verdicts: {new_flows}")
+    # Flows without a packet of their own: the load balancer's NAT reverse entries.
+    made = summary.get("lb", {}).get("nat_reverse_created", 0)
+    if summary["flows"]["created"] != new_flows + made:
+        bad(f"summary flows.created = {summary['flows']['created']}, new_flow verdicts: {new_flows}"
+            + (f" + {made} NAT reverse entries" if made else ""))
 
     # 4. Intent written by hand.
     intent_path = os.path.join(case, "intent.tsv")

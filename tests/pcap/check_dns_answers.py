@@ -10,11 +10,14 @@ them: tshark (Wireshark's dissector) must decode every DNS response without a ma
 packet mark, with IPv4 / UDP / TCP checksums verified good, and each response must match
 its DNS_ANSWERS line, in file order:
 
-    FILE  ID  RCODE  QNAME  ANSWERS
+    FILE  ID  RCODE  QNAME  ANSWERS  AUTHORITY
 
 FILE is expected_out_a.pcap or expected_out.pcap, ID the DNS id (0x1234), RCODE the numeric
 rcode, QNAME as tshark prints it, ANSWERS "-" or a comma list of A / AAAA addresses and TTLs
-("192.0.2.66/120"). Lines starting with '#' are comments. tshark is required: without it the
+("192.0.2.66/120"), AUTHORITY "-" (no authority records) or the SOA record of a negative
+answer (RFC 2308) as "SOA mname rname serial refresh retry expire minimum/ttl", e.g.
+"SOA dns-filter.invalid hostmaster.dns-filter.invalid 1 1800 900 604800 300/300" (the record
+must be the only authority record). Lines starting with '#' are comments. tshark is required: without it the
 check fails (CI installs it; scripts/install-deps.sh).
 """
 import os
@@ -23,7 +26,10 @@ import subprocess
 import sys
 
 FIELDS = ["frame.number", "dns.id", "dns.flags.rcode", "dns.qry.name", "dns.a", "dns.aaaa",
-          "dns.resp.ttl", "dns.resp.type", "ip.checksum.status", "udp.checksum.status",
+          "dns.resp.ttl", "dns.resp.type", "dns.count.auth_rr", "dns.soa.mname",
+          "dns.soa.rname", "dns.soa.serial_number", "dns.soa.refresh_interval",
+          "dns.soa.retry_interval", "dns.soa.expire_limit", "dns.soa.minimum_ttl",
+          "ip.checksum.status", "udp.checksum.status",
           "tcp.checksum.status", "_ws.malformed", "_ws.expert.severity"]
 
 
@@ -57,8 +63,9 @@ def main():
         for line in f:
             if not line.strip() or line.startswith("#"):
                 continue
-            file, ident, rcode, qname, answers = line.rstrip("\n").split("\t")
-            want.setdefault(file, []).append((int(ident, 16), int(rcode), qname, answers))
+            file, ident, rcode, qname, answers, authority = line.rstrip("\n").split("\t")
+            want.setdefault(file, []).append((int(ident, 16), int(rcode), qname, answers,
+                                              authority))
     problems = []
     for file in ("expected_out_a.pcap", "expected_out.pcap"):
         path = os.path.join(case, file)
@@ -72,7 +79,7 @@ def main():
             problems.append(f"{file}: {len(got)} DNS responses, DNS_ANSWERS lists {len(exp)}")
         for k, (g, e) in enumerate(zip(got, exp)):
             where = f"{file} frame {g['frame.number']} (response {k})"
-            ident, rcode, qname, answers = e
+            ident, rcode, qname, answers, authority = e
             if g["_ws.malformed"] or "error" in g["_ws.expert.severity"].split(","):
                 problems.append(f"{where}: tshark marks it malformed / with an error")
             for proto in ("ip", "udp", "tcp"):
@@ -90,6 +97,19 @@ def main():
             got_answers = ",".join(f"{a}/{t}" for a, t in zip(addrs, ttls)) or "-"
             if answers != "?" and got_answers != answers:
                 problems.append(f"{where}: answers {got_answers}, expected {answers}")
+            nauth = int(g["dns.count.auth_rr"] or 0)
+            if g["dns.soa.mname"]:
+                if nauth != 1:
+                    problems.append(f"{where}: {nauth} authority records with an SOA, expected 1")
+                soa_ttl = ttls[-1] if ttls and not addrs else "?"
+                got_auth = " ".join(["SOA", g["dns.soa.mname"], g["dns.soa.rname"],
+                                     g["dns.soa.serial_number"], g["dns.soa.refresh_interval"],
+                                     g["dns.soa.retry_interval"], g["dns.soa.expire_limit"],
+                                     f"{g['dns.soa.minimum_ttl']}/{soa_ttl}"])
+            else:
+                got_auth = "-" if nauth == 0 else f"{nauth} records, no SOA"
+            if got_auth != authority:
+                problems.append(f"{where}: authority {got_auth!r}, expected {authority!r}")
     for p in problems:
         print(f"FAIL {name}: {p}")
     if not problems:

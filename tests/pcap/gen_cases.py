@@ -1727,6 +1727,79 @@ the change never lands on be1.""")
     c.add(eth_a() / IP(src="10.0.8.200", dst="192.0.2.10") / TCP(sport=1, dport=80, flags="S"),
           "F n1 new", "n1: new flow after the change")
     c.changes = [(12, "change1.json", reset)]
+def lb_case_fragments():
+    ids = [f"be{n}" for n in range(1, 6)]
+    web = {"id": "web", "dst": ["192.0.2.10", "2001:db8::10"], "protocol": "udp",
+           "mode": "LB_MODE_L2", "table_size": 251, "backends": [lb_backend(n) for n in range(1, 6)]}
+    nat = {"id": "nat", "dst": ["192.0.2.20"], "protocol": "udp", "mode": "LB_MODE_NAT",
+           "table_size": 251, "backends": [lb_backend(n, port=8080) for n in range(1, 6)]}
+    tun = {"id": "tun", "dst": ["192.0.2.30"], "protocol": "udp", "mode": "LB_MODE_IPIP",
+           "tunnel_src_v4": "198.51.100.1", "table_size": 251,
+           "backends": [lb_backend(n) for n in range(1, 6)]}
+    c = Case("lb_fragments", {"lb": {"services": [web, nat, tun]}}, """
+IP fragments to load-balanced services (be1..be5, Maglev 251 slots, 5-tuple key). The
+5-tuple is only in a datagram's first fragment: the first fragment picks the backend, and
+every later fragment of the datagram goes to that backend with the same rewrite, whether it
+arrives after the first fragment or before it (held, then released with it). Which backend:
+from the independent model of the hash and the table in gen_cases.py (notes below); in the
+output every fragment of a datagram has that backend's MAC 02:be:00:00:00:0N.
+g0..g7: service web (L2), UDP datagrams of 1200 bytes in 3 fragments from 8 clients; odd ones
+    arrive last fragment first, middle, then first.
+v6: web over IPv6, 3 fragments in reverse order (the model covers IPv4 only; the verdicts'
+    backend field and the MACs in the output must agree among the three).
+n0..n2: service nat (NAT to port 8080): the first fragment gets the backend's address and
+    port 8080 with the UDP checksum fixed for the whole datagram, the later fragments the
+    backend's address (header checksum fixed); reassembled, the datagram verifies.
+    n0r: the backend's fragmented answer to n0 (from 10.9.0.N:8080) leaves with the VIP
+    192.0.2.20 as source in every fragment (reverse entry of the flow table).
+t0..t1: service tun (IPIP): every fragment wrapped in an outer IPv4 header
+    198.51.100.1 -> 10.9.0.N.""")
+    t5 = lb_table(ids, [1] * 5, 251)
+    for n in range(8):
+        src = f"10.0.9.{n + 1}"
+        be = ids[lb_pick_v4(t5, src, "192.0.2.10", 46000 + n, 9000, 17)]
+        fr = ipv4_fragments(udp4(src, "192.0.2.10", 46000 + n, 9000, 1200, 0x100 + n, n), [400, 400])
+        order = [2, 1, 0] if n % 2 else [0, 1, 2]
+        for k in order:
+            off, more, pkt = fr[k]
+            c.add(eth_a() / pkt, f"F g{n} new" if off == 0 else f"F g{n}",
+                  f"g{n}: fragment offset {off} -> {be}", gap_us=100)
+    for k, fr in reversed(list(enumerate(ipv6_fragments(
+            "2001:db8:9::77", "2001:db8::10", UDP(sport=46100, dport=9000) / Raw(payload(1200)),
+            0x6006, [400, 400])))):
+        c.add(eth_a() / fr, "F v6 new" if k == 0 else "F v6", f"v6: IPv6 fragment {k + 1} of 3",
+              gap_us=100)
+    nat_be = {}
+    for n in range(3):
+        src = f"10.0.10.{n + 1}"
+        b = lb_pick_v4(t5, src, "192.0.2.20", 47000 + n, 9000, 17)
+        nat_be[n] = b
+        fr = ipv4_fragments(udp4(src, "192.0.2.20", 47000 + n, 9000, 1000, 0x200 + n, n), [400, 400])
+        order = [1, 0, 2] if n == 1 else [0, 1, 2]
+        for k in order:
+            off, more, pkt = fr[k]
+            c.add(eth_a() / pkt, f"F n{n} new" if off == 0 else f"F n{n}",
+                  f"n{n}: fragment offset {off} -> {ids[b]} (10.9.0.{b + 1}:8080)", gap_us=100)
+    b = nat_be[0]
+    ans = ipv4_fragments(udp4(f"10.9.0.{b + 1}", "10.0.10.1", 8080, 47000, 900, 0x300, 7), [400, 400])
+    t_ans = c.now("A")
+    for k in (2, 0, 1):
+        off, more, pkt = ans[k]
+        t_ans += 100
+        c.add(eth_b() / pkt, "F n0r",
+              f"n0r: answer fragment offset {off}, leaves from 192.0.2.20 (the reverse entry "
+              f"the LB made for n0)", side="B", at_us=t_ans)
+    for n in range(2):
+        src = f"10.0.11.{n + 1}"
+        b = lb_pick_v4(t5, src, "192.0.2.30", 48000 + n, 9000, 17)
+        fr = ipv4_fragments(udp4(src, "192.0.2.30", 48000 + n, 9000, 1000, 0x400 + n, n), [400, 400])
+        for k in ([2, 0, 1] if n else [0, 1, 2]):
+            off, more, pkt = fr[k]
+            c.add(eth_a() / pkt, f"F t{n} new" if off == 0 else f"F t{n}",
+                  f"t{n}: fragment offset {off} -> wrapped to 10.9.0.{b + 1} ({ids[b]})", gap_us=100)
+    return c
+
+
 # --------------------------------------------------------------------------------------
 # --- dpi --- YARA rules in TCP/UDP payload (intent notation as for the fw_* cases).
 # --------------------------------------------------------------------------------------
@@ -2014,7 +2087,11 @@ the client gets the NXDOMAIN answer in one segment (seq = the query's ACK, ack =
 PSH|ACK|FIN) out of side A, the server a RST out of side B; later packets of t1 are dropped
 (dns_tcp_closed). t2: two clean queries in one segment, then a clean query split over three
 segments, all forwarded with the server's answers; then a blocked query split in two: the
-first part is forwarded, the second dropped and answered (and the server reset).""")
+first part is forwarded, the second dropped and answered (and the server reset).
+t3: CNAME cloaking over TCP: the server's answer to a clean query has a CNAME to a blocked name:
+dropped, the client gets NXDOMAIN (with the SOA) in its place, the server a RST.
+t4: the same for an answer split in two segments: the first reached the client, so the
+client gets a RST instead of an answer.""")
     a4, r4 = "10.1.0.10", "10.2.0.53"
     def framed(m):
         return struct.pack("!H", len(m)) + m
@@ -2040,6 +2117,25 @@ first part is forwarded, the second dropped and answered (and the server reset).
     t2.c("PA", "F t2", "t2: blocked query z.ads.example, first 7 bytes", data=bad[:7])
     t2.c("PA", "D dns_answered t2", "t2: its rest: dropped, NXDOMAIN to the client, RST to the server",
          data=bad[7:])
+    # CNAME cloaking over TCP: the resolver's answers are read too.
+    t3 = Tcp(c, eth_a, eth_b, lambda: IP(src=a4, dst=r4), lambda: IP(src=r4, dst=a4),
+             42003, 53, "t3", side_c="A", side_s="B")
+    t3.handshake("to :53")
+    t3.c("PA", "F t3", "t3: query www.shop.example (clean)", data=framed(dns_q("www.shop.example", ident=0x0601)))
+    t3.s("PA", "D dns_cloaked t3",
+         "t3: answer www.shop.example CNAME shop.ads.example (blocked): dropped, NXDOMAIN to the "
+         "client in its place (same seq, FIN), RST to the server",
+         data=framed(dns_resp("www.shop.example", ["shop.ads.example"], 0x0601)))
+    t3.c("A", "D dns_tcp_closed t3", "t3: the client's ACK: connection closed by the appliance")
+    t4 = Tcp(c, eth_a, eth_b, lambda: IP(src=a4, dst=r4), lambda: IP(src=r4, dst=a4),
+             42004, 53, "t4", side_c="A", side_s="B")
+    t4.handshake("to :53")
+    t4.c("PA", "F t4", "t4: query img.example (clean)", data=framed(dns_q("img.example", ident=0x0602)))
+    cl = framed(dns_resp("img.example", ["img.cdn.example", "x.ads.example"], 0x0602))
+    t4.s("PA", "F t4", "t4: first 20 bytes of an answer (cannot be judged yet): forwarded", data=cl[:20])
+    t4.s("PA", "D dns_cloaked t4",
+         "t4: the rest: CNAME chain reaches x.ads.example; the client already has the start of "
+         "the message, so it gets a RST (no answer), the server a RST", data=cl[20:])
     return c
 
 
@@ -2075,6 +2171,7 @@ CASES = {
     "lb_payload_key": lb_case_payload_key,
     "lb_drain": lb_case_drain,
     "lb_flush_reset": lb_case_flush_reset,
+    "lb_fragments": lb_case_fragments,
     "dpi_streams": case_dpi_streams,  # --- dpi ---
     "dpi_reset": case_dpi_reset,  # --- dpi ---
     # DNS filtering

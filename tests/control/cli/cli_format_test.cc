@@ -128,8 +128,8 @@ namespace {
 
 TEST(DpiFormat, StatsAndEvents) {
   v1::Stats s;
-  s.mutable_total()->set_dpi_bytes_scanned(1234);
-  s.mutable_total()->set_dpi_resets(2);
+  s.mutable_total()->mutable_dpi()->set_bytes_scanned(1234);
+  s.mutable_total()->mutable_dpi()->set_resets(2);
   s.mutable_dpi()->set_rules_accepted(10);
   s.mutable_dpi()->set_rules_unsupported(3);
   auto* r = s.mutable_dpi()->add_rules();

@@ -5,6 +5,7 @@
 // counters and drop reasons.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -288,6 +289,8 @@ TEST(LbPipeline, NatRewritesAndTranslatesTheAnswersBack) {
   EXPECT_EQ(au.sport, 80);
   EXPECT_EQ(h.counters().lb_nat_reversed, 3u);
   EXPECT_EQ(h.counters().lb_nat_no_reverse, 0u);
+  EXPECT_EQ(h.counters().lb_nat_reverse_created, 3u) << "made with the forward packets";
+  EXPECT_EQ(h.counters().flows_created, 6u);
 }
 
 TEST(LbPipeline, IpipEncapsulatesV4InV4AndV6InV6) {
@@ -400,25 +403,203 @@ TEST(LbPipeline, NoBackendInTheTableDrops) {
   EXPECT_EQ(macBackend(out[0]), 2);
 }
 
-// Known limitation, pinned down: later fragments of a datagram to a service are not given the
-// first fragment's backend; they pass unchanged (never hashed on their own) and are counted.
-TEST(LbPipeline, LaterFragmentsPassUnbalancedAndCounted) {
-  LbService s = web(LbMode::kL2, 3);
+// Reassembles IPv4 fragments (untagged Ethernet, 20-byte headers, any order) into one
+// unfragmented frame with a fresh header checksum: its L4 checksum then verifies only if every
+// fragment was rewritten consistently with the first one's checksum fix.
+Frame reassemble4(const std::vector<Frame>& frags) {
+  Frame out;
+  std::vector<uint8_t> body;
+  for (const Frame& f : frags) {
+    const uint8_t* ip = f.data() + 14;
+    size_t off = size_t((ip[6] & 0x1f) << 8 | ip[7]) * 8;
+    size_t len = size_t(ip[2] << 8 | ip[3]) - 20;
+    if (body.size() < off + len) body.resize(off + len);
+    std::copy(ip + 20, ip + 20 + len, body.begin() + long(off));
+    if (off == 0) out.assign(f.begin(), f.begin() + 34);
+  }
+  EXPECT_EQ(out.size(), 34u) << "no first fragment";
+  if (out.size() != 34) return out;
+  out.insert(out.end(), body.begin(), body.end());
+  uint8_t* ip = out.data() + 14;
+  uint16_t tl = uint16_t(20 + body.size());
+  ip[2] = uint8_t(tl >> 8);
+  ip[3] = uint8_t(tl);
+  ip[6] = ip[7] = 0;
+  ip[10] = ip[11] = 0;
+  uint16_t c = test::inetChecksum(ip, 20);
+  ip[10] = uint8_t(c >> 8);
+  ip[11] = uint8_t(c);
+  return out;
+}
+
+uint16_t ipId(const Frame& f, size_t l3 = 14) { return uint16_t(f[l3 + 4] << 8 | f[l3 + 5]); }
+
+Frame udpDatagram(const std::string& src, uint16_t sport, uint16_t id, size_t len = 100) {
+  std::string body(len, 'x');
+  for (size_t k = 0; k < len; ++k) body[k] = char('a' + (k * 7 + sport) % 26);
+  return PacketBuilder().ipv4(src, "192.0.2.10").ipv4Id(id).udp(sport, 9000).payload(body)
+      .build();
+}
+
+LbService udpService(LbMode mode, int nbackends) {
+  LbService s = web(mode, nbackends);
   s.protocol = kUdp;
   s.dst_ports.reset();
+  return s;
+}
+
+// Every fragment of a datagram goes where its first fragment went (the 5-tuple key is only in
+// the first fragment): in order, and with the later fragments arriving first (held until the
+// first one is judged). 60 datagrams over 7 backends, so "the same backend" is not luck.
+TEST(LbPipeline, LaterFragmentsFollowTheFirstFragmentsBackend) {
+  rules::LbModel m{{udpService(LbMode::kL2, 7)}};
+  auto snap = snapWith(m);
+  auto svc = snap->lb->services[0];
+  Harness h(std::move(snap));
+  constexpr int kDatagrams = 60;
+  std::map<uint16_t, int> want;  // IP id -> backend
+  std::set<int> used;
+  uint64_t sent = 0;
+  for (int d = 0; d < kDatagrams; ++d) {
+    Frame whole = udpDatagram("10.0.1." + std::to_string(d + 1), uint16_t(5000 + d),
+                              uint16_t(100 + d));
+    want[uint16_t(100 + d)] = expectedBackend(*svc, whole);
+    used.insert(want[uint16_t(100 + d)]);
+    auto frags = test::fragmentIpv4(whole, 40);
+    ASSERT_EQ(frags.size(), 3u);
+    if (d % 2) std::reverse(frags.begin(), frags.end());  // later ones held, then released
+    for (const Frame& f : frags) h.send(0, f);
+    sent += frags.size();
+  }
+  h.poll();
+  auto out = h.out(1);
+  ASSERT_EQ(out.size(), sent);
+  std::map<uint16_t, int> seen;
+  for (const Frame& f : out) {
+    uint16_t id = ipId(f);
+    ASSERT_TRUE(want.count(id));
+    EXPECT_EQ(macBackend(f), want[id]) << "datagram " << id;
+    ++seen[id];
+  }
+  EXPECT_EQ(seen.size(), size_t(kDatagrams));
+  EXPECT_GT(used.size(), 3u);
+  auto c = h.counters();
+  EXPECT_EQ(c.lb_fragments_followed, uint64_t(2 * kDatagrams));
+  EXPECT_EQ(c.frag_held, uint64_t(2 * (kDatagrams / 2)));
+  // Per-backend counters include the later fragments.
+  uint64_t pk = 0;
+  const auto* ctr = h.dp().worker(0).lbCounters();
+  for (uint32_t k = 0; k < Worker::kLbCounterSlots; ++k) pk += ctr[k].packets.load();
+  EXPECT_EQ(pk, sent);
+  // Each later fragment reports its datagram's backend in its verdict.
+  for (const PacketVerdict& v : h.verdicts()) EXPECT_NE(v.backend, kNoBackend);
+}
+
+// NAT: the first fragment gets the backend's address and port with the UDP checksum fixed for
+// the whole datagram; later fragments get the address (their header checksum fixed). Reassembled
+// at the backend, the datagram's checksum verifies. The backend's fragmented answer gets the
+// VIP back as its source in every fragment.
+TEST(LbPipeline, NatRewritesEveryFragmentAndTheAnswersFragments) {
+  LbService s = udpService(LbMode::kNat, 3);
+  for (auto& b : s.backends) b.port = 8080;
   Harness h(snapWith(rules::LbModel{{s}}));
-  Frame whole = PacketBuilder().ipv4("10.0.0.7", "192.0.2.10").udp(5000, 9000)
-                    .payload(std::string(100, 'x')).build();
-  auto frags = test::fragmentIpv4(whole, 40);
-  ASSERT_EQ(frags.size(), 3u);
+  Frame whole = udpDatagram("10.0.0.7", 5000, 77, 300);
+  auto frags = test::fragmentIpv4(whole, 96);
+  ASSERT_EQ(frags.size(), 4u);
+  std::swap(frags[0], frags[2]);  // one later fragment before the first, one after
   for (const Frame& f : frags) h.send(0, f);
   h.poll();
   auto out = h.out(1);
-  ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[0][1], 0xbe) << "first fragment: balanced";
-  EXPECT_EQ(out[1], frags[1]);
-  EXPECT_EQ(out[2], frags[2]);
-  EXPECT_EQ(h.counters().lb_fragments_passed, 2u);
+  ASSERT_EQ(out.size(), 4u);
+  PacketMeta first;
+  for (const Frame& f : out) {
+    EXPECT_TRUE(test::checksumsOk(f));
+    PacketMeta o = parse(f);
+    EXPECT_EQ(o.dst.b[0], 10);
+    EXPECT_EQ(o.dst.b[1], 1);
+    EXPECT_EQ(o.src, parse(whole).src);
+    if (o.isFirstFragment()) first = o;
+  }
+  ASSERT_TRUE(first.is_fragment);
+  EXPECT_EQ(first.dport, 8080);
+  for (const Frame& f : out) EXPECT_EQ(parse(f).dst, first.dst) << "one backend";
+  Frame at_backend = reassemble4(out);
+  EXPECT_TRUE(test::checksumsOk(at_backend)) << "UDP checksum over the reassembled datagram";
+  PacketMeta ab = parse(at_backend);
+  EXPECT_EQ(ab.dport, 8080);
+  EXPECT_EQ(ab.payload_len, 300u);
+
+  // The backend's answer, fragmented, from its own address and port.
+  std::string body(260, 'y');
+  Frame ans = PacketBuilder().ipv4(test::ipToString(first.dst, false), "10.0.0.7").ipv4Id(9)
+                  .udp(8080, 5000).payload(body).build();
+  auto afr = test::fragmentIpv4(ans, 80);
+  ASSERT_EQ(afr.size(), 4u);
+  std::reverse(afr.begin(), afr.end());
+  for (const Frame& f : afr) h.send(1, f, 1000001);
+  h.poll();
+  auto back = h.out(0);
+  ASSERT_EQ(back.size(), 4u);
+  for (const Frame& f : back) {
+    EXPECT_TRUE(test::checksumsOk(f));
+    EXPECT_EQ(parse(f).src, parse(whole).dst) << "the VIP";
+  }
+  Frame at_client = reassemble4(back);
+  EXPECT_TRUE(test::checksumsOk(at_client));
+  EXPECT_EQ(parse(at_client).sport, 9000);
+  EXPECT_EQ(h.counters().lb_fragments_followed, 6u);
+  EXPECT_EQ(h.counters().lb_nat_reversed, 4u);
+  EXPECT_EQ(h.counters().lb_nat_reverse_created, 1u);
+}
+
+// IP-in-IP: every fragment is wrapped to the first fragment's backend, the inner fragment
+// unchanged; IPv4 and IPv6.
+TEST(LbPipeline, IpipWrapsEveryFragmentToTheSameBackend) {
+  LbService s = udpService(LbMode::kIpip, 5);
+  auto snap = snapWith(rules::LbModel{{s}});
+  auto svc = snap->lb->services[0];
+  Harness h(std::move(snap));
+  Frame whole = udpDatagram("10.0.0.9", 6000, 55, 200);
+  Frame whole6 = PacketBuilder().ipv6("2001:db8:99::9", "2001:db8::10").udp(6001, 9000)
+                     .payload(std::string(200, 'z')).build();
+  auto f4 = test::fragmentIpv4(whole, 64);
+  auto f6 = test::fragmentIpv6(whole6, 64, 4242);
+  ASSERT_EQ(f4.size(), 4u);
+  ASSERT_EQ(f6.size(), 4u);
+  std::reverse(f6.begin(), f6.end());
+  for (const Frame& f : f4) h.send(0, f);
+  for (const Frame& f : f6) h.send(0, f);
+  h.poll();
+  auto out = h.out(1);
+  ASSERT_EQ(out.size(), 8u);
+  const int be4 = expectedBackend(*svc, whole), be6 = expectedBackend(*svc, whole6);
+  std::vector<Frame> inner4, inner6;
+  for (const Frame& f : out) {
+    PacketMeta o = parse(f);
+    if (o.l4_proto == 4) {
+      EXPECT_TRUE(test::checksumsOk(f));
+      EXPECT_EQ(o.dst.b[3], be4);
+      EXPECT_EQ(macBackend(f), be4);
+      inner4.emplace_back(f.begin(), f.begin() + 14);
+      inner4.back().insert(inner4.back().end(), f.begin() + 34, f.end());
+    } else {
+      ASSERT_EQ(o.l4_proto, 41);
+      EXPECT_EQ(o.dst.b[15], be6);
+      inner6.emplace_back(f.begin(), f.begin() + 14);
+      inner6.back().insert(inner6.back().end(), f.begin() + 54, f.end());
+    }
+  }
+  ASSERT_EQ(inner4.size(), 4u);
+  ASSERT_EQ(inner6.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_TRUE(std::equal(f4[k].begin() + 14, f4[k].end(), inner4[k].begin() + 14));
+  }
+  for (const Frame& f : inner6) {
+    EXPECT_TRUE(std::find_if(f6.begin(), f6.end(), [&](const Frame& g) {
+      return std::equal(g.begin() + 14, g.end(), f.begin() + 14, f.end());
+    }) != f6.end());
+  }
+  EXPECT_EQ(h.counters().lb_fragments_followed, 6u);
 }
 
 }  // namespace

@@ -52,6 +52,105 @@ Judged judge(const rules::CompiledDns& dns, const std::vector<uint8_t>& msg) {
   return j;
 }
 
+// The SOA record of the authority section at the end of a negative answer: owner (pointer to
+// the question), type, class, TTL, RDATA = mname, rname, serial, refresh, retry, expire,
+// minimum. Returns false (with a failure) when it is not there.
+struct Soa {
+  uint32_t ttl = 0, serial = 0, refresh = 0, retry = 0, expire = 0, minimum = 0;
+  std::string mname, rname;
+};
+bool soaOf(const std::vector<uint8_t>& a, Soa& out) {
+  if (a.size() < 12 || dnsGet16(a.data() + 8) != 1) {
+    ADD_FAILURE() << "nscount " << (a.size() >= 12 ? dnsGet16(a.data() + 8) : -1);
+    return false;
+  }
+  // Skip the question and the answers: the SOA is the last record; find it from the names.
+  DnsQuestion q;
+  if (dnsParseQuestion(a.data(), uint32_t(a.size()), q) != DnsMsgStatus::kOk) return false;
+  uint32_t pos = q.question_end;
+  for (uint32_t i = 0; i < q.ancount; ++i) pos += 12 + dnsGet16(a.data() + pos + 10);
+  const uint8_t* r = a.data() + pos;
+  EXPECT_EQ(dnsGet16(r), 0xc00c);
+  EXPECT_EQ(dnsGet16(r + 2), kTypeSoa);
+  EXPECT_EQ(dnsGet16(r + 4), 1);
+  out.ttl = uint32_t(dnsGet16(r + 6)) << 16 | dnsGet16(r + 8);
+  uint32_t rdlen = dnsGet16(r + 10);
+  EXPECT_EQ(pos + 12 + rdlen, a.size()) << "the SOA is the last record";
+  uint32_t p = pos + 12;
+  for (std::string* n : {&out.mname, &out.rname}) {
+    while (a[p] != 0) {
+      if (!n->empty()) n->push_back('.');
+      n->append(reinterpret_cast<const char*>(&a[p + 1]), a[p]);
+      p += 1 + a[p];
+    }
+    ++p;
+  }
+  auto u32 = [&](uint32_t at) { return uint32_t(dnsGet16(&a[at])) << 16 | dnsGet16(&a[at + 2]); };
+  out.serial = u32(p);
+  out.refresh = u32(p + 4);
+  out.retry = u32(p + 8);
+  out.expire = u32(p + 12);
+  out.minimum = u32(p + 16);
+  EXPECT_EQ(p + 20, a.size());
+  return true;
+}
+
+TEST(DnsStage, NegativeAnswersCarryTheSoaWithTheNegativeTtl) {
+  auto dns = compile();  // default SOA, lists' ttl 42
+  for (const char* name : {"x.nx.example", "nodata.example"}) {
+    auto j = judge(*dns, test::dnsQuery(name));
+    Soa soa;
+    ASSERT_TRUE(soaOf(j.answer, soa)) << name;
+    EXPECT_EQ(soa.mname, "dns-filter.invalid");
+    EXPECT_EQ(soa.rname, "hostmaster.dns-filter.invalid");
+    EXPECT_EQ(soa.serial, 1u);
+    EXPECT_EQ(soa.refresh, 1800u);
+    EXPECT_EQ(soa.retry, 900u);
+    EXPECT_EQ(soa.expire, 604800u);
+    EXPECT_EQ(soa.minimum, 42u) << "the list's ttl";
+    EXPECT_EQ(soa.ttl, 42u) << "RFC 2308: the SOA's TTL is the negative TTL";
+  }
+  // Sinkhole: NODATA for other types carries it; the A answer and REFUSED do not.
+  auto txt = judge(*dns, test::dnsQuery("www.sink.example", 16));
+  Soa soa;
+  EXPECT_TRUE(soaOf(txt.answer, soa));
+  EXPECT_EQ(dnsGet16(judge(*dns, test::dnsQuery("www.sink.example", kTypeA)).answer.data() + 8), 0);
+  EXPECT_EQ(dnsGet16(judge(*dns, test::dnsQuery("refuse.example")).answer.data() + 8), 0);
+
+  // Configured fields; minimum overrides the lists' ttl.
+  rules::DnsModel m;
+  rules::DnsListModel l;
+  l.name = "nx";
+  l.names = {"blocked.example"};
+  m.lists.push_back(l);
+  m.soa.mname = "NS1.Filter.Example.";
+  m.soa.rname = "noc.filter.example";
+  m.soa.serial = 2026112101;
+  m.soa.refresh = 7;
+  m.soa.retry = 8;
+  m.soa.expire = 9;
+  m.soa.minimum = 60;
+  auto c = rules::compileDns(m, nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto j = judge(**c, test::dnsQuery("blocked.example"));
+  soa = Soa{};
+  ASSERT_TRUE(soaOf(j.answer, soa));
+  EXPECT_EQ(soa.mname, "ns1.filter.example");
+  EXPECT_EQ(soa.rname, "noc.filter.example");
+  EXPECT_EQ(soa.serial, 2026112101u);
+  EXPECT_EQ(soa.refresh, 7u);
+  EXPECT_EQ(soa.retry, 8u);
+  EXPECT_EQ(soa.expire, 9u);
+  EXPECT_EQ(soa.minimum, 60u);
+  EXPECT_EQ(soa.ttl, 60u);
+  // Bad names are config errors naming the field.
+  m.soa.rname = "bad..name";
+  rules::ConfigErrorList errs;
+  EXPECT_FALSE(rules::compileDns(m, nullptr, &errs).ok());
+  ASSERT_FALSE(errs.empty());
+  EXPECT_NE(errs[0].field.find("dns.soa.rname"), std::string::npos) << errs[0].field;
+}
+
 TEST(DnsStage, EachAction) {
   auto dns = compile();
   auto j = judge(*dns, test::dnsQuery("a.NX.example."));
@@ -107,6 +206,9 @@ TEST(DnsStage, CnameCloaking) {
   EXPECT_EQ(dnsGet16(j.answer.data()), 0x77);
   EXPECT_EQ(j.answer[3] & 0xf, 3);
   EXPECT_EQ(dnsGet16(j.answer.data() + 6), 0);
+  Soa soa;
+  EXPECT_TRUE(soaOf(j.answer, soa));
+  EXPECT_EQ(soa.ttl, 42u);
   // A chain that ends in an allowed name passes; so does a clean chain.
   EXPECT_EQ(judge(*dns, test::dnsCnameResponse("www.shop.example", {"ok.nx.example"})).d.outcome,
             DnsOutcome::kPass);
