@@ -180,6 +180,18 @@ struct Evaluator {
 
 }  // namespace
 
+void CompiledDpi::finalize() {
+  matchless_rules.clear();
+  matchless_gated_ns.clear();
+  std::vector<uint8_t> gated(num_namespaces, 0);
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (!rules[i].needs_match) matchless_rules.push_back(uint32_t(i));
+    else if (rules[i].is_global && !gated[rules[i].ns]) gated[rules[i].ns] = 1;
+  }
+  for (uint32_t n = 0; n < num_namespaces; ++n)
+    if (gated[n]) matchless_gated_ns.push_back(n);
+}
+
 uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const {
   // Per-thread scratch sized once per rule count (grows only; never per packet).
   thread_local std::vector<uint8_t> results;
@@ -188,6 +200,37 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) c
   if (ns_unsat.size() < num_namespaces) ns_unsat.resize(num_namespaces);
   std::memset(ns_unsat.data(), 0, num_namespaces);
   Evaluator ev{*this, ms, results.data()};
+  // No string present at all: every rule that needs a match is false (as the loop below
+  // would find one by one); only the others are evaluated, in order (a rule references
+  // earlier rules only), and the namespaces of such global rules are unsatisfied.
+  bool any_present = false;
+  {
+    const uint8_t* pres = ms + presenceOffset();
+    const size_t nb = (strings.size() + 7) / 8;
+    size_t k = 0;
+    for (; k + 8 <= nb && !any_present; k += 8) {
+      uint64_t w;
+      std::memcpy(&w, pres + k, 8);
+      any_present = w != 0;
+    }
+    for (; k < nb && !any_present; ++k) any_present = pres[k] != 0;
+  }
+  if (!any_present) {
+    std::memset(results.data(), 0, rules.size());
+    for (uint32_t n : matchless_gated_ns) ns_unsat[n] = 1;
+    for (uint32_t i : matchless_rules) {
+      Val v = ev.eval(rules[i].cond);
+      results[i] = (!v.undef && v.v) ? 1 : 0;
+      if (!results[i] && rules[i].is_global) ns_unsat[rules[i].ns] = 1;
+    }
+    uint32_t n = 0;
+    for (uint32_t i : matchless_rules) {
+      if (!results[i] || rules[i].is_private || ns_unsat[rules[i].ns]) continue;
+      if (n < max) out[n] = i;
+      ++n;
+    }
+    return n;
+  }
   for (size_t i = 0; i < rules.size(); ++i) {
     const DpiRule& r = rules[i];
     if (r.needs_match) {

@@ -75,6 +75,7 @@ struct DpiString {
   // offset it must sit at (-1 = anywhere). For generated test payloads and `dpuctl dpi list`.
   std::string sample;
   int64_t sample_at = -1;
+  std::vector<std::string> extra_samples;  // other forms (base64 at shifts 1 and 2)
 };
 
 struct DpiRule {
@@ -128,6 +129,12 @@ class CompiledDpi {
   // (`not $a`, `true`) are fixed: computed once at compile time, so a scan that matched
   // nothing needs no evaluation (needsEvaluation()).
   std::vector<uint32_t> empty_hits;
+  // For match states with no string present at all (clean traffic: the common case): the
+  // rules whose condition can be true without a match (the only ones evaluate() then needs
+  // to run), and the namespaces whose global rules are then false. Set by finalize().
+  std::vector<uint32_t> matchless_rules;
+  std::vector<uint32_t> matchless_gated_ns;
+  void finalize();
   bool needsEvaluation(bool changed) const { return changed || uses_filesize; }
   hs_database_t* db = nullptr;         // streaming; null when there are no patterns
   hs_scratch_t* scratch_proto = nullptr;  // clone per worker (hs_clone_scratch)
