@@ -1,7 +1,7 @@
 // dpi_bench: our DPI engine (YARA -> Hyperscan streaming + condition evaluation) against
 // libyara's yr_rules_scan_mem, same rules, same payloads, same run.
 //
-//   dpi_bench [--min-time S] FILE_OR_DIR...
+//   dpi_bench [--min-time S] [--flows N] [--packets P] [--slot-bytes K] FILE_OR_DIR...
 //
 // The rules are the ones our engine accepts from the given files: their source text is cut
 // out of the files (no imports, no unsupported rules) and compiled by libyara too, so both
@@ -10,6 +10,16 @@
 // engines must report the same matching rules on every payload before anything is timed.
 // Printed per size: Gbit/s and ns per scan of each engine and the ratio; then compile time
 // and stream state per flow direction (Hyperscan stream + match state).
+//
+// Then the dataplane's two stream modes on N flow directions (default 1024) fed P packets
+// each (default 8) of 64 / 512 / 1460 B, round-robin over the flows (so every packet of the
+// compressed mode expands its direction's slot and compresses it back), through
+// DpiInspector::tcp: full streams vs compressed slots of K bytes (default: DpiSettings),
+// ns per packet and the ratio, the rules fired (must be equal in both modes), the size of the
+// compact state after each packet (compressed stream, packed match state, total:
+// median / p99 / max) and how many directions did not fit K; the expand + compress pair
+// alone (hs_reset_and_expand_stream + hs_compress_stream on the flows' compressed streams);
+// and libyara's yr_rules_scan_mem on each packet alone as the reference.
 #include <hs/hs.h>
 #include <yara.h>
 
@@ -20,6 +30,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <string>
@@ -59,12 +70,162 @@ static std::string acceptedText(const std::string& text, const CompiledDpi& d) {
   return out;
 }
 
+// Percentile of a sorted vector.
+static size_t pct(const std::vector<size_t>& v, double p) {
+  if (v.empty()) return 0;
+  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
+}
+
+// Full vs compressed streams in DpiInspector::tcp (see the header comment).
+template <typename MakePayload>
+static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, MakePayload& makePayload,
+                        uint32_t nflows, uint32_t npackets, uint32_t slot_bytes, double min_time) {
+  using namespace dpu::dp;
+  const CompiledDpi& d = *dp;
+  DpiSettings full;
+  full.stream_mode = DpiStreamMode::kFull;
+  full.streams_per_worker = nflows;
+  full.ooo_slots_per_worker = 1;
+  full.depth_bytes = 0;
+  DpiSettings comp = full;
+  comp.stream_mode = DpiStreamMode::kCompressed;
+  comp.compressed_slot_bytes = slot_bytes;
+  comp.full_streams_per_worker = nflows;  // every direction that does not fit gets one
+  auto rf = DpiRuntime::create(dp, full, 1);
+  auto rc = DpiRuntime::create(dp, comp, 1);
+  if (!rf.ok() || !rc.ok()) {
+    std::fprintf(stderr, "runtime: %s\n", std::string((rf.ok() ? rc : rf).status().message()).c_str());
+    return;
+  }
+  std::printf("\nstream modes: %u flow directions x %u packets, round-robin; full = one "
+              "Hyperscan stream each (%zu B + %zu B match state), compressed = a %u B slot each\n",
+              nflows, npackets, d.streamStateBytes(), (*rf)->msStride(), slot_bytes);
+  std::printf("%-8s | %10s %10s %7s | %9s | %-34s | %8s | %s\n", "packet", "full ns/p", "comp ns/p",
+              "comp/full", "yara ns/p", "compact state B med/p99/max (hs+ms)", "overflow",
+              "rules fired (equal)");
+  for (size_t size : {size_t(64), size_t(512), size_t(1460)}) {
+    std::vector<std::string> pk(size_t(nflows) * npackets);
+    for (std::string& p : pk) p = makePayload(size);
+    struct Mode { const DpiRuntime* rt; std::vector<DpiDir> dirs; std::vector<uint32_t> seq; uint64_t fired = 0, overflow = 0; };
+    auto runOnce = [&](Mode& m, std::vector<size_t>* hs_sz, std::vector<size_t>* ms_sz,
+                       std::vector<size_t>* tot_sz) {
+      m.dirs.assign(nflows, DpiDir{});
+      m.seq.assign(nflows, 1000);
+      for (uint32_t k = 0; k < npackets; ++k) {
+        for (uint32_t f = 0; f < nflows; ++f) {
+          const std::string& p = pk[size_t(k) * nflows + f];
+          DpiOutcome o;
+          DpiInspector::tcp(*m.rt, 0, m.dirs[f], reinterpret_cast<const uint8_t*>(p.data()),
+                            uint32_t(p.size()), m.seq[f], 0x10, o);
+          m.seq[f] += uint32_t(p.size());
+          m.fired += o.nfired;
+          m.overflow += o.overflow;
+          if (hs_sz != nullptr && !(m.dirs[f].flags & DpiDir::kFull) && m.dirs[f].slot != DpiDir::kNoSlot) {
+            const uint8_t* s = m.rt->worker(0).cdata.get() + size_t(m.dirs[f].slot) * slot_bytes;
+            uint16_t hl, ml;
+            std::memcpy(&hl, s, 2);
+            std::memcpy(&ml, s + 2, 2);
+            hs_sz->push_back(hl);
+            ms_sz->push_back(ml);
+            tot_sz->push_back(size_t(hl) + ml + 4);
+          }
+        }
+      }
+      for (uint32_t f = 0; f < nflows; ++f) {
+        DpiOutcome o;
+        DpiInspector::end(*m.rt, 0, m.dirs[f], o);
+        m.fired += o.nfired;
+      }
+    };
+    Mode mf{rf->get(), {}, {}}, mc{rc->get(), {}, {}};
+    std::vector<size_t> hs_sz, ms_sz, tot_sz;
+    runOnce(mf, nullptr, nullptr, nullptr);
+    runOnce(mc, &hs_sz, &ms_sz, &tot_sz);
+    const uint64_t fired_full = mf.fired, fired_comp = mc.fired, overflow = mc.overflow;
+    std::sort(hs_sz.begin(), hs_sz.end());
+    std::sort(ms_sz.begin(), ms_sz.end());
+    std::sort(tot_sz.begin(), tot_sz.end());
+    // Timed: interleaved rounds, medians.
+    std::vector<double> tf, tc, ty;
+    auto t_end = Clock::now() + std::chrono::duration<double>(min_time * 2);
+    const double per = double(nflows) * npackets;
+    do {
+      auto t0 = Clock::now();
+      runOnce(mf, nullptr, nullptr, nullptr);
+      tf.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+      t0 = Clock::now();
+      runOnce(mc, nullptr, nullptr, nullptr);
+      tc.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+      t0 = Clock::now();
+      const size_t ny = std::min<size_t>(pk.size(), 64);
+      for (size_t i = 0; i < ny; ++i)
+        yr_rules_scan_mem(yr, reinterpret_cast<const uint8_t*>(pk[i].data()), pk[i].size(), SCAN_FLAGS_NO_TRYCATCH,
+                          [](YR_SCAN_CONTEXT*, int, void*, void*) { return CALLBACK_CONTINUE; }, nullptr, 0);
+      ty.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(ny));
+    } while (Clock::now() < t_end || tf.size() < 3);
+    auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+    char sizes[96];
+    std::snprintf(sizes, sizeof sizes, "%zu/%zu/%zu (%zu+%zu)", pct(tot_sz, 0.5), pct(tot_sz, 0.99),
+                  tot_sz.empty() ? 0 : tot_sz.back(), pct(hs_sz, 0.5), pct(ms_sz, 0.5));
+    std::printf("%-8zu | %10.0f %10.0f %6.2fx | %9.0f | %-34s | %8llu | %llu vs %llu (%s)\n", size,
+                med(tf), med(tc), med(tc) / med(tf), med(ty), sizes, (unsigned long long)overflow,
+                (unsigned long long)fired_full, (unsigned long long)fired_comp,
+                fired_full == fired_comp ? "equal" : "DIFFERENT");
+  }
+  // The expand + compress pair alone, on compressed streams of flows that saw 8 x 1460 B.
+  if (d.db != nullptr) {
+    hs_scratch_t* scratch = (*rf)->worker(0).scratch;
+    std::vector<std::string> blobs;
+    for (uint32_t f = 0; f < std::min<uint32_t>(nflows, 256); ++f) {
+      hs_stream_t* st = nullptr;
+      hs_open_stream(d.db, 0, &st);
+      std::vector<uint8_t> ms(d.matchStateBytes());
+      DpiMatchCtx ctx{&d, ms.data(), 0, false};
+      for (int k = 0; k < 8; ++k) {
+        std::string p = makePayload(1460);
+        hs_scan_stream(st, p.data(), unsigned(p.size()), 0, scratch, dpiMatchCallback, &ctx);
+      }
+      size_t need = 0;
+      hs_compress_stream(st, nullptr, 0, &need);
+      std::string b(need, '\0');
+      hs_compress_stream(st, b.data(), b.size(), &need);
+      blobs.push_back(b);
+      hs_close_stream(st, nullptr, nullptr, nullptr);
+    }
+    hs_stream_t* work = nullptr;
+    hs_open_stream(d.db, 0, &work);
+    std::vector<char> out(1 << 16);
+    size_t iters = 0;
+    auto t0 = Clock::now();
+    double el = 0;
+    do {
+      for (const std::string& b : blobs) {
+        size_t used = 0;
+        hs_reset_and_expand_stream(work, b.data(), b.size(), nullptr, nullptr, nullptr);
+        hs_compress_stream(work, out.data(), out.size(), &used);
+      }
+      iters += blobs.size();
+      el = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (el < min_time);
+    std::vector<size_t> bs;
+    for (auto& b : blobs) bs.push_back(b.size());
+    std::sort(bs.begin(), bs.end());
+    std::printf("expand + compress alone: %.0f ns per pair (compressed streams after 8 x 1460 B: "
+                "median %zu B, max %zu B)\n", el * 1e9 / double(iters), pct(bs, 0.5), bs.back());
+    hs_close_stream(work, nullptr, nullptr, nullptr);
+  }
+}
+
 int main(int argc, char** argv) {
   double min_time = 0.5;
+  uint32_t nflows = 1024, npackets = 8, slot_bytes = dpu::dp::DpiSettings{}.compressed_slot_bytes;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--min-time" && i + 1 < argc) min_time = std::stod(argv[++i]);
+    else if (a == "--flows" && i + 1 < argc) nflows = uint32_t(std::stoul(argv[++i]));
+    else if (a == "--packets" && i + 1 < argc) npackets = uint32_t(std::stoul(argv[++i]));
+    else if (a == "--slot-bytes" && i + 1 < argc) slot_bytes = uint32_t(std::stoul(argv[++i]));
     else args.push_back(a);
   }
   const std::vector<std::string> files = yaraFiles(args);
@@ -207,11 +368,13 @@ int main(int argc, char** argv) {
                 n, count, 8.0 * double(n) / ours_s / 1e9, ours_s * 1e9, 8.0 * double(n) / yara_s / 1e9,
                 yara_s * 1e9, yara_s / ours_s, matched, count, eval_s * 1e9);
   }
+  streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time);
   std::printf("\ncompile: ours %.0f ms (libyara validation + translation + Hyperscan %.0f ms), "
               "libyara %.0f ms\n", ours_ms, d.compile_ms, yara_ms);
-  std::printf("state per flow direction: Hyperscan stream %zu B + match state %zu B "
-              "(+ %zu B fired bits) = %zu B\n",
+  std::printf("state per flow direction: full streams: Hyperscan stream %zu B + match state %zu B "
+              "(+ %zu B fired bits) = %zu B; compressed streams: a slot of %u B (see above for "
+              "what the flows needed)\n",
               d.streamStateBytes(), d.matchStateBytes(), (*rt)->msStride() - d.matchStateBytes(),
-              (*rt)->bytesPerStream());
+              d.streamStateBytes() + (*rt)->msStride(), slot_bytes);
   return 0;
 }

@@ -294,6 +294,9 @@ std::string formatSummary(const SummaryInput& in) {
         "%u not inspected (no stream)\n",
         t.dpi_bytes, t.dpi_alerts, t.dpi_drops, t.dpi_resets, t.dpi_gaps, t.dpi_depth,
         t.dpi_no_stream));
+    if (t.dpi_overflow)
+      absl::StrAppend(&s, absl::StrFormat("  %u compressed streams moved to full streams (slot too small)\n",
+                                          t.dpi_overflow));
   }
   if (in.dpi_enabled) {  // --- dpi --- the rule set and the rules that matched
     absl::StrAppend(&s, absl::StrFormat("dpi rules: %u matched, %u unsupported (not matched)\n",
@@ -376,7 +379,9 @@ std::string summaryJson(const SummaryInput& in) {
     absl::StrAppend(&s, ",\"dpi\":{\"bytes_scanned\":", t.dpi_bytes, ",\"alerts\":", t.dpi_alerts,
                     ",\"drops\":", t.dpi_drops, ",\"resets\":", t.dpi_resets, ",\"gaps\":",
                     t.dpi_gaps, ",\"depth_reached\":", t.dpi_depth, ",\"no_stream\":",
-                    t.dpi_no_stream, "}");
+                    t.dpi_no_stream);
+    if (t.dpi_overflow) absl::StrAppend(&s, ",\"stream_overflow\":", t.dpi_overflow);
+    absl::StrAppend(&s, "}");
   }
   if (in.dpi_enabled) {  // --- dpi --- the rule set; rules that matched
     absl::StrAppend(&s, ",\"dpi_rules\":{\"accepted\":", in.dpi_accepted, ",\"unsupported\":",

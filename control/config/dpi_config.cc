@@ -121,6 +121,20 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
   if (m->ooo_slots_per_worker > (1u << 20))
     errors.push_back(dpiError("dpi.ooo_slots_per_worker", absl::StrCat(m->ooo_slots_per_worker, " is out of range [1, 1048576]")));
   m->cache_dir = c.cache_dir();
+  switch (c.stream_mode()) {
+    case v1::STREAM_MODE_DEFAULT: m->stream_mode = rules::DpiStreamMode::kAuto; break;
+    case v1::STREAM_COMPRESSED: m->stream_mode = rules::DpiStreamMode::kCompressed; break;
+    case v1::STREAM_FULL: m->stream_mode = rules::DpiStreamMode::kFull; break;
+    default: errors.push_back(dpiError("dpi.stream_mode", "not COMPRESSED or FULL"));
+  }
+  if (c.compressed_slot_bytes() != 0) m->compressed_slot_bytes = c.compressed_slot_bytes();
+  if (m->compressed_slot_bytes < 64 || m->compressed_slot_bytes > 65536)
+    errors.push_back(dpiError("dpi.compressed_slot_bytes",
+                              absl::StrCat(m->compressed_slot_bytes, " is out of range [64, 65536]")));
+  if (c.full_streams_per_worker() != 0) m->full_streams_per_worker = c.full_streams_per_worker();
+  if (m->full_streams_per_worker > (1u << 22))
+    errors.push_back(dpiError("dpi.full_streams_per_worker",
+                              absl::StrCat(m->full_streams_per_worker, " is out of range [1, 4194304]")));
 }
 
 }  // namespace dpu::ctl

@@ -234,12 +234,17 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
     ds.depth_bytes = m.depth_bytes;
     ds.gap_policy = m.gap_policy;
     ds.udp_stream = m.udp_stream;
+    ds.stream_mode = m.stream_mode;
+    ds.compressed_slot_bytes = m.compressed_slot_bytes;
+    ds.full_streams_per_worker = m.full_streams_per_worker;
     const DpiSettings* cs = cur && cur->dpi ? &cur->dpi->settings() : nullptr;
     if (cs && cur->dpi->dpiPtr().get() == next->dpi.get() &&
         cs->streams_per_worker == ds.streams_per_worker &&
         cs->ooo_slots_per_worker == ds.ooo_slots_per_worker &&
         cs->ooo_buffer_bytes == ds.ooo_buffer_bytes && cs->depth_bytes == ds.depth_bytes &&
-        cs->gap_policy == ds.gap_policy && cs->udp_stream == ds.udp_stream) {
+        cs->gap_policy == ds.gap_policy && cs->udp_stream == ds.udp_stream &&
+        cs->stream_mode == ds.stream_mode && cs->compressed_slot_bytes == ds.compressed_slot_bytes &&
+        cs->full_streams_per_worker == ds.full_streams_per_worker) {
       st->dpi = cur->dpi;
       st->dpi_hits = cur->dpi_hits;  // the counters go with the runtime
     } else {

@@ -99,6 +99,7 @@ struct alignas(64) WorkerCounters {
   // --- dpi --- bytes scanned, rules that fired by action, gaps (out-of-order bytes beyond the
   // buffer), directions that reached the depth limit, streams not inspected (pool empty).
   Counter dpi_bytes, dpi_alerts, dpi_drops, dpi_resets, dpi_gaps, dpi_depth, dpi_no_stream;
+  Counter dpi_overflow;  // compressed streams that did not fit their slot (moved to full streams)
   // DNS filtering.
   Counter dns[kDnsCounterCount];
   Counter dns_action[kDnsActions];        // blocks by action
@@ -136,7 +137,7 @@ struct CountersSnapshot {
     uint64_t lb_nat_reverse_created = 0;
     // --- dpi ---
     uint64_t dpi_bytes = 0, dpi_alerts = 0, dpi_drops = 0, dpi_resets = 0, dpi_gaps = 0;
-    uint64_t dpi_depth = 0, dpi_no_stream = 0;
+    uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0;
     // DNS filtering.
     uint64_t dns[kDnsCounterCount]{};
     uint64_t dns_action[kDnsActions]{};

@@ -20,23 +20,41 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
   // Match state, then one "fired" bit per rule, rounded to 8 bytes.
   rt->ms_stride_ = (d.matchStateBytes() + (d.rules.size() + 7) / 8 + 7) & ~size_t(7);
   rt->workers_.resize(workers);
+  const bool comp = s.stream_mode == rules::DpiStreamMode::kCompressed ||
+                    (s.stream_mode == rules::DpiStreamMode::kAuto && rt->ms_stride_ <= 65535 &&
+                     d.streamStateBytes() + rt->ms_stride_ > s.compressed_slot_bytes);
+  rt->compressed_ = comp;
+  // The slot header holds u16 lengths, match-state runs u16 offsets.
+  if (comp && (s.compressed_slot_bytes < 8 || s.compressed_slot_bytes > 65536 || rt->ms_stride_ > 65535))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dpi: compressed streams need 8..65536-byte slots and a match state below 64 KiB (slot ",
+        s.compressed_slot_bytes, " B, match state ", rt->ms_stride_, " B)"));
+  const uint32_t nfull = comp ? s.full_streams_per_worker : s.streams_per_worker;
   for (PerWorker& w : rt->workers_) {
     if (d.db != nullptr) {
       if (hs_clone_scratch(d.scratch_proto, &w.scratch) != HS_SUCCESS)
         return absl::ResourceExhaustedError("dpi: cannot allocate Hyperscan scratch");
-      w.streams.resize(s.streams_per_worker, nullptr);
-      for (uint32_t i = 0; i < s.streams_per_worker; ++i) {
+      w.streams.resize(nfull, nullptr);
+      for (uint32_t i = 0; i < nfull; ++i) {
         if (hs_open_stream(d.db, 0, &w.streams[i]) != HS_SUCCESS)
           return absl::ResourceExhaustedError(absl::StrCat(
-              "dpi: cannot allocate ", s.streams_per_worker, " Hyperscan streams of ",
+              "dpi: cannot allocate ", nfull, " Hyperscan streams of ",
               d.streamStateBytes(), " bytes"));
       }
-      if (hs_open_stream(d.db, 0, &w.block_stream) != HS_SUCCESS)
+      if (hs_open_stream(d.db, 0, &w.block_stream) != HS_SUCCESS ||
+          (comp && hs_open_stream(d.db, 0, &w.work) != HS_SUCCESS))
         return absl::ResourceExhaustedError("dpi: cannot allocate a Hyperscan stream");
     }
-    w.free_streams.reserve(s.streams_per_worker);
-    for (uint32_t i = s.streams_per_worker; i > 0; --i) w.free_streams.push_back(i - 1);
-    w.ms.reset(new uint8_t[size_t(s.streams_per_worker) * rt->ms_stride_]());
+    w.free_streams.reserve(nfull);
+    for (uint32_t i = nfull; i > 0; --i) w.free_streams.push_back(i - 1);
+    w.ms.reset(new uint8_t[size_t(nfull) * rt->ms_stride_]());
+    if (comp) {
+      w.compact_slots = s.streams_per_worker;
+      w.cdata.reset(new uint8_t[size_t(w.compact_slots) * s.compressed_slot_bytes]());
+      w.work_ms.reset(new uint8_t[rt->ms_stride_]());
+      w.free_compact.reserve(w.compact_slots);
+      for (uint32_t i = w.compact_slots; i > 0; --i) w.free_compact.push_back(i - 1);
+    }
     w.block_ms.reset(new uint8_t[rt->ms_stride_]());
     const size_t ob = s.ooo_buffer_bytes;
     w.ooo_data.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ob]);
@@ -51,6 +69,7 @@ DpiRuntime::~DpiRuntime() {
     for (hs_stream_t* st : w.streams)
       if (st != nullptr) hs_close_stream(st, nullptr, nullptr, nullptr);
     if (w.block_stream != nullptr) hs_close_stream(w.block_stream, nullptr, nullptr, nullptr);
+    if (w.work != nullptr) hs_close_stream(w.work, nullptr, nullptr, nullptr);
     if (w.scratch != nullptr) hs_free_scratch(w.scratch);
   }
 }
@@ -100,18 +119,131 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
   if (dpi.needsEvaluation(mc.changed) || (seen == 0 && !dpi.empty_hits.empty())) evaluateFire(c);
 }
 
+// Match state of a bound direction: its full slot's, or the working one (compact slots).
+uint8_t* msOf(const DpiRuntime& rt, DpiRuntime::PerWorker& w, const DpiDir& d) {
+  if (!(d.flags & DpiDir::kFull)) return w.work_ms.get();
+  return w.ms.get() + size_t(d.slot) * rt.msStride();
+}
+
+// Compact slot layout: u16 compressed stream bytes (0 = fresh stream), u16 match-state bytes,
+// the compressed stream (hs_compress_stream), then the match state as runs of nonzero bytes:
+// u16 offset, u8 length, the bytes (a match state is mostly zero: presence bits of the few
+// strings seen, the byte count).
+uint8_t* slotOf(const DpiRuntime& rt, DpiRuntime::PerWorker& w, uint32_t slot) {
+  return w.cdata.get() + size_t(slot) * rt.settings().compressed_slot_bytes;
+}
+uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
+void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+constexpr size_t kSlotHeader = 4;
+
+// Encodes `ms` (n bytes, a multiple of 8) as nonzero runs into [out, out + cap); returns the
+// bytes used, or cap + 1 when it does not fit.
+size_t packMatchState(const uint8_t* ms, size_t n, uint8_t* out, size_t cap) {
+  size_t used = 0, i = 0;
+  while (i < n) {
+    uint64_t word;
+    std::memcpy(&word, ms + i, 8);
+    if (word == 0) { i += 8; continue; }
+    while (ms[i] == 0) ++i;
+    size_t e = i;
+    while (e < n && e - i < 255 && ms[e] != 0) ++e;
+    if (used + 3 + (e - i) > cap) return cap + 1;
+    put16(out + used, uint16_t(i));
+    out[used + 2] = uint8_t(e - i);
+    std::memcpy(out + used + 3, ms + i, e - i);
+    used += 3 + (e - i);
+    i = e;
+  }
+  return used;
+}
+
+void unpackMatchState(const uint8_t* in, size_t len, uint8_t* ms, size_t n) {
+  std::memset(ms, 0, n);
+  for (size_t k = 0; k + 3 <= len;) {
+    const size_t off = get16(in + k), cnt = in[k + 2];
+    if (off + cnt <= n) std::memcpy(ms + off, in + k + 3, cnt);
+    k += 3 + cnt;
+  }
+}
+
+// A free compact slot (kCompressed), else a full stream; none: the direction is not inspected.
 bool openStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiOutcome& out) {
   if (d.slot != DpiDir::kNoSlot) return true;
-  if (w.free_streams.empty()) {
+  if (!w.free_compact.empty()) {
+    d.slot = w.free_compact.back();
+    w.free_compact.pop_back();
+    d.flags &= uint8_t(~DpiDir::kFull);
+    std::memset(slotOf(rt, w, d.slot), 0, kSlotHeader);
+    if (w.work_slot == d.slot) w.work_slot = DpiDir::kNoSlot;
+  } else if (!w.free_streams.empty()) {
+    d.slot = w.free_streams.back();
+    w.free_streams.pop_back();
+    d.flags |= DpiDir::kFull;
+    std::memset(msOf(rt, w, d), 0, rt.msStride());
+  } else {
     out.no_stream = true;
     d.flags |= DpiDir::kDone;
     return false;
   }
-  d.slot = w.free_streams.back();
-  w.free_streams.pop_back();
-  rt.dpi().resetMatchState(w.ms.get() + size_t(d.slot) * rt.msStride());
-  std::memset(w.ms.get() + size_t(d.slot) * rt.msStride(), 0, rt.msStride());
   return true;
+}
+
+// The Hyperscan stream to scan the direction with: its full stream, or the worker's working
+// stream and match state holding the direction's compact slot (expanded unless they hold it
+// already). msOf() is valid after this.
+hs_stream_t* bindStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, const DpiDir& d) {
+  if (d.flags & DpiDir::kFull) return w.streams.empty() ? nullptr : w.streams[d.slot];
+  if (w.work_slot != d.slot) {
+    const uint8_t* p = slotOf(rt, w, d.slot);
+    const uint16_t hl = get16(p), ml = get16(p + 2);
+    if (w.work != nullptr) {
+      if (hl == 0) hs_reset_stream(w.work, 0, nullptr, nullptr, nullptr);
+      else hs_reset_and_expand_stream(w.work, reinterpret_cast<const char*>(p + kSlotHeader), hl,
+                                      nullptr, nullptr, nullptr);
+    }
+    unpackMatchState(p + kSlotHeader + hl, ml, w.work_ms.get(), rt.msStride());
+    w.work_slot = d.slot;
+  }
+  return w.work;
+}
+
+// After a compact direction was scanned: its stream and match state packed back into the
+// slot. When they do not fit, the direction moves to a full stream (counted: overflow); with
+// none free it is not inspected any more (no_stream).
+void storeStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiOutcome& out) {
+  if ((d.flags & DpiDir::kFull) || d.slot == DpiDir::kNoSlot) return;
+  const size_t K = rt.settings().compressed_slot_bytes;
+  uint8_t* p = slotOf(rt, w, d.slot);
+  size_t hl = 0;
+  bool fits = w.work == nullptr ||
+              hs_compress_stream(w.work, reinterpret_cast<char*>(p + kSlotHeader), K - kSlotHeader,
+                                 &hl) == HS_SUCCESS;
+  if (fits) {
+    const size_t ml = packMatchState(w.work_ms.get(), rt.msStride(), p + kSlotHeader + hl,
+                                     K - kSlotHeader - hl);
+    fits = ml <= K - kSlotHeader - hl;
+    if (fits) {
+      put16(p, uint16_t(hl));
+      put16(p + 2, uint16_t(ml));
+      return;
+    }
+  }
+  out.overflow = true;
+  const uint32_t c = d.slot;
+  w.work_slot = DpiDir::kNoSlot;  // the slot's bytes are no longer its state
+  w.free_compact.push_back(c);
+  d.slot = DpiDir::kNoSlot;
+  if (w.free_streams.empty()) {
+    out.no_stream = true;
+    d.flags |= DpiDir::kDone;
+    return;
+  }
+  const uint32_t f = w.free_streams.back();
+  w.free_streams.pop_back();
+  if (w.work != nullptr) hs_reset_and_copy_stream(w.streams[f], w.work, nullptr, nullptr, nullptr);
+  std::memcpy(w.ms.get() + size_t(f) * rt.msStride(), w.work_ms.get(), rt.msStride());
+  d.slot = f;
+  d.flags |= DpiDir::kFull;
 }
 
 void releaseOoo(DpiRuntime::PerWorker& w, const DpiRuntime& rt, DpiDir& d) {
@@ -122,20 +254,29 @@ void releaseOoo(DpiRuntime::PerWorker& w, const DpiRuntime& rt, DpiDir& d) {
   d.ooo = DpiDir::kNoSlot;
 }
 
-void releaseStream(DpiRuntime::PerWorker& w, DpiDir& d, const Ctx* flush) {
+// The direction's stream back to its pool; with `flush`, end-of-data matches are reported
+// and evaluated first.
+void releaseStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, const Ctx* flush,
+                   uint8_t* final_ms = nullptr) {
   if (d.slot == DpiDir::kNoSlot) return;
-  hs_stream_t* st = w.streams.empty() ? nullptr : w.streams[d.slot];
-  if (st != nullptr) {
-    if (flush != nullptr) {
-      rules::DpiMatchCtx mc{&flush->rt.dpi(), flush->ms, 0, false};
-      hs_reset_stream(st, 0, w.scratch, rules::dpiMatchCallback, &mc);
-      evaluateFire(*flush);
-    } else {
-      hs_reset_stream(st, 0, nullptr, nullptr, nullptr);
-    }
+  hs_stream_t* st = flush != nullptr ? bindStream(rt, w, d)
+                    : (d.flags & DpiDir::kFull) && !w.streams.empty() ? w.streams[d.slot] : nullptr;
+  if (st != nullptr && flush != nullptr) {
+    rules::DpiMatchCtx mc{&rt.dpi(), flush->ms, 0, false};
+    hs_reset_stream(st, 0, w.scratch, rules::dpiMatchCallback, &mc);
+    evaluateFire(*flush);
   }
-  w.free_streams.push_back(d.slot);
+  if (flush != nullptr && final_ms != nullptr)
+    std::memcpy(final_ms, flush->ms, rt.dpi().matchStateBytes());
+  if (st != nullptr && flush == nullptr) hs_reset_stream(st, 0, nullptr, nullptr, nullptr);
+  if (d.flags & DpiDir::kFull) {
+    w.free_streams.push_back(d.slot);
+  } else {
+    if (w.work_slot == d.slot) w.work_slot = DpiDir::kNoSlot;
+    w.free_compact.push_back(d.slot);
+  }
   d.slot = DpiDir::kNoSlot;
+  d.flags &= uint8_t(~DpiDir::kFull);
 }
 
 inline bool bitAt(const uint8_t* bits, uint32_t i) { return (bits[i >> 3] >> (i & 7)) & 1u; }
@@ -221,8 +362,7 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
   }
   DpiRuntime::PerWorker& w = rt.worker(worker);
   if (!openStream(rt, w, d, out)) return;
-  Ctx c{rt, w, d, w.ms.get() + size_t(d.slot) * rt.msStride(), out};
-  hs_stream_t* st = w.streams.empty() ? nullptr : w.streams[d.slot];
+  Ctx c{rt, w, d, msOf(rt, w, d), out};
   int32_t delta = int32_t(seq - d.next_seq);
   if (delta < 0) {  // retransmission (or overlap): only the new tail is scanned
     uint32_t skip = uint32_t(-int64_t(delta));
@@ -234,17 +374,19 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
   }
   if (delta == 0) {
     const uint32_t from = d.next_seq;
+    hs_stream_t* st = bindStream(rt, w, d);
     scan(c, st, payload, len);
     d.next_seq += len;
     clearOoo(c, from, d.next_seq);
     drainOoo(c, st);
+    if (!(d.flags & DpiDir::kDone)) storeStream(rt, w, d, out);
   } else if (!bufferOoo(c, seq, payload, len)) {
     out.gap = true;
     d.flags |= DpiDir::kGap | DpiDir::kDone;
   }
   if (d.flags & DpiDir::kDone) {  // depth or gap: nothing more to scan in this direction
     releaseOoo(w, rt, d);
-    releaseStream(w, d, nullptr);
+    releaseStream(rt, w, d, nullptr);
   }
 }
 
@@ -275,7 +417,8 @@ void DpiInspector::block(const DpiRuntime& rt, uint32_t worker, const uint8_t* p
   }
 }
 
-void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out) {
+void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out,
+                       uint8_t* final_ms) {
   if (d.rt_id != rt.id()) {
     forget(d);
     return;
@@ -283,8 +426,8 @@ void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutc
   DpiRuntime::PerWorker& w = rt.worker(worker);
   releaseOoo(w, rt, d);
   if (d.slot != DpiDir::kNoSlot) {
-    Ctx c{rt, w, d, w.ms.get() + size_t(d.slot) * rt.msStride(), out};
-    releaseStream(w, d, (d.flags & DpiDir::kDone) ? nullptr : &c);
+    Ctx c{rt, w, d, msOf(rt, w, d), out};
+    releaseStream(rt, w, d, (d.flags & DpiDir::kDone) ? nullptr : &c, final_ms);
   }
   forget(d);
 }

@@ -33,6 +33,12 @@
 namespace dpu::dp {
 
 struct DpiSettings {
+  // kFull: streams_per_worker full Hyperscan streams. kCompressed: streams_per_worker slots
+  // of compressed_slot_bytes for the compressed streams plus full_streams_per_worker full
+  // streams for the directions whose compressed stream does not fit a slot.
+  rules::DpiStreamMode stream_mode = rules::DpiStreamMode::kAuto;
+  uint32_t compressed_slot_bytes = 512;
+  uint32_t full_streams_per_worker = 256;
   uint32_t streams_per_worker = 4096;
   uint32_t ooo_slots_per_worker = 256;
   uint32_t ooo_buffer_bytes = 16384;
@@ -51,9 +57,19 @@ class DpiRuntime {
 
   struct PerWorker {
     hs_scratch_t* scratch = nullptr;
+    // Full streams (kFull: one per flow direction; kCompressed: the overflow pool).
     std::vector<hs_stream_t*> streams;
     std::vector<uint32_t> free_streams;     // stack of free slot indices
     std::unique_ptr<uint8_t[]> ms;          // streams.size() * ms_stride
+    // kCompressed: compact slots of compressed_slot_bytes each, holding a direction's
+    // compressed Hyperscan stream and its match state (nonzero runs only; see
+    // dpi_stage.cc), and the working stream + match state a slot is expanded into to scan.
+    uint32_t compact_slots = 0;
+    std::unique_ptr<uint8_t[]> cdata;       // compact_slots * compressed_slot_bytes
+    std::vector<uint32_t> free_compact;
+    hs_stream_t* work = nullptr;
+    std::unique_ptr<uint8_t[]> work_ms;     // ms_stride
+    uint32_t work_slot = 0xffffffffu;       // compact slot `work` / `work_ms` hold now
     std::vector<uint32_t> free_ooo;
     std::unique_ptr<uint8_t[]> ooo_data;    // ooo_slots * ooo_buffer_bytes
     std::unique_ptr<uint8_t[]> ooo_bits;    // ooo_slots * ooo_buffer_bytes / 8
@@ -66,8 +82,13 @@ class DpiRuntime {
   const DpiSettings& settings() const { return s_; }
   uint64_t id() const { return id_; }
   size_t msStride() const { return ms_stride_; }
-  // Bytes per stream: Hyperscan stream state + match state.
-  size_t bytesPerStream() const { return dpi_->streamStateBytes() + ms_stride_; }
+  // The mode in use (kAuto resolved at create()).
+  bool compressed() const { return compressed_; }
+  // Bytes per flow direction: the compact slot (kCompressed), or Hyperscan stream state +
+  // match state (kFull).
+  size_t bytesPerStream() const {
+    return compressed() ? s_.compressed_slot_bytes : dpi_->streamStateBytes() + ms_stride_;
+  }
   PerWorker& worker(uint32_t w) const { return workers_[w]; }
   uint32_t workers() const { return uint32_t(workers_.size()); }
 
@@ -77,6 +98,7 @@ class DpiRuntime {
   DpiSettings s_;
   uint64_t id_ = 0;
   size_t ms_stride_ = 0;
+  bool compressed_ = false;
   mutable std::vector<PerWorker> workers_;
 };
 
@@ -88,7 +110,9 @@ struct DpiDir {
   uint32_t next_seq = 0;     // next expected TCP sequence number (when seq_known)
   uint8_t flags = 0;
   static constexpr uint32_t kNoSlot = 0xffffffffu;
-  static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4;
+  // kFull: `slot` is a full stream (in kCompressed mode: moved there because its compressed
+  // stream did not fit a compact slot); else a compact slot.
+  static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8;
 };
 
 // What one packet did.
@@ -99,6 +123,8 @@ struct DpiOutcome {
   bool gap = false;              // this packet found a gap (policy in settings)
   bool depth_reached = false;
   bool no_stream = false;        // stream pool empty: not inspected
+  bool overflow = false;         // kCompressed: the compressed stream did not fit its slot,
+                                 // the direction moved to a full stream
   uint32_t scanned = 0;          // bytes scanned
 };
 
@@ -114,8 +140,10 @@ class DpiInspector {
   static void udp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
                   uint32_t len, DpiOutcome& out);
   // Flow end: end-of-stream matches (`\z`, fullword at the end) are evaluated, the stream
-  // and buffers go back to their pools.
-  static void end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out);
+  // and buffers go back to their pools. `final_ms` (tests): receives the direction's final
+  // match state (CompiledDpi::matchStateBytes()) when it was still inspected.
+  static void end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out,
+                  uint8_t* final_ms = nullptr);
   // Forgets state of a runtime that is gone (no pool access).
   static void forget(DpiDir& d) { d = DpiDir{}; }
 };

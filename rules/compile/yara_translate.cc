@@ -195,7 +195,9 @@ struct RString {
   std::string body;
   std::string flags;
   bool ascii = false, wide = false, nocase = false, fullword = false, priv = false;
-  bool xor_ = false, base64 = false;
+  bool xor_ = false, base64 = false;  // base64: base64 or base64wide
+  bool b64 = false, b64wide = false;
+  std::string b64_alphabet;           // "" = the standard one
   int xor_lo = 0, xor_hi = 255;
   bool hidden = false;
   std::string hidden_bytes;
@@ -285,14 +287,17 @@ RSource parseSource(const std::string& text) {
           else if (m == "fullword") s.fullword = true;
           else if (m == "private") s.priv = true;
           else if (m == "xor") s.xor_ = true;
-          else if (m == "base64" || m == "base64wide") s.base64 = true;
-          else break;
+          else if (m == "base64" || m == "base64wide") {
+            s.base64 = true;
+            (m == "base64" ? s.b64 : s.b64wide) = true;
+          } else break;
           ++i;
           if (isP(at(i), "(")) {  // xor(lo-hi) / xor(k) / base64("alphabet")
             if (m == "xor" && at(i + 1).kind == Tk::kNum) {
               s.xor_lo = s.xor_hi = int(at(i + 1).num);
               if (isP(at(i + 2), "-") && at(i + 3).kind == Tk::kNum) s.xor_hi = int(at(i + 3).num);
             }
+            if (m != "xor" && at(i + 1).kind == Tk::kText) s.b64_alphabet = at(i + 1).text;
             while (at(i).kind != Tk::kEnd && !isP(at(i), ")")) ++i;
             ++i;
           }
@@ -335,15 +340,85 @@ std::string escBytes(const std::string& s) {
 
 constexpr const char* kNotAlnum = "[^A-Za-z0-9]";
 
+std::string widen(const std::string& s) {
+  std::string w;
+  for (char c : s) { w += c; w += '\0'; }
+  return w;
+}
+
+constexpr const char* kBase64Std = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// Standard base64 (with '=' padding) of `in` in alphabet `a` (64 characters).
+std::string base64Encode(const std::string& in, const std::string& a) {
+  std::string o;
+  size_t k = 0;
+  auto b = [&](size_t j) { return uint8_t(in[j]); };
+  for (; k + 3 <= in.size(); k += 3) {
+    o += a[b(k) >> 2];
+    o += a[((b(k) & 3) << 4) | (b(k + 1) >> 4)];
+    o += a[((b(k + 1) & 0x0f) << 2) | (b(k + 2) >> 6)];
+    o += a[b(k + 2) & 0x3f];
+  }
+  if (k < in.size()) {
+    o += a[b(k) >> 2];
+    if (k + 1 == in.size()) {
+      o += a[(b(k) & 3) << 4];
+      o += '=';
+    } else {
+      o += a[((b(k) & 3) << 4) | (b(k + 1) >> 4)];
+      o += a[(b(k + 1) & 0x0f) << 2];
+    }
+    o += '=';
+  }
+  return o;
+}
+
+// The byte sequences libyara looks for for a `base64` / `base64wide` string (libyara/
+// base64.c): `str` after 0, 1 and 2 prepended bytes, base64-encoded, without the leading
+// and trailing characters that depend on the bytes around it (the shift of 1 is skipped for
+// a one-byte string); base64wide: that text interleaved with zero bytes. Duplicates once.
+void base64Forms(const std::string& str, const std::string& alphabet, bool wide_out,
+                 std::vector<std::string>& out) {
+  for (size_t i = 0; i <= 2; ++i) {
+    if (i == 1 && str.size() == 1) continue;
+    const size_t total = i + str.size();
+    const size_t pad = total % 3 ? 3 - total % 3 : 0;
+    const std::string enc = base64Encode(std::string(i, 'A') + str, alphabet);
+    const size_t trailing = pad ? pad + 1 : 0, leading = i ? i + 1 : 0;
+    if (enc.size() <= leading + trailing) continue;
+    std::string sub = enc.substr(leading, enc.size() - leading - trailing);
+    if (wide_out) sub = widen(sub);
+    if (std::find(out.begin(), out.end(), sub) == out.end()) out.push_back(std::move(sub));
+  }
+}
+
+// All forms of a base64 string, in libyara's order (wide input first, then ascii).
+std::vector<std::string> base64Strings(const RString& s) {
+  const std::string alphabet = s.b64_alphabet.empty() ? kBase64Std : s.b64_alphabet;
+  if (alphabet.size() != 64) throw Unsupported{"base64 alphabet of " + s.ident + " (not 64 characters)"};
+  std::vector<std::string> forms;
+  std::vector<std::string> inputs;
+  if (s.wide) inputs.push_back(widen(s.body));
+  if (s.ascii || !s.wide) inputs.push_back(s.body);
+  for (const std::string& in : inputs) {
+    if (s.b64) base64Forms(in, alphabet, false, forms);
+    if (s.b64wide) base64Forms(in, alphabet, true, forms);
+  }
+  return forms;
+}
+
 void textPatterns(const RString& s, std::vector<GenPattern>& out) {
-  if (s.base64) throw Unsupported{"base64/base64wide modifier on " + s.ident};
+  if (s.base64) {
+    if (s.xor_ || s.nocase || s.fullword)
+      throw Unsupported{"base64 with xor/nocase/fullword on " + s.ident};
+    // Literals (one per form): a fixed length only when all forms have the same length.
+    for (const std::string& f : base64Strings(s))
+      out.push_back({escBytes(f), HS_FLAG_DOTALL, uint32_t(f.size()), 0, false});
+    return;
+  }
   std::vector<std::pair<std::string, bool>> encs;  // bytes, wide
   if (s.ascii || !s.wide) encs.emplace_back(s.body, false);
-  if (s.wide) {
-    std::string w;
-    for (char c : s.body) { w += c; w += '\0'; }
-    encs.emplace_back(w, true);
-  }
+  if (s.wide) encs.emplace_back(widen(s.body), true);
   int lo = s.xor_ ? s.xor_lo : 0, hi = s.xor_ ? s.xor_hi : 0;
   if (lo < 0 || hi > 255 || lo > hi) throw Unsupported{"xor range of " + s.ident};
   unsigned flags = HS_FLAG_DOTALL | (s.nocase ? HS_FLAG_CASELESS : 0u);
@@ -484,8 +559,66 @@ void hexPatterns(const RString& s, std::vector<GenPattern>& out) {
   out.push_back({h.re, HS_FLAG_DOTALL, len, 0, false});
 }
 
+// A regex (Hyperscan syntax, as regexPatterns makes it) in YARA's `wide` form: every
+// character-consuming item (literal, escape, class, `.`) followed by a zero byte, quantifiers
+// applied to the pair, groups and alternatives kept: /ab+[cd]/ -> a\x00(?:b\x00)+[cd]\x00.
+// Word boundaries (YARA looks two bytes around in wide mode) are not translated.
+std::string wideRegex(const std::string& r, size_t& i, int depth) {
+  if (depth > 32) throw Unsupported{"regular expression nesting"};
+  std::string out;
+  while (i < r.size() && r[i] != ')') {
+    const char c = r[i];
+    if (c == '|' || c == '^') { out += c; ++i; continue; }
+    std::string atom;
+    bool group = false;
+    if (c == '\\') {
+      if (i + 1 >= r.size()) throw Unsupported{"regular expression escape"};
+      const char e = r[i + 1];
+      if (e == 'b' || e == 'B') throw Unsupported{"word boundary in a wide regular expression"};
+      if (e == 'z' || e == 'Z' || e == 'A') { out += r.substr(i, 2); i += 2; continue; }
+      const size_t n = e == 'x' ? 4 : 2;
+      atom = r.substr(i, n);
+      i += n;
+    } else if (c == '[') {
+      size_t e = i + 1;
+      if (e < r.size() && r[e] == '^') ++e;
+      if (e < r.size() && r[e] == ']') ++e;
+      while (e < r.size() && r[e] != ']') e += r[e] == '\\' ? 2 : 1;
+      if (e >= r.size()) throw Unsupported{"regular expression class"};
+      atom = r.substr(i, e + 1 - i);
+      i = e + 1;
+    } else if (c == '(') {
+      ++i;
+      if (r.compare(i, 2, "?:") == 0) i += 2;
+      atom = "(?:" + wideRegex(r, i, depth + 1);
+      if (i >= r.size() || r[i] != ')') throw Unsupported{"regular expression group"};
+      ++i;
+      atom += ")";
+      group = true;
+    } else {
+      atom = std::string(1, c);
+      ++i;
+    }
+    std::string q;
+    if (i < r.size() && (r[i] == '*' || r[i] == '+' || r[i] == '?')) {
+      q = r[i++];
+    } else if (i < r.size() && r[i] == '{') {
+      size_t e = i + 1;
+      while (e < r.size() && (std::isdigit(uint8_t(r[e])) || r[e] == ',')) ++e;
+      if (e < r.size() && r[e] == '}' && e > i + 1) {
+        q = r.substr(i, e + 1 - i);
+        i = e + 1;
+      }
+    }
+    if (!q.empty() && i < r.size() && r[i] == '?') q += r[i++];  // lazy
+    if (group) out += atom + q;
+    else if (q.empty()) out += atom + "\\x00";
+    else out += "(?:" + atom + "\\x00)" + q;
+  }
+  return out;
+}
+
 void regexPatterns(const RString& s, std::vector<GenPattern>& out) {
-  if (s.wide) throw Unsupported{"wide regular expression " + s.ident};
   if (s.fullword) throw Unsupported{"fullword regular expression " + s.ident};
   if (s.xor_ || s.base64) throw Unsupported{"modifier on regular expression " + s.ident};
   std::string re;
@@ -517,7 +650,13 @@ void regexPatterns(const RString& s, std::vector<GenPattern>& out) {
   unsigned flags = 0;
   if (s.flags.find('i') != std::string::npos || s.nocase) flags |= HS_FLAG_CASELESS;
   if (s.flags.find('s') != std::string::npos) flags |= HS_FLAG_DOTALL;
-  out.push_back({re, flags, 0, 0, false});
+  if (s.ascii || !s.wide) out.push_back({re, flags, 0, 0, false});
+  if (s.wide) {
+    size_t i = 0;
+    std::string w = wideRegex(re, i, 0);
+    if (i != re.size()) throw Unsupported{"regular expression syntax of " + s.ident};
+    out.push_back({w, flags, 0, 0, false});
+  }
 }
 
 // Samples: one byte sequence each string matches (test payloads, `dpuctl dpi list`).
@@ -600,15 +739,29 @@ std::string stringSample(const RString& s) {
     size_t i = 0;
     return hexSampleSeq(s.body, i, 0);
   }
-  if (s.kind == Tk::kRegex) return regexSample(s.body);
-  std::string b = s.body;
-  if (s.wide && !s.ascii) {
-    std::string w;
-    for (char c : s.body) { w += c; w += '\0'; }
-    b = w;
+  if (s.kind == Tk::kRegex) return s.wide && !s.ascii ? widen(regexSample(s.body)) : regexSample(s.body);
+  if (s.base64) {  // the whole encoding of the string itself (contains the unshifted form)
+    const std::string alphabet = s.b64_alphabet.size() == 64 ? s.b64_alphabet : kBase64Std;
+    std::string e = base64Encode(s.wide && !s.ascii ? widen(s.body) : s.body, alphabet);
+    return s.b64 ? e : widen(e);
   }
+  std::string b = s.body;
+  if (s.wide && !s.ascii) b = widen(s.body);
   if (s.xor_) for (char& c : b) c = char(uint8_t(c) ^ uint8_t(s.xor_lo));
   return b;
+}
+
+// Base64 strings: the whole encodings of the string after 1 and 2 leading bytes (they
+// contain the shifted forms), for test payloads.
+std::vector<std::string> base64ShiftedSamples(const RString& s) {
+  const std::string alphabet = s.b64_alphabet.size() == 64 ? s.b64_alphabet : kBase64Std;
+  const std::string in = s.wide && !s.ascii ? widen(s.body) : s.body;
+  std::vector<std::string> out;
+  for (const char* lead : {"x", "yz"}) {
+    std::string e = base64Encode(lead + in, alphabet);
+    out.push_back(s.b64 ? e : widen(e));
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1032,6 +1185,7 @@ Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
         ds.ident = strings[s].ident;
         ds.sample = stringSample(strings[s]);
         ds.sample_at = strings[s].hidden ? strings[s].hidden_at : -1;
+        if (strings[s].base64) ds.extra_samples = base64ShiftedSamples(strings[s]);
         smap[s] = int32_t(d.strings.size());
         if (ctx.count_needed.count(int(s))) ds.count_slot = int32_t(d.num_counts++);
         auto k = ctx.slots_needed.find(int(s));

@@ -75,6 +75,7 @@ struct DpiString {
   // offset it must sit at (-1 = anywhere). For generated test payloads and `dpuctl dpi list`.
   std::string sample;
   int64_t sample_at = -1;
+  std::vector<std::string> extra_samples;  // other forms (base64 at shifts 1 and 2)
 };
 
 struct DpiRule {

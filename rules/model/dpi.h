@@ -11,6 +11,12 @@ namespace dpu::rules {
 enum class DpiAction : uint8_t { kAlert = 0, kDrop = 1, kReset = 2 };
 // What happens to a TCP flow direction whose out-of-order bytes exceed the buffer bound.
 enum class DpiGapPolicy : uint8_t { kStopInspecting = 0, kAlert = 1, kDrop = 2 };
+// Where an idle flow direction keeps its Hyperscan stream: a full stream of its own (kFull),
+// or the stream compressed (hs_compress_stream) into a fixed-size slot, expanded into the
+// worker's one working stream when the direction's next packet arrives (kCompressed).
+// kAuto: kCompressed when a full stream + match state is larger than the compressed slot
+// (compressed_slot_bytes), else kFull (see docs/dpi.md for the measurements behind it).
+enum class DpiStreamMode : uint8_t { kFull = 0, kCompressed = 1, kAuto = 2 };
 
 // One YARA source: a file (path) or inline text. `name` identifies it in errors, in rule ids
 // ("name:rule") and is its YARA namespace.
@@ -39,6 +45,10 @@ struct DpiModel {
   std::string cache_dir;                 // compiled database cache ("" = none)
   uint32_t streams_per_worker = 4096;    // Hyperscan streams per worker (flow directions)
   uint32_t ooo_slots_per_worker = 256;   // out-of-order buffers per worker
+  DpiStreamMode stream_mode = DpiStreamMode::kAuto;
+  uint32_t compressed_slot_bytes = 512;  // kCompressed: bytes per slot (streams_per_worker slots)
+  uint32_t full_streams_per_worker = 256;  // kCompressed: full streams for directions whose
+                                           // compressed stream does not fit a slot
   bool operator==(const DpiModel&) const = default;
 };
 

@@ -3,6 +3,10 @@
 // first byte cut, the header missing) are scanned by libyara as one buffer and by our engine fed
 // in many segmentations (Hyperscan streaming); the sets of matching rules must be equal.
 // Each file is its own source (YARA namespace), as in dpi-coverage.
+// One more segmentation runs through the dataplane's DPI stage (DpiInspector::tcp) in the
+// compressed stream mode, two flow directions interleaved packet by packet (each packet
+// expands its direction's compact slot and packs it back); their final match states are
+// evaluated and compared with libyara too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "dataplane/stages/dpi_stage.h"
 #include "tests/rules/dpi_test_util.h"
 
 namespace dpu::rules {
@@ -23,9 +28,10 @@ using test::scanSegments;
 // samples of its strings with separators, in several combinations.
 std::vector<std::string> payloadsFor(const CompiledDpi& d, const DpiRule& r, std::mt19937& rng) {
   std::string header;
-  std::vector<std::string> samples;
+  std::vector<std::string> samples, extra;
   for (uint32_t i = r.first_string; i < r.first_string + r.num_strings; ++i) {
     const DpiString& s = d.strings[i];
+    extra.insert(extra.end(), s.extra_samples.begin(), s.extra_samples.end());
     if (s.sample.empty()) continue;
     if (s.sample_at >= 0) {
       size_t end = size_t(s.sample_at) + s.sample.size();
@@ -63,12 +69,52 @@ std::vector<std::string> payloadsFor(const CompiledDpi& d, const DpiRule& r, std
     std::string glued = header + "a" + samples[i] + "b";  // fullword near miss
     out.push_back(glued);
   }
+  for (const std::string& x : extra) {  // base64 strings at the other two shifts
+    out.push_back(header + " " + x + " ");
+    std::string all_x = all + x;
+    out.push_back(all_x);
+  }
   return out;
 }
 
 struct SetResult {
   size_t files = 0, rules = 0, accepted = 0, payloads = 0, scans = 0, positives = 0;
+  size_t overflows = 0;  // compressed mode: directions moved to a full stream
 };
+
+// `data` as TCP segments of the given sizes (cycled) to two directions, alternating; returns
+// each direction's rules at the end (from its final match state).
+std::vector<std::vector<std::string>> scanCompressed(const CompiledDpi& d, const dp::DpiRuntime& rt,
+                                                     const std::string& data,
+                                                     const std::vector<size_t>& seg, size_t& overflows) {
+  dp::DpiDir dirs[2];
+  uint32_t off[2] = {0, 0};
+  size_t k = 0;
+  while (off[0] < data.size() || off[1] < data.size()) {
+    for (int i = 0; i < 2; ++i) {
+      if (off[i] >= data.size()) continue;
+      const size_t n = std::min(data.size() - off[i], std::max<size_t>(1, seg[(k + size_t(i)) % seg.size()]));
+      dp::DpiOutcome o;
+      dp::DpiInspector::tcp(rt, 0, dirs[i], reinterpret_cast<const uint8_t*>(data.data()) + off[i],
+                            uint32_t(n), 5000 + off[i], 0x10, o);
+      overflows += o.overflow;
+      off[i] += uint32_t(n);
+    }
+    ++k;
+  }
+  std::vector<std::vector<std::string>> out(2);
+  std::vector<uint8_t> ms(d.matchStateBytes());
+  std::vector<uint32_t> idx(d.rules.size() + 1);
+  for (int i = 0; i < 2; ++i) {
+    dp::DpiOutcome o;
+    d.resetMatchState(ms.data());
+    if (!data.empty()) dp::DpiInspector::end(rt, 0, dirs[i], o, ms.data());
+    uint32_t n = d.evaluate(ms.data(), idx.data(), uint32_t(idx.size()));
+    for (uint32_t j = 0; j < n; ++j) out[size_t(i)].push_back(d.rules[idx[j]].id());
+    std::sort(out[size_t(i)].begin(), out[size_t(i)].end());
+  }
+  return out;
+}
 
 void runSet(const std::vector<fs::path>& files, SetResult& res) {
   std::mt19937 rng(12345);
@@ -79,6 +125,14 @@ void runSet(const std::vector<fs::path>& files, SetResult& res) {
     Pair p;
     std::string err;
     if (!p.build(m, &err)) continue;  // libyara rejects the file: not part of the comparison
+    dp::DpiSettings ds;
+    ds.stream_mode = DpiStreamMode::kCompressed;
+    ds.streams_per_worker = 2;
+    ds.full_streams_per_worker = 2;
+    ds.ooo_slots_per_worker = 1;
+    ds.depth_bytes = 0;
+    auto rt = dp::DpiRuntime::create(p.ours, ds, 1);
+    ASSERT_TRUE(rt.ok()) << rt.status();
     ++res.files;
     res.rules += p.ours->rules.size() + p.ours->unsupported.size();
     res.accepted += p.ours->rules.size();
@@ -99,6 +153,14 @@ void runSet(const std::vector<fs::path>& files, SetResult& res) {
             return;
           }
         }
+        ++res.scans;
+        for (const auto& got : scanCompressed(*p.ours, **rt, data, {5, 1, 200, 17}, res.overflows)) {
+          if (got != want) {
+            ADD_FAILURE() << f << " rule " << r.name << " (compressed streams, DpiInspector) len "
+                          << data.size();
+            return;
+          }
+        }
       }
     }
   }
@@ -115,8 +177,9 @@ void checkSet(const char* name, const std::vector<fs::path>& files) {
   if (files.empty()) GTEST_SKIP() << "no rule files at " << DPU_YARA_DIR;
   SetResult r;
   runSet(files, r);
-  std::printf("[%s] files %zu rules %zu accepted %zu payloads %zu (libyara matched something in %zu) scans %zu\n",
-              name, r.files, r.rules, r.accepted, r.payloads, r.positives, r.scans);
+  std::printf("[%s] files %zu rules %zu accepted %zu payloads %zu (libyara matched something in %zu) scans %zu "
+              "(compressed-stream directions moved to a full stream: %zu)\n",
+              name, r.files, r.rules, r.accepted, r.payloads, r.positives, r.scans, r.overflows);
   EXPECT_GT(r.accepted, 0u);
   EXPECT_GT(r.positives, r.accepted / 2) << "payloads do not exercise the rules";
 }
@@ -138,6 +201,18 @@ TEST(YaraDifferential, SignatureBaseApt) {
   for (auto& f : yarFiles(fs::path(DPU_YARA_DIR) / "Neo23x0+signature-base/yara"))
     if (f.filename().string().rfind("apt_", 0) == 0) files.push_back(f);
   checkSet("signature-base/apt_*", files);
+}
+
+// The signature-base files with `base64` strings (outside apt_*).
+TEST(YaraDifferential, SignatureBaseBase64) {
+  std::vector<fs::path> files;
+  for (const char* f : {"expl_cleo_dec24.yar", "mal_teampcp_mar26.yar", "gen_susp_js_obfuscatorio.yar",
+                        "vuln_paloalto_cve_2024_3400_apr24.yar", "expl_outlook_cve_2023_23397.yar",
+                        "thor-hacktools.yar", "expl_commvault_cve_2025_57791.yar"}) {
+    fs::path p = fs::path(DPU_YARA_DIR) / "Neo23x0+signature-base/yara" / f;
+    if (fs::exists(p)) files.push_back(p);
+  }
+  checkSet("signature-base/base64", files);
 }
 
 TEST(YaraDifferential, ReversingLabs) {

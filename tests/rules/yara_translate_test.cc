@@ -45,7 +45,34 @@ private rule helper { strings: $a = "helper" condition: $a }
 rule uses_helper { condition: helper and filesize > 10 }
 rule undef_not { strings: $a = "zz" condition: not (@a[3] > 0) }
 rule anon { strings: $ = "anon1" $ = "anon2" condition: all of them }
+rule b64_plain { strings: $a = "Invoke-Mimikatz" base64 condition: $a }
+rule b64_wide_out { strings: $a = "cmd.exe /c" base64wide condition: $a }
+rule b64_wide_in { strings: $a = "powershell" wide base64 condition: $a }
+rule b64_alpha { strings: $a = "secret!" base64("KLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/ABCDEFGHIJ") condition: $a }
+rule b64_count { strings: $a = "hello" base64 condition: #a == 2 }
+rule re_wide { strings: $a = /us(er|r)=[a-z]{2,4}\d+;/ wide condition: $a }
+rule re_wide_ascii { strings: $a = /ge.t[^x]?\./ wide ascii nocase condition: $a }
 )YARA";
+
+const char* kStdAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+std::string b64(const std::string& in, const char* a = kStdAlphabet) {
+  std::string o;
+  size_t i = 0;
+  auto b = [&](size_t j) { return j < in.size() ? uint8_t(in[j]) : 0; };
+  for (; i < in.size(); i += 3) {
+    uint32_t v = (uint32_t(b(i)) << 16) | (uint32_t(b(i + 1)) << 8) | b(i + 2);
+    o += a[(v >> 18) & 63];
+    o += a[(v >> 12) & 63];
+    o += i + 1 < in.size() ? a[(v >> 6) & 63] : '=';
+    o += i + 2 < in.size() ? a[v & 63] : '=';
+  }
+  return o;
+}
+std::string widen(const std::string& s) {
+  std::string w;
+  for (char c : s) { w += c; w += '\0'; }
+  return w;
+}
 
 struct Case {
   const char* name;
@@ -66,7 +93,7 @@ class YaraTranslateTest : public ::testing::Test {
 
 TEST_F(YaraTranslateTest, EveryRuleAccepted) {
   for (const DpiUnsupported& u : p.ours->unsupported) ADD_FAILURE() << u.rule << ": " << u.reason;
-  EXPECT_EQ(p.ours->rules.size(), 30u);
+  EXPECT_EQ(p.ours->rules.size(), 37u);
 }
 
 TEST_F(YaraTranslateTest, VerdictsEqualLibyaraAcrossSegmentations) {
@@ -117,6 +144,24 @@ TEST_F(YaraTranslateTest, VerdictsEqualLibyaraAcrossSegmentations) {
       {"undef", "zz", {}},
       {"anon", "anon2 anon1", {"anon"}},
       {"short", "M", {}},
+      {"b64_shift0", "data=" + b64("Invoke-Mimikatz -DumpCreds"), {"b64_plain"}},
+      {"b64_shift1", b64("x Invoke-Mimikatz"), {"b64_plain"}},
+      {"b64_shift2", "[" + b64("yzInvoke-Mimikatz!") + "]", {"b64_plain"}},
+      {"b64_cut", b64("Invoke-Mimikat"), {}},
+      {"b64_plain_text", "Invoke-Mimikatz", {}},
+      {"b64wide", widen(b64("run cmd.exe /c dir")), {"b64_wide_out"}},
+      {"b64wide_narrow", b64("run cmd.exe /c dir"), {}},
+      {"b64_wide_input", b64(widen("xpowershell")), {"b64_wide_in"}},
+      {"b64_alpha", b64("a secret! b", "KLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/ABCDEFGHIJ"), {"b64_alpha"}},
+      {"b64_alpha_std", b64("a secret! b"), {}},
+      {"b64_count", b64("hello") + " " + b64("xhello"), {"b64_count"}},
+      {"re_wide", widen("?user=bob12; "), {"re_wide"}},
+      {"re_wide_usr", "x" + widen("usr=abcd7;"), {"re_wide"}},
+      {"re_wide_short", widen("user=b1;"), {}},
+      {"re_wide_ascii_only", "user=bob12;", {}},
+      {"re_wide_ascii_w", widen("GEXT."), {"re_wide_ascii"}},
+      {"re_wide_ascii_a", "gext.", {"re_wide_ascii"}},
+      {"re_wide_ascii_no", widen("gext") + "x" + widen("."), {}},
   };
   const std::vector<std::vector<size_t>> segs = {{1 << 20}, {1}, {2}, {3}, {5, 1, 7}, {4, 9}};
   for (const Case& c : cases) {
@@ -136,7 +181,7 @@ TEST(YaraTranslate, UnsupportedRulesAreReportedWithReasons) {
 import "pe"
 rule uses_pe { condition: pe.number_of_sections > 2 }
 rule loop { strings: $a = "a" condition: for any i in (1..#a) : (@a[i] > 10) }
-rule b64 { strings: $a = "hello" base64 condition: $a }
+rule b64 { strings: $a = "hi!!" base64 condition: #a > 1 }
 rule var_count { strings: $a = /ab+c/ condition: #a > 1 }
 rule ext { condition: filetype == "exe" }
 rule refs_bad { condition: uses_pe }
@@ -150,7 +195,7 @@ rule ok { strings: $a = "fine" condition: $a }
   EXPECT_EQ(why.size(), 6u);
   EXPECT_NE(why["uses_pe"].find("pe"), std::string::npos);
   EXPECT_NE(why["loop"].find("for loop"), std::string::npos);
-  EXPECT_NE(why["b64"].find("base64"), std::string::npos);
+  EXPECT_NE(why["b64"].find("several encodings"), std::string::npos) << why["b64"];
   EXPECT_NE(why["var_count"].find("variable length"), std::string::npos);
   EXPECT_NE(why["ext"].find("filetype"), std::string::npos) << why["ext"];
   EXPECT_NE(why["refs_bad"].find("unsupported rule uses_pe"), std::string::npos);

@@ -1,6 +1,9 @@
 // DPI stage without DPDK: TCP segments in order, split, out of order, retransmitted with other
 // bytes, beyond the buffer (gap), past the depth; stream pool exhaustion; end-of-stream
-// matches at flow end; UDP block scans; a rule change mid-flow.
+// matches at flow end; UDP block scans; a rule change mid-flow. Every case runs in both stream
+// modes (full streams, compressed slots); the compressed mode's own cases: directions
+// interleaved on the one working stream, a slot too small (moved to a full stream, or not
+// inspected when none is free), match state (counts) packed and unpacked between packets.
 #include "dataplane/stages/dpi_stage.h"
 
 #include <gtest/gtest.h>
@@ -25,10 +28,12 @@ rule word_end { strings: $a = "quit" fullword condition: $a }
 rule two { strings: $a = "first" $b = "second" condition: $a and $b }
 )";
 
-struct Fixture : ::testing::Test {
+struct Fixture : ::testing::TestWithParam<rules::DpiStreamMode> {
   void SetUp() override {
     dpi = compile(kRules);
     DpiSettings s;
+    s.stream_mode = GetParam();
+    s.full_streams_per_worker = 1;  // kCompressed: 4 compact slots + 1 full stream
     s.streams_per_worker = 4;
     s.ooo_slots_per_worker = 2;
     s.ooo_buffer_bytes = 64;
@@ -45,13 +50,16 @@ struct Fixture : ::testing::Test {
     for (uint32_t i = 0; i < out.nfired; ++i) names.push_back(dpi->rules[out.fired[i]].name);
     return names;
   }
+  // Flow directions the pools hold, and how many are free.
+  size_t poolSize() const { return rt->compressed() ? 5 : 4; }
+  size_t freeSlots() const { return rt->worker(0).free_streams.size() + rt->worker(0).free_compact.size(); }
   std::shared_ptr<const rules::CompiledDpi> dpi;
   std::shared_ptr<DpiRuntime> rt;
 };
 
 using V = std::vector<std::string>;
 
-TEST_F(Fixture, MatchSplitAcrossSegmentsFiresOnce) {
+TEST_P(Fixture, MatchSplitAcrossSegmentsFiresOnce) {
   DpiDir d;
   DpiOutcome syn;
   DpiInspector::tcp(*rt, 0, d, nullptr, 0, 999, 0x02, syn);
@@ -61,7 +69,7 @@ TEST_F(Fixture, MatchSplitAcrossSegmentsFiresOnce) {
   EXPECT_EQ(feed(d, 1016, "ATTACKSTRING"), V{});  // already fired in this direction
 }
 
-TEST_F(Fixture, OutOfOrderIsReassembledAndRetransmitsNotRescanned) {
+TEST_P(Fixture, OutOfOrderIsReassembledAndRetransmitsNotRescanned) {
   DpiDir d;
   EXPECT_EQ(feed(d, 100, "..ATT"), V{});
   EXPECT_EQ(feed(d, 110, "TRING"), V{});   // future: buffered
@@ -78,13 +86,13 @@ TEST_F(Fixture, OutOfOrderIsReassembledAndRetransmitsNotRescanned) {
   EXPECT_EQ(feed(e, 4, "CKST"), V{"split"});  // fills the hole; buffer drained
 }
 
-TEST_F(Fixture, RetransmissionWithOtherBytesKeepsTheFirstCopy) {
+TEST_P(Fixture, RetransmissionWithOtherBytesKeepsTheFirstCopy) {
   DpiDir d;
   EXPECT_EQ(feed(d, 0, "ATTACKxxxxxx"), V{});
   EXPECT_EQ(feed(d, 0, "ATTACKSTRING"), V{});  // same range, other bytes: not scanned
 }
 
-TEST_F(Fixture, GapBeyondTheBufferStopsInspection) {
+TEST_P(Fixture, GapBeyondTheBufferStopsInspection) {
   DpiDir d;
   DpiOutcome o;
   EXPECT_EQ(feed(d, 0, "ATTA"), V{});
@@ -92,10 +100,10 @@ TEST_F(Fixture, GapBeyondTheBufferStopsInspection) {
   EXPECT_TRUE(o.gap);
   EXPECT_TRUE(d.flags & DpiDir::kDone);
   EXPECT_EQ(feed(d, 4, "CKSTRING"), V{});
-  EXPECT_EQ(rt->worker(0).free_streams.size(), 4u);  // stream returned to the pool
+  EXPECT_EQ(freeSlots(), poolSize());  // stream returned to the pool
 }
 
-TEST_F(Fixture, DepthLimit) {
+TEST_P(Fixture, DepthLimit) {
   DpiDir d;
   DpiOutcome o;
   feed(d, 0, std::string(995, '.'), &o);
@@ -103,28 +111,31 @@ TEST_F(Fixture, DepthLimit) {
   EXPECT_TRUE(o.depth_reached);
 }
 
-TEST_F(Fixture, StreamPoolExhaustion) {
-  DpiDir d[5];
+TEST_P(Fixture, StreamPoolExhaustion) {
+  DpiDir d[6];
   DpiOutcome o;
-  for (int i = 0; i < 4; ++i) feed(d[i], 0, "x");
-  feed(d[4], 0, "x", &o);
+  for (size_t i = 0; i < poolSize(); ++i) {
+    feed(d[i], 0, "x", &o);
+    EXPECT_FALSE(o.no_stream);
+  }
+  feed(d[poolSize()], 0, "x", &o);
   EXPECT_TRUE(o.no_stream);
   DpiOutcome end;
   DpiInspector::end(*rt, 0, d[0], end);
-  EXPECT_EQ(rt->worker(0).free_streams.size(), 1u);
+  EXPECT_EQ(freeSlots(), 1u);
 }
 
-TEST_F(Fixture, EndOfStreamMatchesAtFlowEnd) {
+TEST_P(Fixture, EndOfStreamMatchesAtFlowEnd) {
   DpiDir d;
   EXPECT_EQ(feed(d, 0, "now quit"), V{});  // fullword at the very end: only known at the end
   DpiOutcome o;
   DpiInspector::end(*rt, 0, d, o);
   ASSERT_EQ(o.nfired, 1u);
   EXPECT_EQ(dpi->rules[o.fired[0]].name, "word_end");
-  EXPECT_EQ(rt->worker(0).free_streams.size(), 4u);
+  EXPECT_EQ(freeSlots(), poolSize());
 }
 
-TEST_F(Fixture, UdpBlockScanPerDatagram) {
+TEST_P(Fixture, UdpBlockScanPerDatagram) {
   DpiDir d;
   DpiOutcome a, b, c;
   std::string p1 = "first", p2 = "second", p3 = "first second";
@@ -136,7 +147,7 @@ TEST_F(Fixture, UdpBlockScanPerDatagram) {
   EXPECT_EQ(dpi->rules[c.fired[0]].name, "two");
 }
 
-TEST_F(Fixture, NewRulesMidFlowStartAFreshStream) {
+TEST_P(Fixture, NewRulesMidFlowStartAFreshStream) {
   DpiDir d;
   feed(d, 0, "ATTACK");
   auto rt2 = DpiRuntime::create(compile(kRules), rt->settings(), 1);
@@ -148,11 +159,7 @@ TEST_F(Fixture, NewRulesMidFlowStartAFreshStream) {
   EXPECT_EQ(d.rt_id, (*rt2)->id());
 }
 
-}  // namespace
-}  // namespace dpu::dp
-namespace dpu::dp {
-namespace {
-TEST_F(Fixture, OutOfOrderAfterHandshake) {
+TEST_P(Fixture, OutOfOrderAfterHandshake) {
   rules::DpiModel m;
   DpiDir d;
   DpiOutcome syn;
@@ -160,5 +167,89 @@ TEST_F(Fixture, OutOfOrderAfterHandshake) {
   EXPECT_EQ(feed(d, 1000 + 6, "CKSTRING bye"), V{});
   EXPECT_EQ(feed(d, 1000, "xxATTA"), V{"split"});
 }
+
+TEST_P(Fixture, InterleavedDirectionsKeepTheirOwnState) {
+  DpiDir a, b, c;
+  EXPECT_EQ(feed(a, 0, "xxATTA"), V{});
+  EXPECT_EQ(feed(b, 0, "first "), V{});
+  EXPECT_EQ(feed(c, 0, "ATTACKST"), V{});
+  EXPECT_EQ(feed(b, 6, "ATTA"), V{});
+  EXPECT_EQ(feed(a, 6, "CKSTRING"), V{"split"});
+  EXPECT_EQ(feed(c, 8, "xRING second"), V{});  // c's bytes were "ATTACKST" + "x": no match
+  EXPECT_EQ(feed(b, 10, "second"), V{"two"});
+  EXPECT_EQ(feed(a, 14, "first second"), V{"two"});
+}
+
+INSTANTIATE_TEST_SUITE_P(StreamModes, Fixture,
+                         ::testing::Values(rules::DpiStreamMode::kFull, rules::DpiStreamMode::kCompressed),
+                         [](const auto& i) {
+                           return i.param == rules::DpiStreamMode::kFull ? "Full" : "Compressed";
+                         });
+
+// Compressed mode with slots too small for the stream: the direction moves to a full stream
+// and its matches continue there; with no full stream free it is not inspected.
+TEST(DpiCompressed, SlotTooSmallMovesToAFullStream) {
+  auto dpi = compile(kRules);
+  DpiSettings s;
+  s.stream_mode = rules::DpiStreamMode::kCompressed;
+  s.compressed_slot_bytes = 8;  // header + almost nothing (the config allows >= 64)
+  s.streams_per_worker = 4;
+  s.full_streams_per_worker = 1;
+  auto r = DpiRuntime::create(dpi, s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const DpiRuntime& rt = **r;
+  auto feed = [&](DpiDir& d, uint32_t seq, const std::string& p, DpiOutcome& o) {
+    o = DpiOutcome{};
+    DpiInspector::tcp(rt, 0, d, reinterpret_cast<const uint8_t*>(p.data()), uint32_t(p.size()), seq, 0x10, o);
+  };
+  DpiDir a, b;
+  DpiOutcome o;
+  feed(a, 0, "xxfirst ATTACK", o);
+  EXPECT_TRUE(o.overflow);
+  EXPECT_FALSE(o.no_stream);
+  EXPECT_TRUE(a.flags & DpiDir::kFull);
+  EXPECT_EQ(rt.worker(0).free_compact.size(), 4u);  // its compact slot went back
+  feed(a, 14, "STRING second", o);
+  EXPECT_FALSE(o.overflow);
+  ASSERT_EQ(o.nfired, 2u);  // split (across the move) and two (match state carried over)
+  feed(b, 0, "ATTACK", o);
+  EXPECT_TRUE(o.overflow);
+  EXPECT_TRUE(o.no_stream);  // the one full stream is a's
+  EXPECT_TRUE(b.flags & DpiDir::kDone);
+  DpiInspector::end(rt, 0, a, o);
+  DpiInspector::end(rt, 0, b, o);
+  EXPECT_EQ(rt.worker(0).free_streams.size(), 1u);
+  EXPECT_EQ(rt.worker(0).free_compact.size(), 4u);
+}
+
+TEST(DpiCompressed, CountsAndPositionsSurvivePacking) {
+  auto dpi = compile(R"(
+rule three { strings: $a = "abc" condition: #a == 3 and @a[2] == 10 and $a at 4 }
+rule big { condition: filesize > 300 }
+)");
+  DpiSettings s;
+  s.stream_mode = rules::DpiStreamMode::kCompressed;
+  s.streams_per_worker = 2;
+  auto r = DpiRuntime::create(dpi, s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const DpiRuntime& rt = **r;
+  DpiDir a, b;
+  std::vector<std::string> fired;
+  auto feed = [&](DpiDir& d, uint32_t seq, const std::string& p) {
+    DpiOutcome o;
+    DpiInspector::tcp(rt, 0, d, reinterpret_cast<const uint8_t*>(p.data()), uint32_t(p.size()), seq, 0x10, o);
+    EXPECT_FALSE(o.overflow);
+    for (uint32_t i = 0; i < o.nfired; ++i) fired.push_back(dpi->rules[o.fired[i]].name);
+  };
+  feed(a, 0, "....ab");
+  feed(b, 0, std::string(200, 'z'));
+  feed(a, 6, "c...");         // abc at 4
+  feed(b, 200, std::string(101, 'z'));
+  feed(a, 10, "abc");         // at 10
+  EXPECT_EQ(fired, V{"big"});
+  feed(a, 13, "..abc");       // the third
+  EXPECT_EQ(fired, (V{"big", "three"}));
+}
+
 }  // namespace
 }  // namespace dpu::dp

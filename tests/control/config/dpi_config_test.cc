@@ -1,0 +1,53 @@
+// The dpi section's stream-mode settings into the model: the default (auto), each mode, the
+// slot size and the full-stream pool, and out-of-range values rejected with the field's name.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "control/config/config_loader.h"
+
+namespace dpu::ctl {
+namespace {
+
+absl::StatusOr<rules::ConfigModel> load(const std::string& json, rules::ConfigErrorList* errs) {
+  auto c = parseConfig(json, ConfigFormat::kJson, "t.json");
+  if (!c.ok()) return c.status();
+  return toModel(*c, errs);
+}
+
+TEST(DpiConfig, StreamModeDefaultsAndValues) {
+  rules::ConfigErrorList errs;
+  auto m = load(R"({"dpi": {}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(errs.empty());
+  EXPECT_EQ(m->dpi.stream_mode, rules::DpiStreamMode::kAuto);
+  EXPECT_EQ(m->dpi.compressed_slot_bytes, 512u);
+  EXPECT_EQ(m->dpi.full_streams_per_worker, 256u);
+  m = load(R"({"dpi": {"stream_mode": "STREAM_FULL"}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->dpi.stream_mode, rules::DpiStreamMode::kFull);
+  m = load(R"({"dpi": {"stream_mode": "STREAM_COMPRESSED", "compressed_slot_bytes": 256,
+                       "full_streams_per_worker": 64}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->dpi.stream_mode, rules::DpiStreamMode::kCompressed);
+  EXPECT_EQ(m->dpi.compressed_slot_bytes, 256u);
+  EXPECT_EQ(m->dpi.full_streams_per_worker, 64u);
+}
+
+TEST(DpiConfig, OutOfRangeNamesTheField) {
+  for (const char* json : {R"({"dpi": {"compressed_slot_bytes": 32}})",
+                           R"({"dpi": {"compressed_slot_bytes": 70000}})",
+                           R"({"dpi": {"full_streams_per_worker": 5000000}})"}) {
+    rules::ConfigErrorList errs;
+    auto m = load(json, &errs);
+    EXPECT_FALSE(m.ok()) << json;
+    std::string all(m.status().message());
+    for (const auto& e : errs) all += "\n" + rules::formatError(e);
+    const std::string field = std::string(json).find("full") != std::string::npos
+                                  ? "dpi.full_streams_per_worker" : "dpi.compressed_slot_bytes";
+    EXPECT_NE(all.find(field), std::string::npos) << all;
+  }
+}
+
+}  // namespace
+}  // namespace dpu::ctl
