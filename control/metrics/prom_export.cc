@@ -204,6 +204,7 @@ const Rule kRules[] = {
   {"dpu.v1.DpiCounters.gaps", As::kCounter, "dpi_gaps_total", "TCP gaps DPI met (bytes missing beyond the out-of-order buffer; dpi.gap_policy applies)."},
   {"dpu.v1.DpiCounters.depth_reached", As::kCounter, "dpi_depth_reached_total", "Flow directions that reached the inspection depth (inspection stops there)."},
   {"dpu.v1.DpiCounters.no_stream", As::kCounter, "dpi_streams_not_inspected_total", "Flow directions not inspected because the worker's stream pool was empty."},
+  {"dpu.v1.DpiCounters.overflow", As::kCounter, "dpi_stream_overflows_total", "Compressed DPI streams that outgrew their slot and moved to a full stream."},
 
   // --- perf (CounterSet) --- worker cycles by bucket, TSC frequency, forwarding latency
   {"dpu.v1.CounterSet.cycles", As::kPrefix, "", nullptr, "bucket=bucket"},

@@ -46,7 +46,7 @@ ctl --json stats >"$WORK/s.json" || fail "stats"
 [[ $(jq_py "$WORK/s.json" 'd["dpi"]["rules_unsupported"]') == 1 ]] || fail "stats dpi: $(jq_py "$WORK/s.json" 'd.get("dpi")')"
 [[ $(jq_py "$WORK/s.json" 'int([r for r in d["dpi"]["rules"] if r["id"] == "live:udp_q"][0]["matches"])') -gt 0 ]] ||
   fail "stats per-rule matches: $(jq_py "$WORK/s.json" 'd.get("dpi")')"
-[[ $(jq_py "$WORK/s.json" 'int(d["total"].get("dpi_alerts", 0))') -gt 0 ]] || fail "stats dpi_alerts"
+[[ $(jq_py "$WORK/s.json" 'int(d["total"].get("dpi", {}).get("alerts", 0))') -gt 0 ]] || fail "stats dpi.alerts"
 pass "dpi add from stdin: matched in traffic, counted per rule in dpi list and stats"
 
 for ((i = 0; i < 100; i++)); do
