@@ -141,10 +141,14 @@ constexpr size_t kSlotHeader = 4;
 size_t packMatchState(const uint8_t* ms, size_t n, uint8_t* out, size_t cap) {
   size_t used = 0, i = 0;
   while (i < n) {
-    uint64_t word;
-    std::memcpy(&word, ms + i, 8);
-    if (word == 0) { i += 8; continue; }
-    while (ms[i] == 0) ++i;
+    // Whole zero words are skipped 8 bytes at a time, but only from a word boundary: a run
+    // can end anywhere, and an 8-byte read from there would pass the end of `ms`.
+    if ((i & 7) == 0) {
+      uint64_t word;
+      std::memcpy(&word, ms + i, 8);
+      if (word == 0) { i += 8; continue; }
+    }
+    if (ms[i] == 0) { ++i; continue; }
     size_t e = i;
     while (e < n && e - i < 255 && ms[e] != 0) ++e;
     if (used + 3 + (e - i) > cap) return cap + 1;
