@@ -203,6 +203,8 @@ void CompiledDpi::buildEvalIndex() {
 }
 
 uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const {
+  // No rule, no match (and the scratch below would be empty: memset of a null pointer).
+  if (rules.empty()) return 0;
   // Per-thread scratch sized once per rule count (grows only; never per packet).
   thread_local std::vector<uint8_t> results;
   thread_local std::vector<uint8_t> ns_unsat;
