@@ -5,8 +5,8 @@ OUTDIR, all over the bench traffic of gen_traffic.py (10/8 -> 172.16/12):
   none.json            {} : no rules
   fw10k.json           10 000 firewall rules that never match (gen_rules.py variant 0)
   fw10k_b.json         another 10 000 (variant 1): a full rule-set swap
-  fw10k_lb100.json     + a load-balancer service over 172.16.0.0/12 (any protocol and port,
-                       L2 mode) with 100 backends
+  fw10k_lb100.json     + the load-balancer service of lb_gen_config.py (172.16.0.0/12, any
+                       protocol and port, L2 mode, 100 backends be1..be100)
   fw10k_lb100_dns.json + a DNS list of 1M names (names_1m.txt)
   fw10k_lb100_dns_b.json   the same with another 1M-name file (names_1m_b.txt): a list reload
   fw10k_b_lb100_dns.json   fw10k_lb100_dns with the other 10k rules: a rule-set swap
@@ -40,11 +40,11 @@ def main() -> None:
     fw = json.load(open(os.path.join(out, "fw10k.json")))
     with open(os.path.join(out, "none.json"), "w") as f:
         f.write("{}\n")
-    lb = {"services": [{
-        "id": "bench", "dst": ["172.16.0.0/12"], "mode": "LB_MODE_L2",
-        "backends": [{"id": f"be{i}", "ipv4": f"10.200.{i // 250}.{i % 250 + 1}",
-                      "mac": f"02:be:00:00:{i // 256:02x}:{i % 256:02x}"}
-                     for i in range(100)]}]}
+    # The 100-backend service of lb_gen_config.py (L2 mode, 5-tuple key, over 172.16.0.0/12).
+    lb_file = os.path.join(out, "lb100.json")
+    subprocess.run([sys.executable, os.path.join(here, "lb_gen_config.py"), "-o", lb_file,
+                    "--backends", "100"], check=True)
+    lb = json.load(open(lb_file))["lb"]
     json.dump(dict(fw, lb=lb), open(os.path.join(out, "fw10k_lb100.json"), "w"))
     for tag in ("a", "b"):
         p = os.path.join(out, f"names_1m{'' if tag == 'a' else '_b'}.txt")

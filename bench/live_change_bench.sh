@@ -84,8 +84,8 @@ change() {  # name, command...
 change no_change true  # the control window: the same time with nothing changed
 change fw_swap ctl config apply "$OUTDIR/fw10k_b_lb100_dns.json" --force
 change dns_reload ctl config apply "$OUTDIR/fw10k_lb100_dns_b.json" --force
-change lb_add ctl lb add bench be100 --ipv4 10.200.9.9 --mac 02:be:00:00:09:09 --force
-change lb_remove ctl lb remove bench be100 --flush --force
+change lb_add ctl lb add bench100 be101 --ipv4 10.200.9.9 --mac 02:be:00:00:09:09 --force
+change lb_remove ctl lb remove bench100 be101 --flush --force
 kill -INT $APID; wait $APID || true
 trap - EXIT
 
