@@ -270,7 +270,8 @@ int main(int argc, char** argv) {
   size_t public_rules = 0, need = 0;
   for (const DpiRule& r : d.rules) public_rules += !r.is_private, need += r.needs_match;
   std::printf("rules that can only match with one of their strings present: %zu; conditions "
-              "read filesize: %s\n", need, d.uses_filesize ? "yes" : "no");
+              "read filesize: %s; rules evaluated on a packet that adds no match (filesize "
+              "ticks): %u\n", need, d.uses_filesize ? "yes" : "no", d.num_tick_rules);
   std::printf("rules: %zu in %zu files, %zu accepted (%zu public) and used by both engines; "
               "%zu Hyperscan expressions\n",
               total_rules, files.size(), d.rules.size(), public_rules, d.patterns.size());

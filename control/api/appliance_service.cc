@@ -213,6 +213,7 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   dpi->set_depth_reached(f.dpi_depth);
   dpi->set_no_stream(f.dpi_no_stream);
   dpi->set_overflow(f.dpi_overflow);
+  dpi->set_unreported(f.dpi_unreported);
 }
 
 void fillTasks(const ProgressRegistry* progress,

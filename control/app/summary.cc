@@ -297,6 +297,9 @@ std::string formatSummary(const SummaryInput& in) {
     if (t.dpi_overflow)
       absl::StrAppend(&s, absl::StrFormat("  %u compressed streams moved to full streams (slot too small)\n",
                                           t.dpi_overflow));
+    if (t.dpi_unreported)
+      absl::StrAppend(&s, absl::StrFormat("  %u rule matches not reported (more than 16 new at a stream's end)\n",
+                                          t.dpi_unreported));
   }
   if (in.dpi_enabled) {  // --- dpi --- the rule set and the rules that matched
     absl::StrAppend(&s, absl::StrFormat("dpi rules: %u matched, %u unsupported (not matched)\n",
@@ -381,6 +384,7 @@ std::string summaryJson(const SummaryInput& in) {
                     t.dpi_gaps, ",\"depth_reached\":", t.dpi_depth, ",\"no_stream\":",
                     t.dpi_no_stream);
     if (t.dpi_overflow) absl::StrAppend(&s, ",\"stream_overflow\":", t.dpi_overflow);
+    if (t.dpi_unreported) absl::StrAppend(&s, ",\"unreported\":", t.dpi_unreported);
     absl::StrAppend(&s, "}");
   }
   if (in.dpi_enabled) {  // --- dpi --- the rule set; rules that matched

@@ -205,6 +205,7 @@ const Rule kRules[] = {
   {"dpu.v1.DpiCounters.depth_reached", As::kCounter, "dpi_depth_reached_total", "Flow directions that reached the inspection depth (inspection stops there)."},
   {"dpu.v1.DpiCounters.no_stream", As::kCounter, "dpi_streams_not_inspected_total", "Flow directions not inspected because the worker's stream pool was empty."},
   {"dpu.v1.DpiCounters.overflow", As::kCounter, "dpi_stream_overflows_total", "Compressed DPI streams that outgrew their slot and moved to a full stream."},
+  {"dpu.v1.DpiCounters.unreported", As::kCounter, "dpi_unreported_matches_total", "Newly matching DPI rules that could not be reported: more than 16 at once at a stream's end or in a per-packet scan."},
 
   // --- perf (CounterSet) --- worker cycles by bucket, TSC frequency, forwarding latency
   {"dpu.v1.CounterSet.cycles", As::kPrefix, "", nullptr, "bucket=bucket"},

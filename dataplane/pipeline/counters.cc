@@ -166,6 +166,7 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.dpi_depth = c.dpi_depth.load();
   f.dpi_no_stream = c.dpi_no_stream.load();
   f.dpi_overflow = c.dpi_overflow.load();
+  f.dpi_unreported = c.dpi_unreported.load();
   f.geoip_lookups = c.geoip_lookups.load();
   f.lb_flows_balanced = c.lb_flows_balanced.load();
   f.lb_flows_rehashed = c.lb_flows_rehashed.load();
@@ -238,6 +239,7 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.dpi_depth += w.dpi_depth;
   a.dpi_no_stream += w.dpi_no_stream;
   a.dpi_overflow += w.dpi_overflow;
+  a.dpi_unreported += w.dpi_unreported;
   a.geoip_lookups += w.geoip_lookups;
   a.lb_flows_balanced += w.lb_flows_balanced;
   a.lb_flows_rehashed += w.lb_flows_rehashed;

@@ -100,6 +100,7 @@ struct alignas(64) WorkerCounters {
   // buffer), directions that reached the depth limit, streams not inspected (pool empty).
   Counter dpi_bytes, dpi_alerts, dpi_drops, dpi_resets, dpi_gaps, dpi_depth, dpi_no_stream;
   Counter dpi_overflow;  // compressed streams that did not fit their slot (moved to full streams)
+  Counter dpi_unreported;  // newly matching rules that could not be reported (DpiOutcome)
   // DNS filtering.
   Counter dns[kDnsCounterCount];
   Counter dns_action[kDnsActions];        // blocks by action
@@ -137,7 +138,7 @@ struct CountersSnapshot {
     uint64_t lb_nat_reverse_created = 0;
     // --- dpi ---
     uint64_t dpi_bytes = 0, dpi_alerts = 0, dpi_drops = 0, dpi_resets = 0, dpi_gaps = 0;
-    uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0;
+    uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0, dpi_unreported = 0;
     // DNS filtering.
     uint64_t dns[kDnsCounterCount]{};
     uint64_t dns_action[kDnsActions]{};

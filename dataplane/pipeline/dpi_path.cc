@@ -51,6 +51,7 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
   if (o.depth_reached) c_->dpi_depth.add();
   if (o.no_stream) c_->dpi_no_stream.add();
   if (o.overflow) c_->dpi_overflow.add();
+  if (o.unreported) c_->dpi_unreported.add(o.unreported);
   if (o.nfired == 0 && !o.gap) return;
   const rules::CompiledDpi& dpi = dpi_rt_->dpi();
   PacketVerdict* v = b != nullptr ? &b->v[i] : nullptr;

@@ -84,18 +84,28 @@ struct Ctx {
   DpiOutcome& out;
 };
 
-// Evaluates the rules and records those that newly match (their "fired" bit was clear).
-void evaluateFire(const Ctx& c) {
+// Evaluates the rules and records those that newly match (their "fired" bit was clear), as
+// many as the outcome holds; the others stay unfired and the direction is marked so that its
+// next packet evaluates every rule again (a rule is never marked fired without being
+// reported). tick: only filesize changed since the last evaluation (CompiledDpi::evaluate).
+void evaluateFire(const Ctx& c, bool tick = false) {
   const CompiledDpi& dpi = c.rt.dpi();
-  uint32_t hit[64];
-  uint32_t n = dpi.evaluate(c.ms, hit, 64);
-  if (n > 64) n = 64;
+  uint32_t hit[DpiOutcome::kMaxFired];
+  const uint32_t room = DpiOutcome::kMaxFired - c.out.nfired;
   uint8_t* fired = c.ms + dpi.matchStateBytes();
-  for (uint32_t i = 0; i < n; ++i) {
+  const uint32_t n = dpi.evaluate(c.ms, hit, room, fired, tick);
+  const uint32_t k = n < room ? n : room;
+  for (uint32_t i = 0; i < k; ++i) {
     const uint32_t r = hit[i];
-    if (fired[r >> 3] & (1u << (r & 7))) continue;
     fired[r >> 3] |= uint8_t(1u << (r & 7));
-    if (c.out.nfired < DpiOutcome::kMaxFired) c.out.fired[c.out.nfired++] = r;
+    c.out.fired[c.out.nfired++] = r;
+  }
+  if (n > k) {
+    c.d.flags |= DpiDir::kEvalPending;
+    c.out.deferred = n - k;
+  } else {
+    c.d.flags &= uint8_t(~DpiDir::kEvalPending);
+    c.out.deferred = 0;
   }
 }
 
@@ -115,8 +125,14 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
     hs_scan_stream(st, reinterpret_cast<const char*>(p), n, 0, c.w.scratch,
                    rules::dpiMatchCallback, &mc);
   c.out.scanned += n;
-  // First bytes of the stream: rules true without any match (`not $a`) fire too.
-  if (dpi.needsEvaluation(mc.changed) || (seen == 0 && !dpi.empty_hits.empty())) evaluateFire(c);
+  // A full evaluation when a match changed the state, on the stream's first bytes (rules true
+  // without any match, `not $a`, fire too) and after a deferred report; otherwise, when
+  // conditions read filesize, only the rules filesize can change (the tick set).
+  if (mc.changed || (c.d.flags & DpiDir::kEvalPending) ||
+      (seen == 0 && (dpi.uses_filesize || !dpi.empty_hits.empty())))
+    evaluateFire(c);
+  else if (dpi.uses_filesize)
+    evaluateFire(c, true);
 }
 
 // Match state of a bound direction: its full slot's, or the working one (compact slots).
@@ -389,6 +405,8 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
     d.flags |= DpiDir::kGap | DpiDir::kDone;
   }
   if (d.flags & DpiDir::kDone) {  // depth or gap: nothing more to scan in this direction
+    // Rules deferred to a next packet that will not be scanned: unreported.
+    if (d.flags & DpiDir::kEvalPending) out.unreported += out.deferred ? out.deferred : 1;
     releaseOoo(w, rt, d);
     releaseStream(rt, w, d, nullptr);
   }
@@ -419,6 +437,7 @@ void DpiInspector::block(const DpiRuntime& rt, uint32_t worker, const uint8_t* p
     hs_reset_stream(w.block_stream, 0, w.scratch, rules::dpiMatchCallback, &mc);
     if (mc.changed) evaluateFire(c);
   }
+  if (scratch_dir.flags & DpiDir::kEvalPending) out.unreported += out.deferred;
 }
 
 void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out,
@@ -432,6 +451,7 @@ void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutc
   if (d.slot != DpiDir::kNoSlot) {
     Ctx c{rt, w, d, msOf(rt, w, d), out};
     releaseStream(rt, w, d, (d.flags & DpiDir::kDone) ? nullptr : &c, final_ms);
+    if (d.flags & DpiDir::kEvalPending) out.unreported += out.deferred;
   }
   forget(d);
 }

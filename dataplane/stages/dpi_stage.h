@@ -112,12 +112,14 @@ struct DpiDir {
   static constexpr uint32_t kNoSlot = 0xffffffffu;
   // kFull: `slot` is a full stream (in kCompressed mode: moved there because its compressed
   // stream did not fit a compact slot); else a compact slot.
-  static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8;
+  // kEvalPending: the last evaluation found more newly matching rules than one packet's
+  // outcome holds; the next packet evaluates every rule again and reports the rest.
+  static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8, kEvalPending = 16;
 };
 
 // What one packet did.
 struct DpiOutcome {
-  static constexpr uint32_t kMaxFired = 8;
+  static constexpr uint32_t kMaxFired = 16;
   uint32_t fired[kMaxFired];     // rules (indices in CompiledDpi::rules) that newly matched
   uint32_t nfired = 0;
   bool gap = false;              // this packet found a gap (policy in settings)
@@ -126,6 +128,11 @@ struct DpiOutcome {
   bool overflow = false;         // kCompressed: the compressed stream did not fit its slot,
                                  // the direction moved to a full stream
   uint32_t scanned = 0;          // bytes scanned
+  // Newly matching rules beyond kMaxFired in the last evaluation: reported by the direction's
+  // next packet (kEvalPending); `unreported` counts those a block scan or a stream's end
+  // could not report (there is no next packet).
+  uint32_t deferred = 0;
+  uint32_t unreported = 0;
 };
 
 class DpiInspector {

@@ -180,7 +180,78 @@ struct Evaluator {
 
 }  // namespace
 
+namespace {
+
+// Walks a condition tree: whether it reads filesize, and the rules it references.
+void condInputs(const CompiledDpi& d, int32_t root, bool& fs, std::vector<uint32_t>& refs) {
+  std::vector<int32_t> stack{root};
+  while (!stack.empty()) {
+    const int32_t idx = stack.back();
+    stack.pop_back();
+    if (idx < 0 || size_t(idx) >= d.nodes.size()) continue;
+    const CondNode& n = d.nodes[size_t(idx)];
+    switch (n.op) {
+      case CondOp::kFilesize:
+      case CondOp::kUintEq: fs = true; break;
+      case CondOp::kRule: refs.push_back(uint32_t(n.a)); break;
+      case CondOp::kConst:
+      case CondOp::kFound:
+      case CondOp::kCount:
+      case CondOp::kOffset:
+      case CondOp::kLength:
+      case CondOp::kPred: break;
+      case CondOp::kOf:
+      case CondOp::kNot:
+      case CondOp::kNeg:
+      case CondOp::kBitNot: stack.push_back(n.a); break;
+      default:  // binary operators
+        stack.push_back(n.a);
+        stack.push_back(n.b);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
 void CompiledDpi::buildEvalIndex() {
+  // Tick set (see filesize_tick).
+  {
+    const size_t nr = rules.size();
+    std::vector<std::vector<uint32_t>> refs(nr);
+    std::vector<uint8_t> fs_dep(nr, 0), ns_fs_global(num_namespaces + 1, 0);
+    for (size_t i = 0; i < nr; ++i) {
+      bool fs = false;
+      condInputs(*this, rules[i].cond, fs, refs[i]);
+      for (uint32_t r : refs[i]) fs = fs || (r < nr && fs_dep[r]);
+      fs_dep[i] = fs;
+      if (fs && rules[i].is_global && rules[i].ns < ns_fs_global.size()) ns_fs_global[rules[i].ns] = 1;
+    }
+    filesize_tick.assign(nr, 0);
+    for (size_t i = 0; i < nr; ++i)
+      filesize_tick[i] = fs_dep[i] || (rules[i].ns < ns_fs_global.size() && ns_fs_global[rules[i].ns]);
+    // Close over referenced rules and over the global rules of namespaces with tick rules
+    // (references may point anywhere; repeat until nothing changes).
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (size_t k = nr; k-- > 0;) {
+        if (!filesize_tick[k]) continue;
+        for (uint32_t r : refs[k]) {
+          if (r < nr && !filesize_tick[r]) filesize_tick[r] = 1, grew = true;
+        }
+      }
+      std::vector<uint8_t> ns_tick(num_namespaces + 1, 0);
+      for (size_t i = 0; i < nr; ++i)
+        if (filesize_tick[i] && rules[i].ns < ns_tick.size()) ns_tick[rules[i].ns] = 1;
+      for (size_t i = 0; i < nr; ++i) {
+        if (rules[i].is_global && !filesize_tick[i] && rules[i].ns < ns_tick.size() &&
+            ns_tick[rules[i].ns])
+          filesize_tick[i] = 1, grew = true;
+      }
+    }
+    num_tick_rules = 0;
+    for (uint8_t t : filesize_tick) num_tick_rules += t;
+  }
   eval_always.clear();
   global_rules.clear();
   string_rule.assign(strings.size(), 0);
@@ -202,7 +273,8 @@ void CompiledDpi::buildEvalIndex() {
   eval_index = true;
 }
 
-uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const {
+uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
+                               const uint8_t* fired, bool tick_only) const {
   // No rule, no match (and the scratch below would be empty: memset of a null pointer).
   if (rules.empty()) return 0;
   // Per-thread scratch sized once per rule count (grows only; never per packet).
@@ -223,12 +295,15 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) c
     const size_t nbytes = (strings.size() + 7) / 8;
     size_t ntodo = 0, ai = 0;
     uint32_t last = std::numeric_limits<uint32_t>::max();
+    const bool tick = tick_only && filesize_tick.size() == rules.size();
+    auto push = [&](uint32_t r) {
+      if (r == last) return;
+      last = r;
+      if (!tick || filesize_tick[r]) todo[ntodo++] = r;
+    };
     auto add = [&](uint32_t r) {
-      while (ai < eval_always.size() && eval_always[ai] <= r) {
-        if (eval_always[ai] != last) todo[ntodo++] = last = eval_always[ai];
-        ++ai;
-      }
-      if (r != last) todo[ntodo++] = last = r;
+      while (ai < eval_always.size() && eval_always[ai] <= r) push(eval_always[ai++]);
+      push(r);
     };
     for (size_t byte = 0; byte < nbytes; ++byte) {
       uint32_t bits = pres[byte];
@@ -238,10 +313,7 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) c
         if (sid < strings.size()) add(string_rule[sid]);
       }
     }
-    while (ai < eval_always.size()) {
-      if (eval_always[ai] != last) todo[ntodo++] = last = eval_always[ai];
-      ++ai;
-    }
+    while (ai < eval_always.size()) push(eval_always[ai++]);
     for (size_t k = 0; k < ntodo; ++k) {
       const uint32_t i = todo[k];
       Val v = ev.eval(rules[i].cond);
@@ -254,6 +326,7 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) c
     for (size_t k = 0; k < ntodo; ++k) {
       const uint32_t i = todo[k];
       if (!results[i] || rules[i].is_private || ns_unsat[rules[i].ns]) continue;
+      if (fired != nullptr && ((fired[i >> 3] >> (i & 7)) & 1u)) continue;
       if (n < max) out[n] = i;
       ++n;
     }
@@ -282,6 +355,7 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) c
   uint32_t n = 0;
   for (size_t i = 0; i < rules.size(); ++i) {
     if (!results[i] || rules[i].is_private || ns_unsat[rules[i].ns]) continue;
+    if (fired != nullptr && ((fired[i >> 3] >> (i & 7)) & 1u)) continue;
     if (n < max) out[n] = uint32_t(i);
     ++n;
   }

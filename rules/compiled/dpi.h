@@ -150,8 +150,15 @@ class CompiledDpi {
   bool onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base) const;
 
   // Evaluates every rule on `ms`; writes the indices (into `rules`) of the matching non-private
-  // rules to `out` (up to `max`) and returns how many matched in all.
-  uint32_t evaluate(const uint8_t* ms, uint32_t* out, uint32_t max) const;
+  // rules to `out` (up to `max`) and returns how many matched in all. With `fired` (one bit
+  // per rule), rules whose bit is set are left out of `out` and of the count.
+  // tick_only: the caller guarantees that since the last evaluation of this stream only
+  // filesize changed (no string match changed the state; the first packet of a stream is
+  // never a tick): only the rules whose value or reportability can depend on filesize
+  // (filesize_tick) are evaluated. Every other rule has the value it had then, and was
+  // reported then if true, so the result is the same as a full evaluation's.
+  uint32_t evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
+                    const uint8_t* fired = nullptr, bool tick_only = false) const;
 
   // Evaluation index, built once after compiling (buildEvalIndex): evaluate() then looks at
   // the rules that need no string (always) and the rules owning a string present in `ms`
@@ -162,6 +169,12 @@ class CompiledDpi {
   std::vector<uint32_t> eval_always;   // rules with needs_match == false, ascending
   std::vector<uint32_t> string_rule;   // string id -> index of the rule that owns it
   std::vector<uint32_t> global_rules;  // every global rule, ascending
+  // Per rule: evaluated on a tick (buildEvalIndex): the rule reads filesize (directly, through
+  // uintXX(N) whose definedness depends on it, or through a referenced rule), or a global rule
+  // of its namespace does; closed over the rules they reference and over the global rules of
+  // every namespace that has one (their results decide what is reported).
+  std::vector<uint8_t> filesize_tick;
+  uint32_t num_tick_rules = 0;
   bool eval_index = false;
 
   // Convenience for tests and block scans: whole buffer, one stream, state reset first.

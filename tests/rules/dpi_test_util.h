@@ -1,6 +1,7 @@
 // Helpers for DPI tests: our engine fed in segments vs libyara on the whole buffer.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <hs/hs.h>
 
 #include <algorithm>
@@ -15,19 +16,46 @@ namespace dpu::rules::test {
 
 // Feeds `data` to a fresh Hyperscan stream in segments of the given sizes (cycled), then
 // closes the stream and evaluates. Returns "ns:rule" ids, sorted.
+// check_ticks: after every segment that added no match (only filesize grew), the dataplane's
+// reduced evaluation (evaluate(..., tick_only = true)) must report exactly the rules a full
+// evaluation reports, with the fired bits kept as the dataplane keeps them (a gtest failure
+// names the rules otherwise).
 inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t* scratch,
                                              const std::string& data,
-                                             const std::vector<size_t>& seg) {
+                                             const std::vector<size_t>& seg,
+                                             bool check_ticks = false) {
   std::vector<uint8_t> ms(d.matchStateBytes());
   d.resetMatchState(ms.data());
   DpiMatchCtx ctx{&d, ms.data(), 0, false};
   hs_stream_t* st = nullptr;
   if (d.db != nullptr) hs_open_stream(d.db, 0, &st);
+  std::vector<uint8_t> fired((d.rules.size() + 7) / 8, 0);
+  std::vector<uint32_t> full(d.rules.size() + 1), tick(d.rules.size() + 1);
   size_t off = 0, k = 0;
   while (off < data.size()) {
     size_t n = std::min(data.size() - off, std::max<size_t>(1, seg[k++ % seg.size()]));
     CompiledDpi::setFilesize(ms.data(), off + n);
+    ctx.changed = false;
     if (st != nullptr) hs_scan_stream(st, data.data() + off, unsigned(n), 0, scratch, dpiMatchCallback, &ctx);
+    if (check_ticks) {
+      const uint32_t nf = std::min<uint32_t>(
+          d.evaluate(ms.data(), full.data(), uint32_t(full.size()), fired.data(), false), uint32_t(full.size()));
+      if (!ctx.changed && off > 0 && d.uses_filesize) {
+        const uint32_t nt = std::min<uint32_t>(
+            d.evaluate(ms.data(), tick.data(), uint32_t(tick.size()), fired.data(), true), uint32_t(tick.size()));
+        std::vector<uint32_t> a(full.begin(), full.begin() + nf), b(tick.begin(), tick.begin() + nt);
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        if (a != b) {
+          std::string fa, fb;
+          for (uint32_t r : a) fa += d.rules[r].id() + " ";
+          for (uint32_t r : b) fb += d.rules[r].id() + " ";
+          ADD_FAILURE() << "tick evaluation differs at stream offset " << off + n
+                        << "\n  full: " << fa << "\n  tick: " << fb;
+        }
+      }
+      for (uint32_t i = 0; i < nf; ++i) fired[full[i] >> 3] |= uint8_t(1u << (full[i] & 7));
+    }
     off += n;
   }
   if (st != nullptr) hs_close_stream(st, scratch, dpiMatchCallback, &ctx);

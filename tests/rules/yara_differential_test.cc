@@ -143,7 +143,9 @@ void runSet(const std::vector<fs::path>& files, SetResult& res) {
         res.positives += !want.empty();
         for (const auto& s : segs) {
           ++res.scans;
-          std::vector<std::string> got = scanSegments(*p.ours, p.scratch, data, s);
+          // (the tick check on the segmentations of several bytes: one evaluation per byte
+          // would dominate the test's time)
+          std::vector<std::string> got = scanSegments(*p.ours, p.scratch, data, s, s[0] >= 7);
           if (got != want) {
             std::string w, g;
             for (auto& x : want) w += x + " ";

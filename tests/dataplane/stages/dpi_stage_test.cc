@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "rules/compile/yara_translate.h"
 
 namespace dpu::dp {
@@ -250,6 +253,133 @@ rule big { condition: filesize > 300 }
   feed(a, 13, "..abc");       // the third
   EXPECT_EQ(fired, (V{"big", "three"}));
 }
+
+}  // namespace
+}  // namespace dpu::dp
+
+namespace dpu::dp {
+namespace {
+
+// Packets that add no match ("ticks": only filesize grew) evaluate only the rules filesize can
+// change (CompiledDpi::filesize_tick); a rule that depends on filesize only through a global
+// rule of its namespace, or that another filesize rule references, still fires on the packet
+// that makes it true. And more newly true rules than one packet's outcome holds are reported
+// by the next packet (stream) or counted as unreported (block scan).
+struct TickFixture : ::testing::TestWithParam<rules::DpiStreamMode> {
+  void make(const std::string& text) {
+    dpi = compile(text);
+    ASSERT_NE(dpi, nullptr);
+    DpiSettings s;
+    s.stream_mode = GetParam();
+    s.full_streams_per_worker = 2;
+    s.streams_per_worker = 4;
+    auto r = DpiRuntime::create(dpi, s, 1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    rt = *r;
+  }
+  std::vector<std::string> feed(DpiDir& d, uint32_t& seq, const std::string& p, DpiOutcome* o = nullptr) {
+    DpiOutcome out;
+    DpiInspector::tcp(*rt, 0, d, reinterpret_cast<const uint8_t*>(p.data()), uint32_t(p.size()), seq, 0x10, out);
+    seq += uint32_t(p.size());
+    if (o) *o = out;
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < out.nfired; ++i) names.push_back(dpi->rules[out.fired[i]].name);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  bool tick(const std::string& rule) const {
+    for (size_t i = 0; i < dpi->rules.size(); ++i)
+      if (dpi->rules[i].name == rule) return dpi->filesize_tick[i] != 0;
+    ADD_FAILURE() << "no rule " << rule;
+    return false;
+  }
+  std::shared_ptr<const rules::CompiledDpi> dpi;
+  std::shared_ptr<DpiRuntime> rt;
+};
+
+TEST_P(TickFixture, GlobalFilesizeRuleGatesAStringRule) {
+  make(R"(
+global private rule big { condition: filesize > 20 }
+rule r { strings: $a = "abc" condition: $a }
+)");
+  EXPECT_TRUE(tick("big"));
+  EXPECT_TRUE(tick("r"));  // not reading filesize itself: through its namespace's global rule
+  DpiDir d;
+  uint32_t seq = 100;
+  EXPECT_EQ(feed(d, seq, "abc"), V{});                    // big is false: r is not reported
+  EXPECT_EQ(feed(d, seq, std::string(30, '.')), V{"r"});  // no new match; big turns true
+  EXPECT_EQ(feed(d, seq, std::string(10, '.')), V{});     // fired once
+}
+
+TEST_P(TickFixture, ReferencedRuleAndFilesize) {
+  make(R"(
+rule base { strings: $a = "abc" condition: $a }
+rule later { condition: base and filesize > 20 }
+rule plain { strings: $b = "zzz" condition: $b }
+)");
+  EXPECT_TRUE(tick("later"));
+  EXPECT_TRUE(tick("base"));    // referenced by a tick rule
+  EXPECT_FALSE(tick("plain"));  // no filesize anywhere near it: skipped on ticks
+  EXPECT_EQ(dpi->num_tick_rules, 2u);
+  DpiDir d;
+  uint32_t seq = 7;
+  EXPECT_EQ(feed(d, seq, "abc"), V{"base"});
+  EXPECT_EQ(feed(d, seq, std::string(30, '.')), (V{"later"}));
+  EXPECT_EQ(feed(d, seq, "zzz"), V{"plain"});
+}
+
+std::string manyRules(int n) {
+  std::string t;
+  for (int i = 0; i < n; ++i) t += "rule r" + std::to_string(100 + i) + " { strings: $a = \"hit\" condition: $a }\n";
+  return t;
+}
+
+TEST_P(TickFixture, MoreNewMatchesThanAnOutcomeHoldsGoToTheNextPacket) {
+  make(manyRules(20));
+  DpiDir d;
+  uint32_t seq = 1;
+  DpiOutcome o1, o2;
+  V first = feed(d, seq, "a hit", &o1);
+  EXPECT_EQ(first.size(), DpiOutcome::kMaxFired);
+  EXPECT_EQ(o1.deferred, 20u - DpiOutcome::kMaxFired);
+  V second = feed(d, seq, "...", &o2);  // no new match: the deferred rules are reported now
+  EXPECT_EQ(second.size(), 20u - DpiOutcome::kMaxFired);
+  EXPECT_EQ(o2.unreported, 0u);
+  std::set<std::string> all(first.begin(), first.end());
+  all.insert(second.begin(), second.end());
+  EXPECT_EQ(all.size(), 20u);
+  EXPECT_EQ(feed(d, seq, "hit"), V{});
+}
+
+TEST_P(TickFixture, BlockScanCountsWhatItCannotReport) {
+  make(manyRules(20));
+  DpiDir d;
+  DpiOutcome o;
+  const std::string p = "hit";
+  DpiInspector::udp(*rt, 0, d, reinterpret_cast<const uint8_t*>(p.data()), 3, o);
+  EXPECT_EQ(o.nfired, DpiOutcome::kMaxFired);
+  EXPECT_EQ(o.unreported, 20u - DpiOutcome::kMaxFired);
+}
+
+TEST_P(TickFixture, StreamEndCountsWhatItCannotReport) {
+  // fullword at the very end of the stream: all 20 become true only at the end.
+  std::string t;
+  for (int i = 0; i < 20; ++i) t += "rule e" + std::to_string(100 + i) + " { strings: $a = \"quit\" fullword condition: $a }\n";
+  make(t);
+  DpiDir d;
+  uint32_t seq = 1;
+  EXPECT_EQ(feed(d, seq, "now quit"), V{});
+  DpiOutcome o;
+  DpiInspector::end(*rt, 0, d, o);
+  EXPECT_EQ(o.nfired, DpiOutcome::kMaxFired);
+  EXPECT_EQ(o.unreported, 20u - DpiOutcome::kMaxFired);
+}
+
+INSTANTIATE_TEST_SUITE_P(StreamModes, TickFixture,
+                         ::testing::Values(rules::DpiStreamMode::kFull, rules::DpiStreamMode::kCompressed),
+                         [](const auto& i) {
+                           return i.param == rules::DpiStreamMode::kFull ? "Full" : "Compressed";
+                         });
 
 }  // namespace
 }  // namespace dpu::dp
