@@ -597,6 +597,15 @@ v1::FirewallAction apiAction(rules::FwAction a) {
 grpc::Status ApplianceService::updateWith(
     const std::function<absl::Status(v1::ApplianceConfig&)>& mutate, uint64_t expected_version,
     bool force, v1::ApplyConfigResponse* resp) {
+  return updateWith(
+      std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>(
+          [&](v1::ApplianceConfig& doc, rules::ConfigErrorList&) { return mutate(doc); }),
+      expected_version, force, resp);
+}
+
+grpc::Status ApplianceService::updateWith(
+    const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
+    uint64_t expected_version, bool force, v1::ApplyConfigResponse* resp) {
   ApplyError err;
   auto r = config_->update(mutate, expected_version, force, &err);
   if (!r.ok()) {

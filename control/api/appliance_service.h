@@ -110,6 +110,10 @@ class ApplianceService final : public v1::Appliance::Service {
   // ConfigManager::update with `mutate`, answered like UpdateConfig.
   grpc::Status updateWith(const std::function<absl::Status(v1::ApplianceConfig&)>& mutate,
                           uint64_t expected_version, bool force, v1::ApplyConfigResponse* resp);
+  // The same with an edit that names the errors of what it refuses (DNS list entries).
+  grpc::Status updateWith(
+      const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
+      uint64_t expected_version, bool force, v1::ApplyConfigResponse* resp);
   // DNS filtering: checks a DnsNamesRequest, applies `edit` to its list in the committed
   // document and applies the document like UpdateConfig.
   grpc::Status editDnsList(const v1::DnsNamesRequest& req, v1::ApplyConfigResponse* resp,

@@ -18,21 +18,27 @@ v1::DnsList* findList(v1::ApplianceConfig& doc, const std::string& name) {
 }
 
 // Every entry must parse in the list's format (the apply would refuse the document anyway;
-// checked here to name the entry).
-absl::Status checkEntries(const v1::DnsList& l, const v1::DnsNamesRequest& req) {
-  rules::ConfigErrorList errs;
+// checked here to name each bad entry: section "dns", the list, entries[i], the reason).
+absl::Status checkEntries(const v1::DnsList& l, const v1::DnsNamesRequest& req,
+                          rules::ConfigErrorList& errs) {
   auto format = static_cast<rules::DnsListFormat>(l.format());
   auto match = l.match_subdomains() ? rules::DnsMatch::kSubtree : rules::DnsMatch::kExact;
   for (int i = 0; i < req.entries_size(); ++i) {
     rules::DnsSource src{l.name(), "", absl::StrCat("entries[", i, "]"), 0};
+    const size_t before = errs.size();
     rules::DnsParseCounts c = rules::parseDnsListText(
         req.entries(i), format, match, src, [](std::string_view, uint8_t) {}, &errs);
-    if (c.bad_lines == 0 && c.entries == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("entries[", i, "]: no name in '", req.entries(i), "'"));
+    if (c.bad_lines == 0 && c.entries == 0 && errs.size() == before) {
+      rules::ConfigError e;
+      e.section = "dns";
+      e.rule = l.name();
+      e.field = src.field;
+      e.reason = absl::StrCat("no name in '", req.entries(i), "'");
+      errs.push_back(std::move(e));
     }
-    if (!errs.empty()) return absl::InvalidArgumentError(rules::formatError(errs.front()));
+    for (size_t k = before; k < errs.size(); ++k) errs[k].index = i;
   }
-  return absl::OkStatus();
+  return rules::errorsToStatus(errs);
 }
 
 }  // namespace
@@ -89,14 +95,16 @@ grpc::Status ApplianceService::editDnsList(const v1::DnsNamesRequest& req,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("entries: 1..", kMaxEntriesPerCall, " per call"));
   }
-  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+  auto mutate = [&](v1::ApplianceConfig& doc, rules::ConfigErrorList& errs) -> absl::Status {
     v1::DnsList* l = findList(doc, req.list());
     if (!l) return absl::NotFoundError(absl::StrCat("no DNS list named '", req.list(), "'"));
-    if (absl::Status st = checkEntries(*l, req); !st.ok()) return st;
+    if (absl::Status st = checkEntries(*l, req, errs); !st.ok()) return st;
     edit(*l);
     return absl::OkStatus();
   };
-  return updateWith(mutate, req.expected_version(), req.force(), resp);
+  return updateWith(
+      std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>(mutate),
+      req.expected_version(), req.force(), resp);
 }
 
 grpc::Status ApplianceService::ListDnsLists(grpc::ServerContext*, const v1::ListDnsListsRequest*,

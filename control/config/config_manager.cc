@@ -101,6 +101,15 @@ absl::StatusOr<ApplyResult> ConfigManager::apply(const v1::ApplianceConfig& next
 absl::StatusOr<ApplyResult> ConfigManager::update(
     const std::function<absl::Status(v1::ApplianceConfig&)>& mutate, uint64_t expected_version,
     bool force, ApplyError* error) {
+  return update(
+      std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>(
+          [&](v1::ApplianceConfig& doc, rules::ConfigErrorList&) { return mutate(doc); }),
+      expected_version, force, error);
+}
+
+absl::StatusOr<ApplyResult> ConfigManager::update(
+    const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
+    uint64_t expected_version, bool force, ApplyError* error) {
   std::unique_ptr<ProgressRegistry::Task> task;
   if (progress_) task = progress_->begin("config apply");
   rules::ProgressScope scope(task.get());
@@ -119,7 +128,10 @@ absl::StatusOr<ApplyResult> ConfigManager::update(
       }
       phase_ = "edit";
       v1::ApplianceConfig next = store_->current();
-      if (absl::Status st = mutate(next); !st.ok()) return fail(error, std::move(st));
+      rules::ConfigErrorList edit_errors;
+      if (absl::Status st = mutate(next, edit_errors); !st.ok()) {
+        return fail(error, std::move(st), std::move(edit_errors));
+      }
       return applyLocked(std::move(next), error);
     }();
     phase = phase_;

@@ -89,6 +89,12 @@ class ConfigManager {
   absl::StatusOr<ApplyResult> update(
       const std::function<absl::Status(v1::ApplianceConfig&)>& mutate, uint64_t expected_version,
       bool force, ApplyError* error);
+  // The same with an edit that names the errors of the input it refuses (e.g. every bad
+  // entry of a DNS list edit): they go to `error` (the response's error list) and to the
+  // refused apply's event, like the errors of a refused document.
+  absl::StatusOr<ApplyResult> update(
+      const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
+      uint64_t expected_version, bool force, ApplyError* error);
   // Validation + compilation only.
   rules::ConfigErrorList validate(const v1::ApplianceConfig& cfg) const;
 

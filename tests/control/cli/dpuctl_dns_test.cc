@@ -14,9 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <vector>
 #include <sstream>
 
 #include "control/api/appliance_service.h"
+#include "control/api/event_hub.h"
 #include "control/api/server.h"
 #include "control/config/config_manager.h"
 #include "control/config/config_store.h"
@@ -26,6 +28,7 @@ namespace dpu::ctl {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 
@@ -91,6 +94,46 @@ TEST_F(DpuctlDns, Errors) {
   EXPECT_EQ(r.rc, 4);
   EXPECT_THAT(r.err, HasSubstr("entries[0]"));
   EXPECT_THAT(r.err, HasSubstr("Adblock rule expected"));
+  // Every refused entry is reported with its error (the response's error list, printed one
+  // per line; the refused apply's event counts them), and nothing is applied.
+  std::vector<RefusedApply> refused;
+  std::mutex mu;
+  manager_->setOnRefused([&](const RefusedApply& a) {
+    std::lock_guard<std::mutex> lock(mu);
+    refused.push_back(a);
+  });
+  r = dpuctl({"dns", "add", "ads", "plain.example", "||fine.example^", "||bad..example^"});
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_THAT(r.err, HasSubstr("INVALID_ARGUMENT: 2 errors"));
+  EXPECT_THAT(r.err, HasSubstr("  error: rule 'ads': entries["));
+  EXPECT_THAT(r.err, HasSubstr("entries[0]"));
+  EXPECT_THAT(r.err, HasSubstr("entries[2]"));
+  EXPECT_THAT(r.err, Not(HasSubstr("entries[1]")));
+  EXPECT_EQ(manager_->current().dns().lists(0).names_size(), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(refused.size(), 1u);
+    const RefusedApply& a = refused.back();
+    EXPECT_EQ(a.phase, "edit");
+    ASSERT_EQ(a.errors.size(), 2u);
+    EXPECT_EQ(a.errors[0].section, "dns");
+    EXPECT_EQ(a.errors[0].rule, "ads");
+    EXPECT_EQ(a.errors[0].index, 0);
+    EXPECT_EQ(a.errors[1].index, 2);
+    v1::Event ev = refusedConfigEvent(a, 0);
+    EXPECT_EQ(ev.config().error_count(), 2u);
+    EXPECT_EQ(ev.config().errors(1).field(), "entries[2]");
+    EXPECT_THAT(ev.json(), HasSubstr(R"("error_count":2,"errors":[{"section":"dns","rule":"ads","index":0)"));
+  }
+  r = dpuctl({"dns", "remove", "ads", "no-rule-here"});  // one bad entry: one error
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_THAT(r.err, HasSubstr("  error: rule 'ads': entries["));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(refused.size(), 2u);
+    EXPECT_EQ(refusedConfigEvent(refused[1], 0).config().error_count(), 1u);
+  }
+  manager_->setOnRefused(nullptr);
   r = dpuctl({"dns", "add", "ads"});
   EXPECT_EQ(r.rc, 2);
   r = dpuctl({"dns", "frobnicate"});
