@@ -11,7 +11,13 @@
 //   - lookup: median ns per lookup over batches of 1000 names, for hits (names from the
 //     list, with a random extra label half the time: subtree matches) and misses (other
 //     names). Both do the same work: every suffix of the query is looked up (subtree
-//     matching), ours by fingerprint, the unordered_set by string_view (transparent hash);
+//     matching), ours by fingerprint, the unordered_set by string_view (transparent hash).
+//     Ours one name at a time (lookup) and in bursts of 32 (lookupBurst: every name's
+//     fingerprints computed and its slots prefetched, then probed; ns per name);
+//   - the dataplane's path: DNS query messages (wire format) parsed (dnsParseQuestion: name
+//     decoded, lower-cased), fingerprinted and looked up in bursts of 32 as the DNS stage
+//     does (Worker::dnsPrepare), and one at a time; the unordered_set peer parses the same
+//     messages and looks up the decoded name's suffixes;
 //   - incremental add of --add names: ours is compileDns with the previous version (copy of
 //     the table + inserts, the hitless path), the unordered_set inserts in place;
 //   - false positives: misses our structure reported as hits that the unordered_set did not
@@ -31,12 +37,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
 
+#include "dataplane/stages/dns_stage.h"
 #include "rules/compile/dns_parsers.h"
 #include "rules/compiled/dns.h"
 
@@ -130,9 +138,9 @@ class InsnCounter {
 };
 
 // Median over batches of 1000 of ns per call; *insn = instructions per call over all batches
-// (-1 without perf events).
-template <class F>
-double medianNs(const std::vector<std::string>& qs, F&& f, size_t& hits, double* insn) {
+// (-1 without perf events). f(from, to) handles qs[from, to) and returns its hits.
+template <class Q, class F>
+double medianNsBatch(const std::vector<Q>& qs, F&& f, size_t& hits, double* insn) {
   std::vector<double> per;
   constexpr size_t kBatch = 1000;
   hits = 0;
@@ -142,8 +150,7 @@ double medianNs(const std::vector<std::string>& qs, F&& f, size_t& hits, double*
   for (size_t i = 0; i + kBatch <= qs.size(); i += kBatch) {
     counter.start();
     auto t0 = Clock::now();
-    size_t h = 0;
-    for (size_t j = i; j < i + kBatch; ++j) h += f(qs[j]);
+    size_t h = f(i, i + kBatch);
     auto t1 = Clock::now();
     long long in = counter.stop();
     total_insn = in < 0 || total_insn < 0 ? -1 : total_insn + in;
@@ -154,6 +161,94 @@ double medianNs(const std::vector<std::string>& qs, F&& f, size_t& hits, double*
   *insn = total_insn < 0 || calls == 0 ? -1 : double(total_insn) / double(calls);
   std::sort(per.begin(), per.end());
   return per.empty() ? 0 : per[per.size() / 2];
+}
+
+template <class Q, class F>
+double medianNs(const std::vector<Q>& qs, F&& f, size_t& hits, double* insn) {
+  return medianNsBatch(
+      qs,
+      [&](size_t from, size_t to) {
+        size_t h = 0;
+        for (size_t j = from; j < to; ++j) h += f(qs[j]);
+        return h;
+      },
+      hits, insn);
+}
+
+constexpr int kBurst = 32;  // the dataplane's burst (dp::kBurst)
+using Burst = dpu::dp::DnsBurstScratch<kBurst>;
+
+// Ours over names [from, to) in bursts of 32 (the last one shorter): fingerprints of every
+// name, then CompiledDns::lookupBurst.
+size_t oursBurst(const CompiledDns& d, const std::vector<std::string>& qs, size_t from, size_t to,
+                 Burst& b) {
+  size_t hits = 0;
+  for (size_t i = from; i < to; i += kBurst) {
+    int n = static_cast<int>(std::min<size_t>(kBurst, to - i));
+    for (int j = 0; j < n; ++j) {
+      int l = dpu::rules::dnsSuffixHashes(qs[i + j], b.hashes[j], Burst::kMaxLabels);
+      b.suffix[j] = b.hashes[j];
+      b.nlabels[j] = l < 0 ? 0 : l;
+    }
+    d.lookupBurst(b.suffix, b.nlabels, n, b.match);
+    for (int j = 0; j < n; ++j) hits += b.match[j].blocked();
+  }
+  return hits;
+}
+
+// A DNS query message (wire format) for a name: id, RD, one question (type A, class IN).
+std::vector<uint8_t> queryMessage(std::string_view name, uint16_t id) {
+  std::vector<uint8_t> m = {static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id), 1, 0, 0, 1,
+                            0, 0, 0, 0, 0, 0};
+  size_t p = 0;
+  while (p <= name.size()) {
+    size_t dot = name.find('.', p);
+    if (dot == std::string_view::npos) dot = name.size();
+    m.push_back(static_cast<uint8_t>(dot - p));
+    for (size_t k = p; k < dot; ++k) {
+      char c = name[k];
+      m.push_back(static_cast<uint8_t>(id & 1 && c >= 'a' && c <= 'z' ? c - 32 : c));  // mixed case
+    }
+    p = dot + 1;
+  }
+  m.insert(m.end(), {0, 0, 1, 0, 1});
+  return m;
+}
+
+// The DNS stage's path over messages [from, to): parse every question of a burst, fingerprint
+// its name, lookupBurst (Worker::dnsPrepare).
+size_t oursWireBurst(const CompiledDns& d, const std::vector<std::vector<uint8_t>>& ms, size_t from,
+                     size_t to, Burst& b) {
+  size_t hits = 0;
+  for (size_t i = from; i < to; i += kBurst) {
+    int n = static_cast<int>(std::min<size_t>(kBurst, to - i));
+    for (int j = 0; j < n; ++j) {
+      const auto& m = ms[i + j];
+      dpu::dp::DnsQuestion& q = b.q[j];
+      b.status[j] = dpu::dp::dnsParseQuestion(m.data(), static_cast<uint32_t>(m.size()), q);
+      b.suffix[j] = b.hashes[j];
+      b.nlabels[j] = 0;
+      if (b.status[j] == dpu::dp::DnsMsgStatus::kOk && q.name.nlabels <= Burst::kMaxLabels) {
+        q.name.suffixHashes(b.hashes[j]);
+        b.nlabels[j] = q.name.nlabels;
+      }
+    }
+    d.lookupBurst(b.suffix, b.nlabels, n, b.match);
+    for (int j = 0; j < n; ++j) hits += b.match[j].blocked();
+  }
+  return hits;
+}
+
+// The same one message at a time (parse, fingerprint, lookup).
+bool oursWireSingle(const CompiledDns& d, const std::vector<uint8_t>& m, dpu::dp::DnsQuestion& q,
+                    uint64_t* hs) {
+  if (dpu::dp::dnsParseQuestion(m.data(), static_cast<uint32_t>(m.size()), q) !=
+          dpu::dp::DnsMsgStatus::kOk ||
+      q.name.nlabels == 0) {
+    return false;
+  }
+  q.name.suffixHashes(hs);
+  return d.lookup(hs, q.name.nlabels).blocked();
 }
 
 bool oursLookup(const CompiledDns& d, std::string_view q) {
@@ -172,6 +267,8 @@ bool setLookup(const StringSet& s, std::string_view q) {
     pos = dot + 1;
   }
 }
+
+bool setWire(const StringSet& s, const std::vector<uint8_t>& m, dpu::dp::DnsQuestion& q);
 
 void run(const Options& o, size_t n) {
   NameGen gen(o.seed + n);
@@ -248,6 +345,34 @@ void run(const Options& o, size_t n) {
   double ss_hit = medianNs(hits_q, [&](const std::string& q) { return setLookup(ss, q); }, sh, &ish);
   double ours_miss = medianNs(misses, [&](const std::string& q) { return oursLookup(d, q); }, hm, &im);
   double ss_miss = medianNs(misses, [&](const std::string& q) { return setLookup(ss, q); }, sm, &ism);
+  // Bursts of 32 (ns per name), interleaved with the single lookups' peers above.
+  auto burst = std::make_unique<Burst>();
+  size_t bh = 0, bm = 0;
+  double ibh, ibm;
+  double burst_hit = medianNsBatch(
+      hits_q, [&](size_t a, size_t e) { return oursBurst(d, hits_q, a, e, *burst); }, bh, &ibh);
+  double burst_miss = medianNsBatch(
+      misses, [&](size_t a, size_t e) { return oursBurst(d, misses, a, e, *burst); }, bm, &ibm);
+  // The dataplane's path from DNS query messages.
+  std::vector<std::vector<uint8_t>> wire_hits, wire_misses;
+  for (size_t i = 0; i < hits_q.size(); ++i) wire_hits.push_back(queryMessage(hits_q[i], uint16_t(i)));
+  for (size_t i = 0; i < misses.size(); ++i) wire_misses.push_back(queryMessage(misses[i], uint16_t(i)));
+  auto q1 = std::make_unique<dpu::dp::DnsQuestion>();
+  uint64_t hs1[dpu::dp::kDnsMaxNameLabels];
+  size_t wbh = 0, wbm = 0, wsh = 0, wsm = 0, ssh2 = 0, ssm2 = 0;
+  double i1, i2, i3, i4, i5, i6;
+  double wb_hit = medianNsBatch(
+      wire_hits, [&](size_t a, size_t e) { return oursWireBurst(d, wire_hits, a, e, *burst); }, wbh, &i1);
+  double ws_hit = medianNs(
+      wire_hits, [&](const std::vector<uint8_t>& m) { return oursWireSingle(d, m, *q1, hs1); }, wsh, &i2);
+  double wss_hit = medianNs(
+      wire_hits, [&](const std::vector<uint8_t>& m) { return setWire(ss, m, *q1); }, ssh2, &i3);
+  double wb_miss = medianNsBatch(
+      wire_misses, [&](size_t a, size_t e) { return oursWireBurst(d, wire_misses, a, e, *burst); }, wbm, &i4);
+  double ws_miss = medianNs(
+      wire_misses, [&](const std::vector<uint8_t>& m) { return oursWireSingle(d, m, *q1, hs1); }, wsm, &i5);
+  double wss_miss = medianNs(
+      wire_misses, [&](const std::vector<uint8_t>& m) { return setWire(ss, m, *q1); }, ssm2, &i6);
 
   // Incremental add.
   DnsModel m2 = m;
@@ -268,6 +393,19 @@ void run(const Options& o, size_t n) {
   printf("%-34s %14.1f %18.1f %8.2f\n", "load from file (ms)", ours_load, ss_load, ss_load / ours_load);
   printf("%-34s %14.1f %18.1f %8.2f\n", "lookup hit, median ns", ours_hit, ss_hit, ss_hit / ours_hit);
   printf("%-34s %14.1f %18.1f %8.2f\n", "lookup miss, median ns", ours_miss, ss_miss, ss_miss / ours_miss);
+  printf("%-34s %14.1f %18.1f %8.2f\n", "lookup hit, burst of 32, ns/name", burst_hit, ss_hit, ss_hit / burst_hit);
+  printf("%-34s %14.1f %18.1f %8.2f\n", "lookup miss, burst of 32, ns/name", burst_miss, ss_miss, ss_miss / burst_miss);
+  printf("%-34s %14.2f %18s %8s\n", "  burst speed-up hit (single/burst)", ours_hit / burst_hit, "", "");
+  printf("%-34s %14.2f %18s %8s\n", "  burst speed-up miss", ours_miss / burst_miss, "", "");
+  printf("dataplane path (DNS query message: parse + lower-case + fingerprint + lookup):\n");
+  printf("%-34s %14.1f %18.1f %8.2f\n", "query hit, single, median ns", ws_hit, wss_hit, wss_hit / ws_hit);
+  printf("%-34s %14.1f %18.1f %8.2f\n", "query hit, burst of 32, ns/query", wb_hit, wss_hit, wss_hit / wb_hit);
+  printf("%-34s %14.1f %18.1f %8.2f\n", "query miss, single, median ns", ws_miss, wss_miss, wss_miss / ws_miss);
+  printf("%-34s %14.1f %18.1f %8.2f\n", "query miss, burst of 32, ns/query", wb_miss, wss_miss, wss_miss / wb_miss);
+  if (bh != hh || bm != hm || wbh != hh || wbm != hm || wsh != hh || wsm != hm || ssh2 != sh || ssm2 != sm) {
+    printf("RESULTS DIFFER: burst %zu/%zu, wire burst %zu/%zu, wire single %zu/%zu, single %zu/%zu, "
+           "set wire %zu/%zu, set %zu/%zu\n", bh, bm, wbh, wbm, wsh, wsm, hh, hm, ssh2, ssm2, sh, sm);
+  }
   if (ih >= 0 && im >= 0) {
     printf("%-34s %14.1f %18.1f %8.2f\n", "lookup hit, instructions", ih, ish, ish / ih);
     printf("%-34s %14.1f %18.1f %8.2f\n", "lookup miss, instructions", im, ism, ism / im);
@@ -292,6 +430,15 @@ void run(const Options& o, size_t n) {
     fclose(f);
   }
   unlink(path.c_str());
+}
+
+bool setWire(const StringSet& s, const std::vector<uint8_t>& m, dpu::dp::DnsQuestion& q) {
+  if (dpu::dp::dnsParseQuestion(m.data(), static_cast<uint32_t>(m.size()), q) !=
+          dpu::dp::DnsMsgStatus::kOk ||
+      q.name.nlabels == 0) {
+    return false;
+  }
+  return setLookup(s, std::string_view(q.name.text, q.name.text_len));
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ const char* dnsCounterName(int c) {
     case kDnsTcpUnsynced: return "tcp_unsynced";
     case kDnsTcpClosed: return "tcp_closed";
     case kDnsResetsSent: return "resets_sent";
+    case kDnsTcpRespOverflow: return "tcp_response_overflow";
+    case kDnsTcpNoBuffer: return "tcp_no_buffer";
     default: return "unknown";
   }
 }

@@ -29,6 +29,8 @@ enum DnsCounter : uint8_t {
   kDnsTcpUnsynced,        // TCP segments passed unread (out of order, stream lost)
   kDnsTcpClosed,          // TCP connections the appliance closed after answering
   kDnsResetsSent,         // TCP RSTs sent to servers of those connections
+  kDnsTcpRespOverflow,    // TCP responses split across segments too long to reassemble
+  kDnsTcpNoBuffer,        // TCP responses split across segments with no free buffer
   kDnsCounterCount
 };
 const char* dnsCounterName(int c);

@@ -1,6 +1,12 @@
 // DNS filtering on the packet path (Worker members; the decisions are in
 // dataplane/stages/dns_stage.h).
 //
+// Per burst segment, dnsPrepare parses the question of every UDP DNS message first, computes
+// its name's suffix fingerprints and looks them all up at once (CompiledDns::lookupBurst:
+// filter words, then table slots prefetched for the whole burst, then probed), so the cache
+// misses of the burst's queries overlap; dnsUdp then judges each packet with its question
+// and match (a name of more than 16 labels is looked up on its own there).
+//
 // UDP (port 53 and dns.extra_ports, either direction): one message per datagram. A blocked
 // query is dropped and answered back out of its ingress port (addresses, ports and MACs
 // swapped); a resolver response whose CNAME chain reaches a blocked name is dropped and an
@@ -16,9 +22,12 @@
 // a RST (it saw a partial stream) and every later packet of the connection is dropped
 // (dns_tcp_closed). Out-of-order segments make the stream unreadable: the connection is then
 // passed unread (counted tcp_unsynced), and so is a connection picked up mid-stream.
-// Responses (server -> client bytes, followed the same way, each whole message judged when it
-// is all in one segment, else its first 300 bytes) are inspected for CNAME cloaking: a cloaked
-// response's segment is dropped, the client gets NXDOMAIN in its place (same sequence
+// Responses (server -> client bytes, followed the same way; a message split across segments is
+// reassembled whole in a per-worker pool of 64 buffers of 4 KB, allocated at create, and
+// judged when its last byte arrives; one longer than 4094 bytes, or one that finds no free
+// buffer, is counted (tcp_response_overflow / tcp_no_buffer) and handled by dns.malformed:
+// forward passes it unread, drop drops the segment and closes the connection) are inspected
+// for CNAME cloaking: a cloaked response's segment is dropped, the client gets NXDOMAIN in its place (same sequence
 // numbers, FIN; SERVFAIL for the other responses of the segment), the server a RST, and the
 // connection is closed; when the client already got the start of a message of that segment,
 // it gets a RST instead of the answer.
@@ -49,17 +58,55 @@ void Worker::dnsInit() {
   dns_heads_.reset(new uint8_t[kDnsHeadSlots * kDnsHeadBytes]);
   for (uint32_t k = 0; k < kDnsHeadSlots; ++k) dns_free_heads_[k] = static_cast<uint8_t>(k + 1);
   dns_nfree_heads_ = kDnsHeadSlots;
+  dns_resps_.reset(new uint8_t[size_t(kDnsRespSlots) * kDnsRespBytes]);
+  for (uint32_t k = 0; k < kDnsRespSlots; ++k) dns_free_resps_[k] = static_cast<uint8_t>(k + 1);
+  dns_nfree_resps_ = kDnsRespSlots;
+  dns_burst_ = std::make_unique<DnsBurstScratch<kBurst>>();
+  std::fill(std::begin(dns_burst_->slot), std::end(dns_burst_->slot), int8_t{-1});
   dns_scratch_ = std::make_unique<DnsScratch>();
-  dns_buf_.reset(new uint8_t[kDnsBufBytes]);
+  // Answers, then the copy of a reassembled TCP response being judged.
+  dns_buf_.reset(new uint8_t[kDnsBufBytes + kDnsRespBytes]);
 }
 
 void Worker::dnsReleaseFlow(int32_t pos) {
   if (pos < 0 || !dns_tcp_) return;
   for (int d = 0; d < 2; ++d) {
     DnsTcpFlow& f = dns_tcp_[size_t(pos) * 2 + d];
-    dnsTcpRelease(f);
+    dnsTcpRelease(f, d == 1);
     f = DnsTcpFlow{};
   }
+}
+
+void Worker::dnsPrepare(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to,
+                        const rules::CompiledDns& dns) {
+  DnsBurstScratch<kBurst>& bs = *dns_burst_;
+  int n = 0;
+  for (uint16_t i = from; i < to; ++i) {
+    bs.slot[i] = -1;
+    const PacketMeta& pm = b.meta[i];
+    // Exactly the packets dnsStage hands to dnsUdp.
+    if (b.v[i].verdict != Verdict::kForward || !pm.has_l4 || pm.is_fragment ||
+        pm.l4_proto != 17 || pm.payload_len == 0 ||
+        (!dns.isDnsPort(pm.dport) && !dns.isDnsPort(pm.sport))) {
+      continue;
+    }
+    const rte_mbuf* m = pkts[i];
+    const uint8_t* msg = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
+    uint32_t len = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
+    DnsQuestion& q = bs.q[n];
+    bs.status[n] = dnsParseQuestion(msg, len, q);
+    bs.slot[i] = static_cast<int8_t>(n);
+    if (bs.status[n] == DnsMsgStatus::kOk && q.name.nlabels <= bs.kMaxLabels) {
+      q.name.suffixHashes(bs.hashes[n]);
+      bs.suffix[n] = bs.hashes[n];
+      bs.nlabels[n] = q.name.nlabels;
+    } else {
+      bs.suffix[n] = bs.hashes[n];
+      bs.nlabels[n] = 0;  // no lookup here (not parsed, or a long name: dnsUdp looks it up)
+    }
+    ++n;
+  }
+  if (n) dns.lookupBurst(bs.suffix, bs.nlabels, n, bs.match);
 }
 
 void Worker::dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
@@ -79,7 +126,7 @@ void Worker::dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDn
 bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, const PacketMeta& pm,
                         uint8_t in_side, uint64_t t) {
   c_->dns[kDnsMessages].add();
-  c_->dns[d.status == DnsMsgStatus::kOk && dns_scratch_->q.isResponse() ? kDnsResponses : kDnsQueries].add();
+  c_->dns[d.status == DnsMsgStatus::kOk && d.response ? kDnsResponses : kDnsQueries].add();
   switch (d.outcome) {
     case DnsOutcome::kNotInspected:
       c_->dns[kDnsNotInspected].add();
@@ -166,7 +213,16 @@ void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   const uint8_t* msg = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
   uint32_t len = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
   uint8_t* answer = dns_buf_.get();
-  DnsDecision d = dnsJudge(dns, msg, len, *dns_scratch_, answer, kAnswerCap);
+  const DnsBurstScratch<kBurst>& bs = *dns_burst_;
+  const int sl = bs.slot[i];  // prepared by dnsPrepare (always, from ruleStages)
+  DnsDecision d;
+  if (sl >= 0) {
+    const bool looked_up = bs.nlabels[sl] > 0;
+    d = dnsJudgeQuestion(dns, msg, len, bs.status[sl], bs.q[sl], looked_up ? &bs.match[sl] : nullptr,
+                         *dns_scratch_, answer, kAnswerCap);
+  } else {
+    d = dnsJudge(dns, msg, len, *dns_scratch_, answer, kAnswerCap);
+  }
   PacketVerdict& v = b.v[i];
   if (!dnsAccount(d, dns, pm, v.in_side, b.ts[i])) return;
   v.verdict = Verdict::kDrop;
@@ -183,10 +239,34 @@ void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   if (d.outcome == DnsOutcome::kAnswered) dnsSend(m, pm, v.in_side, d.onward, answer, d.answer_len, false);
 }
 
-void Worker::dnsTcpRelease(DnsTcpFlow& f) {
-  if (f.head_slot) dns_free_heads_[dns_nfree_heads_++] = f.head_slot;
+void Worker::dnsTcpRelease(DnsTcpFlow& f, bool resp) {
+  if (f.head_slot) {
+    if (resp) {
+      dns_free_resps_[dns_nfree_resps_++] = f.head_slot;
+    } else {
+      dns_free_heads_[dns_nfree_heads_++] = f.head_slot;
+    }
+  }
   f.head_slot = 0;
   f.head_have = 0;
+}
+
+bool Worker::dnsTcpUnread(DnsTcpFlow& f, uint32_t msg_len, DnsCounter why,
+                          const rules::CompiledDns& dns, bool& malformed_drop) {
+  // A response that cannot be read whole: counted as malformed, the dns.malformed policy
+  // decides (forward: skipped, the stream still followed; drop: the segment is dropped and
+  // the connection closed).
+  c_->dns[why].add();
+  c_->dns[kDnsMessages].add();
+  c_->dns[kDnsResponses].add();
+  c_->dns[kDnsMalformed].add();
+  if (dns.malformed == rules::Policy::kForward) {
+    c_->dns[kDnsMalformedForwarded].add();
+    f.msg_left = static_cast<uint16_t>(msg_len);
+    return false;
+  }
+  malformed_drop = true;
+  return true;
 }
 
 void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
@@ -230,7 +310,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
     // A retransmission of bytes already judged passes; anything else loses the stream.
     if (seqLt(pm.tcp_seq, f.next_seq) && !seqLt(f.next_seq, pm.tcp_seq + n)) return;
     c_->dns[kDnsTcpUnsynced].add();
-    dnsTcpRelease(f);
+    dnsTcpRelease(f, resp);
     f.state = 2;
     return;
   }
@@ -255,35 +335,56 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
       off += k;
       continue;
     }
-    // Assemble the length and the head: straight from the segment when it is all there,
-    // else in a head buffer.
+    // Assemble the length and the head (queries) or the whole message (responses): straight
+    // from the segment when it is all there, else in a buffer of the flow.
     const uint8_t* head;
     uint32_t msg_len, head_len;
+    const uint32_t cap = resp ? kDnsRespBytes : kDnsHeadBytes;
     if (f.head_have == 0 && n - off >= 2) {
       msg_len = static_cast<uint32_t>(p[off] << 8 | p[off + 1]);
-      head_len = n - off - 2 >= msg_len ? msg_len : std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
+      head_len = n - off - 2 >= msg_len ? msg_len : std::min<uint32_t>(msg_len, cap - 2);
       if (n - off - 2 >= head_len) {
         head = p + off + 2;
         off += 2 + head_len;
         f.msg_left = static_cast<uint16_t>(msg_len - head_len);
         goto judge;
       }
+      if (resp && msg_len > cap - 2) {
+        off += 2;
+        if (dnsTcpUnread(f, msg_len, kDnsTcpRespOverflow, dns, malformed_drop)) break;
+        continue;
+      }
     }
     {
       if (!f.head_slot) {
-        if (dns_nfree_heads_ == 0) {
+        uint8_t* free_list = resp ? dns_free_resps_ : dns_free_heads_;
+        uint32_t& nfree = resp ? dns_nfree_resps_ : dns_nfree_heads_;
+        if (nfree == 0) {
+          if (resp) {
+            // No buffer for this response: its length is read (from the segment or over the
+            // next ones, without a buffer) only to skip it.
+            if (n - off < 2) {
+              c_->dns[kDnsTcpUnsynced].add();
+              f.state = 2;
+              return;
+            }
+            msg_len = static_cast<uint32_t>(p[off] << 8 | p[off + 1]);
+            off += 2;
+            if (dnsTcpUnread(f, msg_len, kDnsTcpNoBuffer, dns, malformed_drop)) break;
+            continue;
+          }
           c_->dns[kDnsTcpUnsynced].add();
           f.state = 2;
           return;
         }
-        f.head_slot = dns_free_heads_[--dns_nfree_heads_];
+        f.head_slot = free_list[--nfree];
       }
-      uint8_t* hb = dns_heads_.get() + (f.head_slot - 1) * kDnsHeadBytes;
-      // The length first, then the head.
+      uint8_t* hb = (resp ? dns_resps_.get() : dns_heads_.get()) + size_t(f.head_slot - 1) * cap;
+      // The length first, then the head (the whole response).
       uint32_t want = 2;
       if (f.head_have >= 2) {
         msg_len = static_cast<uint32_t>(hb[0] << 8 | hb[1]);
-        want = 2 + std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
+        want = 2 + std::min<uint32_t>(msg_len, cap - 2);
       }
       uint32_t k = std::min<uint32_t>(want - f.head_have, n - off);
       std::memcpy(hb + f.head_have, p + off, k);
@@ -291,12 +392,19 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
       off += k;
       if (f.head_have < 2) continue;
       msg_len = static_cast<uint32_t>(hb[0] << 8 | hb[1]);
-      head_len = std::min<uint32_t>(msg_len, kDnsHeadBytes - 2);
+      if (resp && msg_len > cap - 2) {
+        // Too long to reassemble (only its length is buffered so far).
+        dnsTcpRelease(f, resp);
+        if (dnsTcpUnread(f, msg_len, kDnsTcpRespOverflow, dns, malformed_drop)) break;
+        continue;
+      }
+      head_len = std::min<uint32_t>(msg_len, cap - 2);
       if (f.head_have < 2 + head_len) continue;
       // Complete: judge from a copy (the slot goes back to the pool now).
-      std::memcpy(answers + kDnsBufBytes - kDnsHeadBytes, hb + 2, head_len);
-      head = answers + kDnsBufBytes - kDnsHeadBytes;
-      dnsTcpRelease(f);
+      uint8_t* copy = resp ? answers + kDnsBufBytes : answers + kDnsBufBytes - kDnsHeadBytes;
+      std::memcpy(copy, hb + 2, head_len);
+      head = copy;
+      dnsTcpRelease(f, resp);
       f.msg_left = static_cast<uint16_t>(msg_len - head_len);
     }
   judge:

@@ -19,6 +19,7 @@ void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
   const rules::CompiledDns* dns = snap_ ? snap_->dns.get() : nullptr;  // DNS filtering
   uint64_t t = rte_rdtsc();
   if (dns) {
+    dnsPrepare(pkts, b, from, to, *dns);  // the segment's UDP questions, looked up as a burst
     for (uint16_t i = from; i < to; ++i) {
       if (b.v[i].verdict == Verdict::kForward) dnsStage(pkts[i], i, b, *dns);
     }

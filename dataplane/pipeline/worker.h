@@ -146,6 +146,10 @@ class Worker {
   // --- DNS filtering (dns_path.cc) ---
   // Allocates the per-flow TCP stream state (sized to the flow table, once at create).
   void dnsInit();
+  // The UDP DNS messages of packets [from, to): questions parsed and names looked up as one
+  // burst (dns_burst_), read back by dnsUdp.
+  void dnsPrepare(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to,
+                  const rules::CompiledDns& dns);
   // Judges packet i (UDP / TCP to or from a DNS port) and sets its verdict when it blocks.
   void dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns);
   void dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns);
@@ -221,21 +225,36 @@ class Worker {
   // --- DNS filtering ---
   // Per-flow DNS-over-TCP stream state, by flow position: [2 * pos] client -> server bytes
   // (its state 3 = the connection closed by us), [2 * pos + 1] server -> client (cloaking);
-  // and a small per-worker pool of buffers for message heads split across segments.
+  // and per-worker pools (allocated at create) of buffers for messages split across
+  // segments: query heads (kDnsHeadBytes) and whole responses (kDnsRespBytes).
   struct DnsTcpFlow {
     uint32_t next_seq;   // the sender's next stream byte
     uint16_t msg_left;   // bytes of the current message still to pass (head judged)
-    uint16_t head_have;  // bytes of length prefix + head buffered in head_slot
+    uint16_t head_have;  // bytes of length prefix + message buffered in head_slot
     uint8_t state;       // 0 none, 1 in sync, 2 out of sync (passed unread), 3 closed by us
-    uint8_t head_slot;   // 1 + index into dns_heads_, 0 = none
+    uint8_t head_slot;   // 1 + index into dns_heads_ (client -> server) or dns_resps_
+                         // (server -> client), 0 = none
   };
-  void dnsTcpRelease(DnsTcpFlow& f);  // gives its head buffer back
+  void dnsTcpRelease(DnsTcpFlow& f, bool resp);  // gives its buffer back
+  // A response of msg_len bytes that cannot be reassembled (`why`): the malformed policy;
+  // forward skips it (false), drop sets malformed_drop (true: stop reading the segment).
+  bool dnsTcpUnread(DnsTcpFlow& f, uint32_t msg_len, DnsCounter why,
+                    const rules::CompiledDns& dns, bool& malformed_drop);
   static constexpr uint32_t kDnsHeadBytes = 2 + 300;  // length + header + question (<= 271)
   static constexpr uint32_t kDnsHeadSlots = 255;
+  // A response split across segments is reassembled whole (length + message) to be read for
+  // CNAME cloaking; a longer one (dns_tcp_response_overflow) or one that finds no free
+  // buffer (dns_tcp_no_buffer) is handled by the dns.malformed policy.
+  static constexpr uint32_t kDnsRespBytes = 2 + 4094;
+  static constexpr uint32_t kDnsRespSlots = 64;
   std::unique_ptr<DnsTcpFlow[]> dns_tcp_;
   std::unique_ptr<uint8_t[]> dns_heads_;      // kDnsHeadSlots * kDnsHeadBytes
   uint8_t dns_free_heads_[kDnsHeadSlots];
   uint32_t dns_nfree_heads_ = 0;
+  std::unique_ptr<uint8_t[]> dns_resps_;      // kDnsRespSlots * kDnsRespBytes
+  uint8_t dns_free_resps_[kDnsRespSlots];
+  uint32_t dns_nfree_resps_ = 0;
+  std::unique_ptr<DnsBurstScratch<kBurst>> dns_burst_;
   std::unique_ptr<DnsScratch> dns_scratch_;
   std::unique_ptr<uint8_t[]> dns_buf_;        // answers and TCP stream payloads (8 KB)
   FlowTimeouts timeouts_;

@@ -48,7 +48,7 @@ struct DnsName {
   void suffixHashes(uint64_t* out) const {
     uint64_t h = rules::kDnsHashSeed;
     for (int k = nlabels - 1; k >= 0; --k) {
-      h = rules::dnsLabelStep(h, text + off[k], len[k]);
+      h = rules::dnsLabelStep(h, text + off[k], len[k], sizeof(text) - off[k]);
       out[k] = h;
     }
   }

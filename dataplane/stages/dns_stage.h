@@ -32,6 +32,7 @@ struct DnsDecision {
   rules::DnsLookup match;        // the list and action that decided (blocks and allows)
   bool cloaked = false;          // a response blocked for a CNAME target
   bool onward = false;           // the answer goes on to the destination (cloaking)
+  bool response = false;         // the question parsed and QR set
   uint16_t answer_len = 0;       // bytes written to the caller's answer buffer
   const DnsName* name = nullptr; // the name that matched (query name or CNAME target)
 };
@@ -41,6 +42,21 @@ struct DnsScratch {
   DnsQuestion q;
   DnsName target;
   uint64_t suffix[kDnsMaxNameLabels];
+};
+
+// The DNS messages of one burst segment (UDP datagrams): questions parsed and names looked
+// up together (rules::CompiledDns::lookupBurst), so the table's cache misses overlap across
+// the burst; then each packet is judged with its question and match (dnsJudgeQuestion).
+template <int kMax>
+struct DnsBurstScratch {
+  static constexpr int kMaxLabels = 16;  // a name with more labels is looked up on its own
+  int8_t slot[kMax];                     // by burst position: the slot, -1 = not prepared
+  DnsMsgStatus status[kMax];
+  rules::DnsLookup match[kMax];
+  const uint64_t* suffix[kMax];
+  int nlabels[kMax];
+  uint64_t hashes[kMax][kMaxLabels];
+  DnsQuestion q[kMax];
 };
 
 inline rules::DnsLookup dnsMatchName(const rules::CompiledDns& dns, const DnsName& n,
@@ -92,10 +108,15 @@ inline uint16_t dnsAnswerFor(const rules::CompiledDns& dns, const rules::Compile
   return dnsWriteAnswer(msg, q, a, out, cap);
 }
 
-inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, uint32_t len,
-                            DnsScratch& s, uint8_t* answer, uint32_t cap) {
+// Judges a message whose question was parsed into `q` (status `st`); `pre` is the question
+// name's match when it was looked up already (a burst), else it is looked up here. `s`
+// holds the CNAME targets and their fingerprints.
+inline DnsDecision dnsJudgeQuestion(const rules::CompiledDns& dns, const uint8_t* msg,
+                                    uint32_t len, DnsMsgStatus st, const DnsQuestion& q,
+                                    const rules::DnsLookup* pre, DnsScratch& s, uint8_t* answer,
+                                    uint32_t cap) {
   DnsDecision d;
-  d.status = dnsParseQuestion(msg, len, s.q);
+  d.status = st;
   if (d.status == DnsMsgStatus::kNotInspected) {
     d.outcome = DnsOutcome::kNotInspected;
     return d;
@@ -104,16 +125,17 @@ inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, u
     d.outcome = DnsOutcome::kMalformed;
     return d;
   }
-  rules::DnsLookup m = dnsMatchName(dns, s.q.name, s.suffix);
+  d.response = q.isResponse();
+  rules::DnsLookup m = pre ? *pre : dnsMatchName(dns, q.name, s.suffix);
   d.match = m;
-  d.name = &s.q.name;
-  if (!s.q.isResponse()) {
+  d.name = &q.name;
+  if (!q.isResponse()) {
     if (!m.blocked()) return d;
     if (m.action == rules::DnsAction::kDrop) {
       d.outcome = DnsOutcome::kDropped;
       return d;
     }
-    d.answer_len = dnsAnswerFor(dns, *dns.lists[m.list], m.action, msg, s.q, answer, cap);
+    d.answer_len = dnsAnswerFor(dns, *dns.lists[m.list], m.action, msg, q, answer, cap);
     d.outcome = d.answer_len ? DnsOutcome::kAnswered : DnsOutcome::kDropped;
     return d;
   }
@@ -121,7 +143,7 @@ inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, u
   if (!dns.cname_cloaking || (m.list >= 0 && !m.blocked())) return d;
   bool stopped = false;
   rules::DnsLookup hit;
-  d.status = dnsScanCnames(msg, len, s.q, s.target, stopped, [&](const DnsName& t) {
+  d.status = dnsScanCnames(msg, len, q, s.target, stopped, [&](const DnsName& t) {
     hit = dnsMatchName(dns, t, s.suffix);
     return hit.blocked();
   });
@@ -134,7 +156,7 @@ inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, u
       // The question itself is on a block list (a query that passed before the list
       // changed, or one this appliance did not see): blocked too.
       hit = m;
-      s.target = s.q.name;
+      s.target = q.name;
     } else {
       return d;
     }
@@ -150,9 +172,16 @@ inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, u
   DnsAnswerSpec a;
   a.rcode = 3;
   dnsAddSoa(dns, *dns.lists[hit.list], a);
-  d.answer_len = dnsWriteAnswer(msg, s.q, a, answer, cap);
+  d.answer_len = dnsWriteAnswer(msg, q, a, answer, cap);
   d.outcome = d.answer_len ? DnsOutcome::kAnswered : DnsOutcome::kDropped;
   return d;
+}
+
+// Parses the message's question into s.q and judges it.
+inline DnsDecision dnsJudge(const rules::CompiledDns& dns, const uint8_t* msg, uint32_t len,
+                            DnsScratch& s, uint8_t* answer, uint32_t cap) {
+  DnsMsgStatus st = dnsParseQuestion(msg, len, s.q);
+  return dnsJudgeQuestion(dns, msg, len, st, s.q, nullptr, s, answer, cap);
 }
 
 }  // namespace dpu::dp

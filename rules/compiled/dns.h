@@ -75,12 +75,43 @@ class CompiledDns {
     return false;
   }
 
-  // `suffix` holds the fingerprints of the name's n suffixes (dnsSuffixHashes).
+  // `suffix` holds the fingerprints of the name's n suffixes (dnsSuffixHashes): their filter
+  // words and the home slots the filters let through are prefetched, then probed.
   DnsLookup lookup(const uint64_t* suffix, int n) const {
-    DnsLookup best;
+    prefetch(suffix, n);
+    return probe(suffix, n);
+  }
+
+  // A burst of names (the dataplane's DNS stage: every query of a burst segment): the home
+  // slots of every suffix of every name are prefetched first, then each name is probed, so
+  // the cache misses of all the names overlap instead of 3-4 at a time. out[i] is exactly
+  // lookup(suffix[i], n[i]).
+  void lookupBurst(const uint64_t* const* suffix, const int* n, int count, DnsLookup* out) const {
+    for (int i = 0; i < count; ++i) prefetchFilters(suffix[i], n[i]);
+    for (int i = 0; i < count; ++i) prefetchSlots(suffix[i], n[i]);
+    for (int i = 0; i < count; ++i) out[i] = probe(suffix[i], n[i]);
+  }
+
+  // Prefetch, step 1: the filter words of every suffix in every list (DnsNameSet).
+  void prefetchFilters(const uint64_t* suffix, int n) const {
     for (const auto& lp : lists) {
-      for (int k = 0; k < n; ++k) lp->set.prefetch(suffix[k]);
+      for (int k = 0; k < n; ++k) lp->set.prefetchFilter(suffix[k]);
     }
+  }
+  // Step 2: the table slots of the suffixes the filters let through.
+  void prefetchSlots(const uint64_t* suffix, int n) const {
+    for (const auto& lp : lists) {
+      for (int k = 0; k < n; ++k) lp->set.prefetchSlot(suffix[k]);
+    }
+  }
+  void prefetch(const uint64_t* suffix, int n) const {
+    prefetchFilters(suffix, n);
+    prefetchSlots(suffix, n);
+  }
+
+  // The match of a name whose slots were prefetched (or not: then each probe waits).
+  DnsLookup probe(const uint64_t* suffix, int n) const {
+    DnsLookup best;
     for (size_t li = 0; li < lists.size(); ++li) {
       const CompiledDnsList& l = *lists[li];
       for (int k = 0; k < n; ++k) {

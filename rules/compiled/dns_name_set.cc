@@ -35,8 +35,11 @@ void DnsNameSet::rehash(size_t capacity) {
   keys_.assign(capacity, 0);
   mask_ = capacity - 1;
   shift_ = 64 - std::countr_zero(capacity);
+  filter_.assign(capacity / 16, 0);  // capacity >= 16
+  fmask_ = filter_.size() - 1;
   for (uint64_t k : old_keys) {
     if (k == 0) continue;
+    filterAdd(k);
     uint64_t i = home(k);
     while (keys_[i] != 0) i = (i + 1) & mask_;
     keys_[i] = k;
@@ -51,6 +54,7 @@ bool DnsNameSet::add(uint64_t h, uint8_t bits) {
   while (keys_[i] != 0 && (keys_[i] & kTagMask) != tag) i = (i + 1) & mask_;
   if (keys_[i] == 0) {
     keys_[i] = tag | bits;
+    filterAdd(tag);
     ++size_;
     return true;
   }

@@ -2091,7 +2091,12 @@ first part is forwarded, the second dropped and answered (and the server reset).
 t3: CNAME cloaking over TCP: the server's answer to a clean query has a CNAME to a blocked name:
 dropped, the client gets NXDOMAIN (with the SOA) in its place, the server a RST.
 t4: the same for an answer split in two segments: the first reached the client, so the
-client gets a RST instead of an answer.""")
+client gets a RST instead of an answer.
+t5: a 910-byte answer split over three segments whose CNAME chain reaches pixel.ads.example
+(blocked) past byte 300: reassembled whole and read; the first two segments reached the
+client, so the third is dropped, the client and the server get a RST.
+t6: a clean 730-byte answer split over two segments: reassembled, read, forwarded whole (tshark
+decodes it from the output, DNS_ANSWERS).""")
     a4, r4 = "10.1.0.10", "10.2.0.53"
     def framed(m):
         return struct.pack("!H", len(m)) + m
@@ -2136,6 +2141,34 @@ client gets a RST instead of an answer.""")
     t4.s("PA", "D dns_cloaked t4",
          "t4: the rest: CNAME chain reaches x.ads.example; the client already has the start of "
          "the message, so it gets a RST (no answer), the server a RST", data=cl[20:])
+    # Responses over 300 bytes split across segments: reassembled whole (per-flow buffer).
+    chain5 = [f"edge-{k}-{'x' * 40}.cdn{k}.example" for k in range(1, 7)] + ["pixel.ads.example"]
+    long5 = framed(dns_resp("news.example", chain5, 0x0603))
+    assert len(long5) > 900 and long5.find(b"\x05pixel") > 302, len(long5)
+    t5 = Tcp(c, eth_a, eth_b, lambda: IP(src=a4, dst=r4), lambda: IP(src=r4, dst=a4),
+             42005, 53, "t5", side_c="A", side_s="B")
+    t5.handshake("to :53")
+    t5.c("PA", "F t5", "t5: query news.example (clean)", data=framed(dns_q("news.example", ident=0x0603)))
+    t5.s("PA", "F t5", f"t5: answer ({len(long5)} bytes with its length), bytes 0..149: buffered, forwarded",
+         data=long5[:150])
+    t5.s("PA", "F t5", "t5: bytes 150..319 (the first 300 bytes hold no blocked name): forwarded",
+         data=long5[150:320])
+    t5.s("PA", "D dns_cloaked t5",
+         "t5: the rest: the whole answer's CNAME chain reaches pixel.ads.example: dropped; the "
+         "client has the start of the message, so it gets a RST, the server a RST",
+         data=long5[320:])
+    t5.c("A", "D dns_tcp_closed t5", "t5: the client's ACK: connection closed by the appliance")
+    chain6 = [f"edge-{k}-{'y' * 40}.cdn{k}.example" for k in range(1, 6)]
+    long6 = framed(dns_resp("video.example", chain6, 0x0604, addr="192.0.2.20"))
+    assert len(long6) > 400, len(long6)
+    t6 = Tcp(c, eth_a, eth_b, lambda: IP(src=a4, dst=r4), lambda: IP(src=r4, dst=a4),
+             42006, 53, "t6", side_c="A", side_s="B")
+    t6.handshake("to :53")
+    t6.c("PA", "F t6", "t6: query video.example (clean)", data=framed(dns_q("video.example", ident=0x0604)))
+    t6.s("PA", "F t6", "t6: clean answer, first 200 bytes", data=long6[:200])
+    t6.s("PA", "F t6", f"t6: the rest ({len(long6) - 200} bytes): read whole, clean, forwarded",
+         data=long6[200:])
+    t6.c("A", "F t6", "t6: client ACK")
     return c
 
 

@@ -1,11 +1,16 @@
 // DNS filtering through the real worker path (Harness): UDP queries by action with the exact
 // answer frames, allow-wins, extra ports, CNAME cloaking, malformed policy, TCP (one message
-// per segment, several per segment, split across segments), block events, per-list
-// counters carried across a reload.
+// per segment, several per segment, split across segments; responses over 300 bytes split
+// across segments reassembled, too long ones and a full buffer pool by the malformed policy),
+// a burst of UDP queries judged like single ones, block events, per-list counters carried
+// across a reload.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dataplane/api/dataplane.h"
@@ -296,6 +301,167 @@ TEST(DnsPipeline, TcpBlockedAmongOthersGetsServfailForTheRest) {
   EXPECT_EQ(dnsGet16(p2 + 2), 8);
   EXPECT_EQ(p2[2 + 3] & 0xf, 3);  // NXDOMAIN
   EXPECT_EQ(a.payload_len, 2u + l1 + 2u + dnsGet16(p2));
+}
+
+// A response longer than 300 bytes whose CNAME chain reaches a blocked name past byte 300,
+// split over three segments: reassembled, read whole, the last segment dropped (the client
+// got the first two: a RST each way, no answer).
+TEST(DnsPipeline, TcpSplitLongResponseReassembled) {
+  Harness h(snapWith(model()));
+  handshake(h, 42003);
+  auto q = framed(test::dnsQuery("news.example", kTypeA, 9));
+  h.send(0, tcpSeg(42003, kTcpAck | kTcpPsh, 1000, 5000, q));
+  std::vector<std::string> chain;
+  for (int k = 0; k < 6; ++k) chain.push_back("edge" + std::to_string(k) + "-" + std::string(40, 'x') + ".cdn.net");
+  chain.push_back("pixel.ads.example");
+  auto r = framed(test::dnsCnameResponse("news.example", chain, 9));
+  ASSERT_GT(r.size(), 400u);
+  const uint32_t ack = 1000 + static_cast<uint32_t>(q.size());
+  std::vector<uint8_t> r1(r.begin(), r.begin() + 150), r2(r.begin() + 150, r.begin() + 320),
+      r3(r.begin() + 320, r.end());
+  h.send(1, tcpSeg(42003, kTcpAck | kTcpPsh, 5000, ack, r1, false));
+  h.send(1, tcpSeg(42003, kTcpAck | kTcpPsh, 5150, ack, r2, false));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 1u);  // the query
+  EXPECT_EQ(h.out(0).size(), 2u);  // the first two parts of the response
+  h.send(1, tcpSeg(42003, kTcpAck | kTcpPsh, 5320, ack, r3, false));
+  h.poll();
+  auto to_a = h.out(0), to_b = h.out(1);
+  ASSERT_EQ(to_a.size(), 1u);
+  ASSERT_EQ(to_b.size(), 1u);
+  EXPECT_EQ(parse(to_a[0]).tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(parse(to_a[0]).payload_len, 0u);
+  EXPECT_EQ(parse(to_b[0]).tcp_flags & kTcpRst, kTcpRst);
+  auto c = h.counters();
+  EXPECT_EQ(c.dns[kDnsCloaked], 1u);
+  EXPECT_EQ(c.dns[kDnsResponses], 1u);
+  EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsCloaked)], 1u);
+
+  // The same answer clean (the chain ends in an unlisted name), split in two: forwarded whole.
+  handshake(h, 42004);
+  h.send(0, tcpSeg(42004, kTcpAck | kTcpPsh, 1000, 5000, q));
+  chain.back() = "pixel.example";
+  auto clean = framed(test::dnsCnameResponse("news.example", chain, 9));
+  std::vector<uint8_t> c1(clean.begin(), clean.begin() + 200), c2(clean.begin() + 200, clean.end());
+  h.send(1, tcpSeg(42004, kTcpAck | kTcpPsh, 5000, ack, c1, false));
+  h.send(1, tcpSeg(42004, kTcpAck | kTcpPsh, 5200, ack, c2, false));
+  h.poll();
+  EXPECT_EQ(h.out(0).size(), 2u);
+  EXPECT_EQ(h.counters().dns[kDnsResponses], 2u);
+  EXPECT_EQ(h.counters().dns[kDnsCloaked], 1u);
+}
+
+// A split response longer than the reassembly buffer (4094 bytes): counted, and the malformed
+// policy decides: forward passes it unread (the stream is still followed), drop drops the
+// segment and closes the connection.
+TEST(DnsPipeline, TcpSplitResponseOverflowByPolicy) {
+  for (rules::Policy p : {rules::Policy::kForward, rules::Policy::kDrop}) {
+    rules::DnsModel m = model();
+    m.malformed = p;
+    Harness h(snapWith(m));
+    handshake(h, 42005);
+    auto q = framed(test::dnsQuery("big.example", kTypeA, 10));
+    h.send(0, tcpSeg(42005, kTcpAck | kTcpPsh, 1000, 5000, q));
+    const uint32_t ack = 1000 + static_cast<uint32_t>(q.size());
+    std::vector<uint8_t> part(1400, 0);
+    part[0] = 5000 >> 8;  // length prefix 5000 (> 4094), then message bytes
+    part[1] = 5000 & 0xff;
+    h.send(1, tcpSeg(42005, kTcpAck | kTcpPsh, 5000, ack, part, false));
+    h.poll();
+    h.out(1);
+    auto c = h.counters();
+    EXPECT_EQ(c.dns[kDnsTcpRespOverflow], 1u);
+    EXPECT_EQ(c.dns[kDnsMalformed], 1u);
+    if (p == rules::Policy::kForward) {
+      EXPECT_EQ(h.out(0).size(), 1u);
+      EXPECT_EQ(c.dns[kDnsMalformedForwarded], 1u);
+      // The rest of the message is skipped; the next response (blocked CNAME) is read again.
+      std::vector<uint8_t> rest(5000 + 2 - 1400, 0);
+      auto r = framed(test::dnsCnameResponse("big.example", {"t.ads.example"}, 10));
+      rest.insert(rest.end(), r.begin(), r.end());
+      uint32_t seq = 5000 + 1400;
+      for (size_t off = 0; off < rest.size(); off += 1400) {
+        std::vector<uint8_t> seg(rest.begin() + off, rest.begin() + std::min(rest.size(), off + 1400));
+        h.send(1, tcpSeg(42005, kTcpAck | kTcpPsh, seq, ack, seg, false));
+        seq += static_cast<uint32_t>(seg.size());
+      }
+      h.poll();
+      EXPECT_EQ(h.counters().dns[kDnsCloaked], 1u);
+    } else {
+      auto to_a = h.out(0);  // a RST to the client, the segment dropped
+      ASSERT_EQ(to_a.size(), 1u);
+      EXPECT_EQ(parse(to_a[0]).tcp_flags & kTcpRst, kTcpRst);
+      EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsMalformed)], 1u);
+      EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
+    }
+  }
+}
+
+// More split responses in progress than reassembly buffers (64 per worker): the one without
+// a buffer is counted (tcp_no_buffer) and handled by the malformed policy (forward here); a
+// buffer comes back when its response is complete.
+TEST(DnsPipeline, TcpSplitResponsesBeyondThePool) {
+  rules::DnsModel m = model();
+  m.malformed = rules::Policy::kForward;
+  Harness h(snapWith(m));
+  auto r = framed(test::dnsCnameResponse("pool.example", {"a.ads.example"}, 11));
+  constexpr int kConns = 65;
+  for (int k = 0; k < kConns; ++k) handshake(h, static_cast<uint16_t>(43000 + k));
+  for (int k = 0; k < kConns; ++k) {
+    std::vector<uint8_t> first(r.begin(), r.begin() + 10);
+    h.send(1, tcpSeg(static_cast<uint16_t>(43000 + k), kTcpAck | kTcpPsh, 5000, 1000, first, false));
+    h.poll();
+  }
+  h.out(0);
+  auto c = h.counters();
+  EXPECT_EQ(c.dns[kDnsTcpNoBuffer], 1u);
+  EXPECT_EQ(c.dns[kDnsMalformedForwarded], 1u);
+  // The rest of each: 64 reassembled and cloaked, the 65th passed unread.
+  for (int k = 0; k < kConns; ++k) {
+    std::vector<uint8_t> rest(r.begin() + 10, r.end());
+    h.send(1, tcpSeg(static_cast<uint16_t>(43000 + k), kTcpAck | kTcpPsh, 5010, 1000, rest, false));
+    h.poll();
+  }
+  c = h.counters();
+  EXPECT_EQ(c.dns[kDnsCloaked], 64u);
+  // The buffers are back: a new connection's split response is reassembled again.
+  handshake(h, 44000);
+  h.send(1, tcpSeg(44000, kTcpAck | kTcpPsh, 5000, 1000, std::vector<uint8_t>(r.begin(), r.begin() + 10), false));
+  h.send(1, tcpSeg(44000, kTcpAck | kTcpPsh, 5010, 1000, std::vector<uint8_t>(r.begin() + 10, r.end()), false));
+  h.poll();
+  EXPECT_EQ(h.counters().dns[kDnsCloaked], 65u);
+  EXPECT_EQ(h.counters().dns[kDnsTcpNoBuffer], 1u);
+}
+
+// Many UDP queries in one burst (judged after one burst-wide lookup) get exactly the verdicts
+// and answers they get one at a time.
+TEST(DnsPipeline, BurstOfQueriesSameAsOneByOne) {
+  const char* names[] = {"a.ads.example", "fine.example", "x.sink.example", "ok.ads.example",
+                         "q.drop.example", "ADS.Example", "deep.a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.ads.example",
+                         "clean.net"};
+  auto run = [&](bool burst) {
+    Harness h(snapWith(model()));
+    std::vector<std::vector<uint8_t>> out_a, out_b;
+    for (int round = 0; round < 4; ++round) {
+      for (size_t k = 0; k < std::size(names); ++k) {
+        h.send(0, udpQuery(names[k], kTypeA, 53, static_cast<uint16_t>(40000 + k), static_cast<uint16_t>(k)));
+        if (!burst) h.poll();
+      }
+      h.poll();
+    }
+    for (auto& f : h.out(0)) out_a.push_back(f);
+    for (auto& f : h.out(1)) out_b.push_back(f);
+    auto c = h.counters();
+    return std::make_tuple(out_a, out_b, c.dns[kDnsBlocked], c.dns[kDnsAllowed], c.dns[kDnsQueries]);
+  };
+  auto one = run(false), all = run(true);
+  EXPECT_EQ(std::get<0>(one), std::get<0>(all));
+  EXPECT_EQ(std::get<1>(one), std::get<1>(all));
+  EXPECT_EQ(std::get<2>(one), std::get<2>(all));
+  EXPECT_EQ(std::get<3>(one), std::get<3>(all));
+  EXPECT_EQ(std::get<4>(one), std::get<4>(all));
+  EXPECT_EQ(std::get<2>(all), 4u * 5);  // a, x.sink, q.drop, ADS, deep (ok.ads is allowed)
+  EXPECT_EQ(std::get<3>(all), 4u);
 }
 
 TEST(DnsPipeline, CountersCarryOverAReload) {
