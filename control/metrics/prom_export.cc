@@ -186,6 +186,8 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.dns.tcp_unsynced", As::kCounter, "dns_tcp_unsynced_total", "TCP segments passed unread (out of order, stream lost)."},
   {"dpu.v1.CounterSet.dns.tcp_closed", As::kCounter, "dns_tcp_closed_total", "DNS-over-TCP connections closed by the appliance after it answered."},
   {"dpu.v1.CounterSet.dns.resets_sent", As::kCounter, "dns_tcp_resets_sent_total", "TCP RSTs sent to the servers of those connections."},
+  {"dpu.v1.CounterSet.dns.tcp_response_overflow", As::kCounter, "dns_tcp_response_overflow_total", "DNS-over-TCP responses split across segments and longer than the 4094-byte reassembly buffer (handled by dns.malformed)."},
+  {"dpu.v1.CounterSet.dns.tcp_no_buffer", As::kCounter, "dns_tcp_no_buffer_total", "DNS-over-TCP responses split across segments that found no free reassembly buffer (handled by dns.malformed)."},
   {"dpu.v1.CounterSet.dns_blocks_by_action", As::kPrefix, "dns_block_actions_total", "DNS blocks by the action taken (per list: dpu_dns_blocked_total).", "action", allDnsBlockActions},
   // --- dns (Stats.dns_lists: per list, all workers) ---
   {"dpu.v1.Stats.dns_lists", As::kPrefix, "dns_list_", nullptr, "list=name,action=action"},
