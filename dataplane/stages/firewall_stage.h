@@ -184,7 +184,8 @@ class FirewallTables {
   std::shared_ptr<const FirewallTables> base_;  // incremental tables: the full build
   std::vector<int32_t> remap_;                  // base rank -> rank here, or kReplaced
   // The background full build: merged_owner_ is written by merge_thread_ before the release
-  // store of merged_ and never after; the destructor joins the thread.
+  // store of merged_ and never after; the destructor joins the thread (so freeing tables
+  // whose merge is still running waits for it: up to one full build, on the control thread).
   std::atomic<const FirewallTables*> merged_{nullptr};
   std::shared_ptr<const FirewallTables> merged_owner_;
   std::thread merge_thread_;
