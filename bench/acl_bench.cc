@@ -16,7 +16,12 @@
 //   - runs dpdk-test-acl on the same files (--tracestep = --burst, 1 category, same lcore),
 //     best of --reps runs, and parses its cycles/pkt;
 //   - checks both agree: ours against rules::referenceMatch on a sample, and against
-//     dpdk-test-acl's own per-packet results (--verbose=2) on the first 20000 packets.
+//     dpdk-test-acl's own per-packet results (--verbose=2) on the first 20000 packets;
+//   - changes the rule set a little (5 rules removed, 5 added at random ranks) and builds
+//     it incrementally on the tables above (FirewallTables::build with `previous`): time
+//     until the change is in force ("change ms", the delta), time until the background full
+//     build has replaced the delta ("merged ms"), classification on base + delta (before
+//     the merge; interleaved with the full tables) and its answers against the reference.
 // Prints one table; writes results.tsv and the rule / trace files under --out.
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -39,6 +44,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dataplane/stages/firewall_stage.h"
@@ -275,13 +281,63 @@ std::vector<uint32_t> parseSizes(const std::string& s) {
   return v;
 }
 
+AclEntry toEntry(const Gen::Rule& r) {
+  AclEntry e;
+  e.proto = r.proto;
+  e.proto_mask = r.proto_mask;
+  for (int b = 0; b < 4; ++b) {
+    e.src[b] = static_cast<uint8_t>(r.src >> (24 - 8 * b));
+    e.dst[b] = static_cast<uint8_t>(r.dst >> (24 - 8 * b));
+  }
+  e.src_len = r.src_len;
+  e.dst_len = r.dst_len;
+  e.sport_lo = r.sp_lo;
+  e.sport_hi = r.sp_hi;
+  e.dport_lo = r.dp_lo;
+  e.dport_hi = r.dp_hi;
+  return e;
+}
+
+// `fw` with `nremove` random rules removed and `nadd` new ones inserted at random ranks (ids
+// "c<tag>_<i>"): a small config change on a large rule set.
+std::shared_ptr<CompiledFirewall> changeRules(const CompiledFirewall& fw, Gen& g, std::mt19937_64& rng,
+                                              uint32_t nremove, uint32_t nadd, int tag) {
+  std::vector<std::pair<dpu::rules::FwRuleInfo, AclEntry>> rs;
+  for (const AclEntry& e : fw.v4) rs.emplace_back(fw.rules[e.rule], e);
+  std::vector<Gen::Rule> pool;
+  for (uint32_t i = 0; i < 64; ++i) pool.push_back(g.rule());
+  auto any = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+  for (uint32_t i = 0; i < nremove; ++i) rs.erase(rs.begin() + static_cast<long>(any(rs.size())));
+  for (uint32_t i = 0; i < nadd; ++i) {
+    const Gen::Rule& r = pool[any(pool.size())];
+    dpu::rules::FwRuleInfo info;
+    info.id = "c" + std::to_string(tag) + "_" + std::to_string(i);
+    info.action = dpu::rules::FwAction::kDeny;
+    AclEntry e = toEntry(r);
+    rs.insert(rs.begin() + static_cast<long>(any(rs.size() + 1)), {info, e});
+  }
+  auto out = std::make_shared<CompiledFirewall>();
+  for (uint32_t rank = 0; rank < rs.size(); ++rank) {
+    rs[rank].first.priority = static_cast<int32_t>(rank);
+    out->rules.push_back(rs[rank].first);
+    AclEntry e = rs[rank].second;
+    e.rule = e.rank = rank;
+    out->v4.push_back(e);
+  }
+  return out;
+}
+
 struct Row {
   uint32_t rules = 0;
   double build_ms = 0, rebuild_ms = 0;
+  // A 10-rule change (5 removed, 5 added) built incrementally on the tables above.
+  double change_ms = 0, change_cpp = 0, merged_ms = 0;
+  uint32_t change_delta = 0;
+  bool change_incremental = false;
   double heap_mib = 0, rss_mib = 0;
   uint32_t contexts = 0;
   double ours_cpp = 0, dpdk_cpp = 0;
-  uint64_t checked_ref = 0, checked_dpdk = 0, mismatches = 0;
+  uint64_t checked_ref = 0, checked_dpdk = 0, checked_change = 0, mismatches = 0;
   double hit_ratio = 0;
   std::string dpdk_note;
 };
@@ -358,20 +414,8 @@ int main(int argc, char** argv) {
         info.action = dpu::rules::FwAction::kDeny;
         info.priority = static_cast<int32_t>(i);
         fw->rules.push_back(std::move(info));
-        AclEntry e;
+        AclEntry e = toEntry(r);
         e.rule = e.rank = i;
-        e.proto = r.proto;
-        e.proto_mask = r.proto_mask;
-        for (int b = 0; b < 4; ++b) {
-          e.src[b] = static_cast<uint8_t>(r.src >> (24 - 8 * b));
-          e.dst[b] = static_cast<uint8_t>(r.dst >> (24 - 8 * b));
-        }
-        e.src_len = r.src_len;
-        e.dst_len = r.dst_len;
-        e.sport_lo = r.sp_lo;
-        e.sport_hi = r.sp_hi;
-        e.dport_lo = r.dp_lo;
-        e.dport_hi = r.dp_hi;
         fw->v4.push_back(e);
         rf << '@' << ip4(r.src) << '/' << int(r.src_len) << '\t' << ip4(r.dst) << '/'
            << int(r.dst_len) << '\t' << r.sp_lo << " : " << r.sp_hi << '\t' << r.dp_lo
@@ -451,6 +495,63 @@ int main(int argc, char** argv) {
     }
     row.ours_cpp = best;
     if (have_test_acl && row.dpdk_note.empty()) row.dpdk_cpp = dbest;
+
+    // A small change (5 rules removed, 5 added) on top of these tables: what an API
+    // add/remove costs; classification and answers after it.
+    {
+      std::mt19937_64 crng(o.seed * 7 + n);
+      auto fwc = changeRules(*fw, g, crng, 5, 5, 1);
+      // With the background merge: the time until the delta is in force (change ms) and
+      // until the full build of the new rules has replaced it (merged ms).
+      {
+        auto t1 = std::chrono::steady_clock::now();
+        auto inc = FirewallTables::build(fwc, SOCKET_ID_ANY, 0, *tables);
+        row.change_ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - t1).count();
+        if (!inc.ok()) {
+          std::fprintf(stderr, "acl_bench: change: %s\n", inc.status().ToString().c_str());
+          return 1;
+        }
+        while ((*inc)->stats().incremental && (*inc)->merged() == nullptr) {
+          std::this_thread::sleep_for(std::chrono::microseconds(500));
+        }
+        row.merged_ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - t1).count();
+      }
+      // Without it, to measure classification on base + delta.
+      auto inc = FirewallTables::build(fwc, SOCKET_ID_ANY, 0, *tables, /*merge=*/false);
+      if (!inc.ok()) return 1;
+      row.change_incremental = (*inc)->stats().incremental;
+      row.change_delta = (*inc)->stats().delta_entries;
+      std::vector<int64_t> cres(trace.size());
+      auto cpass = [&]() {
+        for (size_t i = 0; i < trace.size(); i += o.burst) {
+          uint32_t k = static_cast<uint32_t>(std::min<size_t>(o.burst, trace.size() - i));
+          (*inc)->classifyBurst(qp.data() + i, k, cres.data() + i);
+        }
+      };
+      cpass();
+      double cbest = 1e300;
+      for (uint32_t r = 0; r < o.reps; ++r) {
+        uint64_t c0 = rte_rdtsc_precise();
+        for (uint32_t it = 0; it < o.iters; ++it) cpass();
+        cbest = std::min(cbest, static_cast<double>(rte_rdtsc_precise() - c0) /
+                                    (double(o.iters) * trace.size()));
+        // Interleaved with the full tables again (same machine state).
+        uint64_t c2 = rte_rdtsc_precise();
+        for (uint32_t it = 0; it < o.iters; ++it) pass();
+        best = std::min(best, static_cast<double>(rte_rdtsc_precise() - c2) /
+                                  (double(o.iters) * trace.size()));
+      }
+      row.ours_cpp = best;
+      row.change_cpp = cbest;
+      uint32_t csample = std::min<uint32_t>(static_cast<uint32_t>(trace.size()),
+                                            n >= 100000 ? 2000 : n >= 10000 ? 10000 : 50000);
+      for (uint32_t i = 0; i < csample; ++i) {
+        if (dpu::rules::referenceMatch(*fwc, trace[i]) != cres[i]) ++row.mismatches;
+      }
+      row.checked_change = csample;
+    }
     uint64_t hits = 0;
     for (int64_t x : res) hits += x >= 0;
     row.hit_ratio = double(hits) / trace.size();
@@ -493,27 +594,37 @@ int main(int argc, char** argv) {
   std::printf("\nacl_bench: IPv4 5-tuple ClassBench-like rules, %u-packet trace, bursts of %u, "
               "best of %u x %u passes, lcore %u, TSC %.2f GHz\n",
               o.trace, o.burst, o.reps, o.iters, o.lcore, tsc_ghz);
-  std::printf("| rules | build ms | rebuild ms | ACL heap MiB | peak RSS +MiB | contexts | hit %% | "
-              "ours cyc/pkt | dpdk-test-acl cyc/pkt | ratio ours/dpdk | checked (ref / dpdk) | "
-              "mismatches |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| rules | build ms | rebuild ms | 10-rule change ms (delta entries) | merged ms | ACL heap MiB | "
+              "peak RSS +MiB | contexts | hit %% | ours cyc/pkt | after change cyc/pkt | "
+              "dpdk-test-acl cyc/pkt | ratio ours/dpdk | ratio after change/dpdk | "
+              "checked (ref / dpdk / changed) | mismatches |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::ofstream tsv(o.out + "/results.tsv");
-  tsv << "rules\tbuild_ms\trebuild_ms\theap_mib\trss_mib\tcontexts\thit_ratio\tours_cpp\tdpdk_cpp"
-         "\tratio\tchecked_ref\tchecked_dpdk\tmismatches\n";
+  tsv << "rules\tbuild_ms\trebuild_ms\tchange_ms\tmerged_ms\tchange_delta\tchange_incremental\theap_mib"
+         "\trss_mib\tcontexts\thit_ratio\tours_cpp\tchange_cpp\tdpdk_cpp\tratio\tchange_ratio"
+         "\tchecked_ref\tchecked_dpdk\tchecked_change\tmismatches\n";
   int bad = 0;
+  auto num = [](double x) { return std::to_string(x).substr(0, 5); };
   for (const Row& r : rows) {
     double ratio = r.dpdk_cpp > 0 ? r.ours_cpp / r.dpdk_cpp : 0;
-    std::printf("| %u | %.0f | %.0f | %.1f | %.1f | %u | %.0f | %.1f | %s | %s | %lu / %lu | %lu |\n",
-                r.rules, r.build_ms, r.rebuild_ms, r.heap_mib, r.rss_mib, r.contexts,
-                r.hit_ratio * 100, r.ours_cpp,
+    double cratio = r.dpdk_cpp > 0 ? r.change_cpp / r.dpdk_cpp : 0;
+    std::printf("| %u | %.0f | %.0f | %.1f (%u%s) | %.0f | %.1f | %.1f | %u | %.0f | %.1f | %.1f | %s | "
+                "%s | %s | %lu / %lu / %lu | %lu |\n",
+                r.rules, r.build_ms, r.rebuild_ms, r.change_ms, r.change_delta,
+                r.change_incremental ? "" : ", full build", r.merged_ms, r.heap_mib, r.rss_mib, r.contexts,
+                r.hit_ratio * 100, r.ours_cpp, r.change_cpp,
                 r.dpdk_cpp > 0 ? std::to_string(r.dpdk_cpp).substr(0, 6).c_str()
                                : r.dpdk_note.empty() ? "n/a" : r.dpdk_note.c_str(),
-                r.dpdk_cpp > 0 ? std::to_string(ratio).substr(0, 5).c_str() : "n/a",
+                r.dpdk_cpp > 0 ? num(ratio).c_str() : "n/a",
+                r.dpdk_cpp > 0 ? num(cratio).c_str() : "n/a",
                 static_cast<unsigned long>(r.checked_ref), static_cast<unsigned long>(r.checked_dpdk),
+                static_cast<unsigned long>(r.checked_change),
                 static_cast<unsigned long>(r.mismatches));
-    tsv << r.rules << '\t' << r.build_ms << '\t' << r.rebuild_ms << '\t' << r.heap_mib << '\t'
+    tsv << r.rules << '\t' << r.build_ms << '\t' << r.rebuild_ms << '\t' << r.change_ms << '\t'
+        << r.merged_ms << '\t' << r.change_delta << '\t' << r.change_incremental << '\t' << r.heap_mib << '\t'
         << r.rss_mib << '\t' << r.contexts << '\t' << r.hit_ratio << '\t' << r.ours_cpp << '\t'
-        << r.dpdk_cpp << '\t' << ratio << '\t' << r.checked_ref << '\t' << r.checked_dpdk << '\t'
+        << r.change_cpp << '\t' << r.dpdk_cpp << '\t' << ratio << '\t' << cratio << '\t'
+        << r.checked_ref << '\t' << r.checked_dpdk << '\t' << r.checked_change << '\t'
         << r.mismatches << '\n';
     if (r.mismatches) ++bad;
   }

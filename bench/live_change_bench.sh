@@ -7,6 +7,9 @@
 #
 #   no_change    nothing (the control window: what the machine itself costs in latency)
 #   fw_swap      ApplyConfig replacing the 10k rules with 10k others
+#   fw_add       AddFirewallRule: one rule added to the 10k (incremental rte_acl build: a
+#                delta on the tables in force, merged into a full build in the background)
+#   fw_remove    RemoveFirewallRule: that rule removed again
 #   dns_reload   ApplyConfig replacing the 1M-name list file with another 1M names
 #   lb_add       AddLbBackend (a 101st backend)
 #   lb_remove    RemoveLbBackend --flush (that backend; its flows re-hashed onto the others)
@@ -83,6 +86,8 @@ change() {  # name, command...
 }
 change no_change true  # the control window: the same time with nothing changed
 change fw_swap ctl config apply "$OUTDIR/fw10k_b_lb100_dns.json" --force
+change fw_add ctl fw add "deny tcp 192.0.2.0/24 any -> 198.51.100.0/24 22 prio 5 id bench-edit" --force
+change fw_remove ctl fw remove bench-edit --force
 change dns_reload ctl config apply "$OUTDIR/fw10k_lb100_dns_b.json" --force
 change lb_add ctl lb add bench100 be101 --ipv4 10.200.9.9 --mac 02:be:00:00:09:09 --force
 change lb_remove ctl lb remove bench100 be101 --flush --force

@@ -190,7 +190,8 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
     if (cur && cur->fw && cur->fw->compiledPtr().get() == fw.get()) {
       st->fw = cur->fw;  // same compiled firewall: same tables
     } else {
-      auto t = FirewallTables::build(fw);
+      // A small change to the rules in force builds only a delta on their tables.
+      auto t = FirewallTables::build(fw, SOCKET_ID_ANY, 0, cur ? cur->fw : nullptr);
       if (!t.ok()) return t.status();
       st->fw = std::move(*t);
     }

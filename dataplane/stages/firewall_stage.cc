@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -199,10 +201,10 @@ int buildContext(const rules::CompiledFirewall& fw, bool v6, int socket,
 
 }  // namespace
 
-absl::Status FirewallTables::buildFamily(const rules::CompiledFirewall& fw, bool v6, int socket,
-                                         uint32_t max_context_entries, Family& out,
+absl::Status FirewallTables::buildFamily(const rules::CompiledFirewall& fw,
+                                         const std::vector<rules::AclEntry>& es, bool v6,
+                                         int socket, uint32_t max_context_entries, Family& out,
                                          uint32_t* first_fields) {
-  const std::vector<rules::AclEntry>& es = v6 ? fw.v6 : fw.v4;
   const char* fam = v6 ? "IPv6" : "IPv4";
   const uint8_t max_len = v6 ? 128 : 32;
   out.n = 0;
@@ -284,18 +286,188 @@ bool v6Unicast(const IpAddr& a) {
 
 }  // namespace
 
+namespace {
+
+// Do two entries of one family match a common packet?
+bool entriesOverlap(const rules::AclEntry& a, const rules::AclEntry& b) {
+  auto meet = [](uint32_t alo, uint32_t ahi, uint32_t blo, uint32_t bhi) {
+    return std::max(alo, blo) <= std::min(ahi, bhi);
+  };
+  const uint8_t pm = a.proto_mask & b.proto_mask;
+  if ((a.proto & pm) != (b.proto & pm)) return false;
+  if (!meet(a.dir_lo, a.dir_hi, b.dir_lo, b.dir_hi) ||
+      !meet(a.vlan_lo, a.vlan_hi, b.vlan_lo, b.vlan_hi) ||
+      !meet(a.src_cc_lo, a.src_cc_hi, b.src_cc_lo, b.src_cc_hi) ||
+      !meet(a.dst_cc_lo, a.dst_cc_hi, b.dst_cc_lo, b.dst_cc_hi) ||
+      !meet(a.sport_lo, a.sport_hi, b.sport_lo, b.sport_hi) ||
+      !meet(a.dport_lo, a.dport_hi, b.dport_lo, b.dport_hi)) {
+    return false;
+  }
+  auto prefixesMeet = [](const std::array<uint8_t, 16>& x, uint8_t xl,
+                         const std::array<uint8_t, 16>& y, uint8_t yl) {
+    const int len = std::min(xl, yl);
+    for (int bit = 0; bit < len; bit += 8) {
+      const int k = std::min(8, len - bit);
+      const uint8_t m = static_cast<uint8_t>(0xff00 >> k);
+      if ((x[bit / 8] ^ y[bit / 8]) & m) return false;
+    }
+    return true;
+  };
+  return prefixesMeet(a.src, a.src_len, b.src, b.src_len) &&
+         prefixesMeet(a.dst, a.dst_len, b.dst, b.dst_len);
+}
+
+// Same packets matched (rule / rank aside)?
+bool sameEntry(const rules::AclEntry& a, const rules::AclEntry& b) {
+  return a.proto == b.proto && a.proto_mask == b.proto_mask && a.dir_lo == b.dir_lo &&
+         a.dir_hi == b.dir_hi && a.vlan_lo == b.vlan_lo && a.vlan_hi == b.vlan_hi &&
+         a.src_cc_lo == b.src_cc_lo && a.src_cc_hi == b.src_cc_hi &&
+         a.dst_cc_lo == b.dst_cc_lo && a.dst_cc_hi == b.dst_cc_hi && a.src == b.src &&
+         a.dst == b.dst && a.src_len == b.src_len && a.dst_len == b.dst_len &&
+         a.sport_lo == b.sport_lo && a.sport_hi == b.sport_hi && a.dport_lo == b.dport_lo &&
+         a.dport_hi == b.dport_hi;
+}
+
+// The entries of each rule of one family list, in list order: index[off[r] .. off[r + 1]).
+struct ByRule {
+  std::vector<uint32_t> off, index;
+  ByRule(const std::vector<rules::AclEntry>& es, size_t nrules) : off(nrules + 2, 0) {
+    for (const rules::AclEntry& e : es) ++off[std::min<size_t>(e.rule, nrules) + 2];
+    for (size_t r = 2; r < off.size(); ++r) off[r] += off[r - 1];
+    index.resize(es.size());
+    for (uint32_t i = 0; i < es.size(); ++i) {
+      index[off[std::min<size_t>(es[i].rule, nrules) + 1]++] = i;
+    }
+    off.pop_back();
+  }
+  size_t count(size_t r) const { return off[r + 1] - off[r]; }
+};
+
+}  // namespace
+
+bool FirewallTables::makeDelta(const FirewallTables& base, const rules::CompiledFirewall& fw,
+                               std::vector<int32_t>& remap, std::vector<rules::AclEntry>& d4,
+                               std::vector<rules::AclEntry>& d6, uint32_t& replaced) {
+  const rules::CompiledFirewall& b = base.compiled();
+  // Country indices are positions in the country list: the base's tries only mean the
+  // same countries when the list is the same.
+  if (b.countries != fw.countries) return false;
+  const size_t nb = b.rules.size(), nn = fw.rules.size();
+  const ByRule b4(b.v4, nb), b6(b.v6, nb), n4(fw.v4, nn), n6(fw.v6, nn);
+  auto sameEntries = [](const ByRule& bx, const std::vector<rules::AclEntry>& be, size_t br,
+                        const ByRule& nx, const std::vector<rules::AclEntry>& ne, size_t nr) {
+    if (bx.count(br) != nx.count(nr)) return false;
+    for (size_t k = 0; k < bx.count(br); ++k) {
+      if (!sameEntry(be[bx.index[bx.off[br] + k]], ne[nx.index[nx.off[nr] + k]])) return false;
+    }
+    return true;
+  };
+  std::unordered_map<std::string_view, uint32_t> rank_of;
+  rank_of.reserve(nn);
+  for (uint32_t r = 0; r < nn; ++r) rank_of.emplace(fw.rules[r].id, r);
+  // Candidates: base rules still there with the same id and entries (their new rank).
+  std::vector<int32_t> cand(nb, kReplaced);
+  for (uint32_t r = 0; r < nb; ++r) {
+    auto it = rank_of.find(b.rules[r].id);
+    if (it != rank_of.end() && sameEntries(b4, b.v4, r, n4, fw.v4, it->second) &&
+        sameEntries(b6, b.v6, r, n6, fw.v6, it->second)) {
+      cand[r] = static_cast<int32_t>(it->second);
+    }
+  }
+  // Kept: the most candidates whose new ranks keep their base order (a longest increasing
+  // subsequence, O(n log n)); a rule that moved past others is replaced instead.
+  std::vector<uint32_t> tail;                 // tail[k]: base rank ending a run of k + 1
+  std::vector<int64_t> prev_in_run(nb, -1);
+  for (uint32_t r = 0; r < nb; ++r) {
+    if (cand[r] == kReplaced) continue;
+    auto pos = std::lower_bound(tail.begin(), tail.end(), cand[r],
+                                [&](uint32_t x, int32_t v) { return cand[x] < v; });
+    if (pos != tail.begin()) prev_in_run[r] = *(pos - 1);
+    if (pos == tail.end()) tail.push_back(r);
+    else *pos = r;
+  }
+  remap.assign(nb, kReplaced);
+  std::vector<bool> kept(nn, false);
+  for (int64_t r = tail.empty() ? int64_t{-1} : int64_t{tail.back()}; r >= 0;
+       r = prev_in_run[static_cast<size_t>(r)]) {
+    remap[r] = cand[r];
+    kept[cand[r]] = true;
+  }
+  replaced = static_cast<uint32_t>(nb - tail.size());
+  d4.clear();
+  d6.clear();
+  // A delta above a quarter of the rule set would not build much faster than all of it.
+  const size_t cap = std::min<size_t>(kMaxDeltaEntries, (fw.v4.size() + fw.v6.size()) / 4);
+  size_t total = 0;
+  for (uint32_t r = 0; r < nn; ++r) {
+    if (kept[r]) continue;
+    for (size_t k = 0; k < n4.count(r); ++k) d4.push_back(fw.v4[n4.index[n4.off[r] + k]]);
+    for (size_t k = 0; k < n6.count(r); ++k) d6.push_back(fw.v6[n6.index[n6.off[r] + k]]);
+    total = d4.size() + d6.size();
+    if (total > cap) return false;
+  }
+  // Kept base entries a replaced rule's entry overlaps and ranks before: the base may
+  // answer with the replaced rule where one of them is the right answer.
+  for (int f = 0; f < 2; ++f) {
+    const std::vector<rules::AclEntry>& be = f ? b.v6 : b.v4;
+    std::vector<rules::AclEntry>& out = f ? d6 : d4;
+    std::vector<uint32_t> dead;
+    for (const rules::AclEntry& e : be) {
+      if (e.rule < nb && remap[e.rule] == kReplaced) dead.push_back(&e - be.data());
+    }
+    if (dead.empty()) continue;
+    // Bound the scan (dead x base entries) to what a full build would cost anyway.
+    if (dead.size() * be.size() > size_t{50} * 1000 * 1000) return false;
+    std::vector<bool> added(be.size(), false);
+    for (uint32_t x : dead) {
+      const rules::AclEntry& de = be[x];
+      for (uint32_t i = 0; i < be.size(); ++i) {
+        const rules::AclEntry& e = be[i];
+        if (added[i] || e.rule >= nb || remap[e.rule] == kReplaced || e.rank <= de.rank) {
+          continue;
+        }
+        if (!entriesOverlap(de, e)) continue;
+        added[i] = true;
+        rules::AclEntry c = e;
+        c.rule = c.rank = static_cast<uint32_t>(remap[e.rule]);
+        out.push_back(c);
+        if (++total > cap) return false;
+      }
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<std::shared_ptr<const FirewallTables>> FirewallTables::build(
     std::shared_ptr<const rules::CompiledFirewall> fw, int socket_id,
-    uint32_t max_context_entries) {
+    uint32_t max_context_entries, std::shared_ptr<const FirewallTables> previous, bool merge) {
   if (!fw) return absl::InvalidArgumentError("firewall: no compiled firewall");
   std::shared_ptr<FirewallTables> t(new FirewallTables());
   t->fw_ = std::move(fw);
   auto t0 = std::chrono::steady_clock::now();
   uint64_t before = dpdkHeapBytes();
-  absl::Status st = buildFamily(*t->fw_, false, socket_id, max_context_entries, t->f4_,
+  // Incremental on the full build of the tables in force, when the difference is small.
+  std::vector<rules::AclEntry> d4, d6;
+  if (previous) {
+    std::shared_ptr<const FirewallTables> full =
+        previous->merged() ? previous->merged_owner_
+                           : previous->base_ ? previous->base_ : previous;
+    uint32_t replaced = 0;
+    if (makeDelta(*full, *t->fw_, t->remap_, d4, d6, replaced)) {
+      t->base_ = std::move(full);
+      t->stats_.incremental = true;
+      t->stats_.delta_entries = static_cast<uint32_t>(d4.size() + d6.size());
+      t->stats_.base_rules_replaced = replaced;
+    } else {
+      t->remap_.clear();
+    }
+  }
+  const std::vector<rules::AclEntry>& e4 = t->base_ ? d4 : t->fw_->v4;
+  const std::vector<rules::AclEntry>& e6 = t->base_ ? d6 : t->fw_->v6;
+  absl::Status st = buildFamily(*t->fw_, e4, false, socket_id, max_context_entries, t->f4_,
                                 &t->stats_.v4_fields);
   if (st.ok()) {
-    st = buildFamily(*t->fw_, true, socket_id, max_context_entries, t->f6_,
+    st = buildFamily(*t->fw_, e6, true, socket_id, max_context_entries, t->f6_,
                      &t->stats_.v6_fields);
   }
   if (!st.ok()) return st;  // the destructor frees what was built
@@ -307,10 +479,20 @@ absl::StatusOr<std::shared_ptr<const FirewallTables>> FirewallTables::build(
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   t->stats_.v4_entries = static_cast<uint32_t>(t->fw_->v4.size());
   t->stats_.v6_entries = static_cast<uint32_t>(t->fw_->v6.size());
+  if (t->base_ && merge) {
+    FirewallTables* self = t.get();
+    self->merge_thread_ = std::thread([self, socket_id, max_context_entries]() {
+      auto full = build(self->fw_, socket_id, max_context_entries);
+      if (!full.ok()) return;  // stays on base + delta (same answers)
+      self->merged_owner_ = std::move(*full);
+      self->merged_.store(self->merged_owner_.get(), std::memory_order_release);
+    });
+  }
   return std::shared_ptr<const FirewallTables>(std::move(t));
 }
 
 FirewallTables::~FirewallTables() {
+  if (merge_thread_.joinable()) merge_thread_.join();
   for (uint32_t c = 0; c < f4_.n; ++c) rte_acl_free(f4_.ctx[c]);
   for (uint32_t c = 0; c < f6_.n; ++c) rte_acl_free(f6_.ctx[c]);
 }

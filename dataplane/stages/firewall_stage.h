@@ -14,11 +14,14 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dataplane/api/control.h"
@@ -91,6 +94,11 @@ struct FirewallTablesStats {
   uint32_t v4_fields = 0, v6_fields = 0;      // fields of the first context of each family
   double build_ms = 0;  // rte_acl_create + add_rules + build, everything
   uint64_t bytes = 0;   // DPDK heap bytes the contexts hold after the build
+  // Incremental tables (built against earlier tables, see FirewallTables::build): the
+  // entries of the delta contexts, and the base's rules no longer in force as they were.
+  bool incremental = false;
+  uint32_t delta_entries = 0;  // v4 + v6 (the v4/v6_entries above are the whole rule set)
+  uint32_t base_rules_replaced = 0;
 };
 
 // The compiled firewall as rte_acl contexts, per family (IPv4, IPv6): normally one each.
@@ -98,14 +106,37 @@ struct FirewallTablesStats {
 // memory than one build may use) is split by rank into several contexts, classified in rank
 // order (a match in an earlier context wins: its ranks are all lower). An empty entry list
 // has no context: every query of that family gets -1 (no rule, the default action applies).
+//
+// Incremental tables. rte_acl_build costs ~3 us per trie node on this machine whatever the
+// layout (a 10k-rule ClassBench-like set: ~110k nodes, ~330 ms, the same in dpdk-test-acl),
+// so a small change to a large rule set is not rebuilt from scratch: the new tables keep
+// the earlier full build as their base (shared, untouched) and build only a delta:
+//   - base rules still in force unchanged (same id, same entries, same relative order) are
+//     mapped to their new rank (remap_);
+//   - the entries of new or changed rules go into the delta contexts;
+//   - a base rule no longer in force ("replaced") can still win in the base, so the delta
+//     also gets every still-in-force base entry that overlaps one of its entries and ranks
+//     after it: whenever the base's best match is a replaced rule, the delta alone holds
+//     every rule the packet can still match.
+// A query's answer is then the lower rank of the base's (mapped) and the delta's, or the
+// delta's when the base's is a replaced rule: the same rule as a full build would give (the
+// differential tests check both ways). The delta is always against the full build, never
+// chained; when it would get large (see kMaxDeltaEntries) or the country list changed,
+// the tables are built in full instead.
 class FirewallTables {
  public:
   // Builds the contexts (control thread). Fails when rte_acl cannot (memory, too many
   // entries), with the family and the entry count in the message. `max_context_entries`
   // (0 = no limit) caps the entries of one context, splitting the family up front.
+  // With `previous` (the tables in force), builds incrementally on its full build when the
+  // difference is small (see above), else in full.
+  // Incremental tables then start a full build of the same rules on a thread of their own
+  // (`merge` false: they do not); once done, classifyBurst uses it alone (one lookup per
+  // packet again, see merged()) and the next incremental build takes it as its base.
   static absl::StatusOr<std::shared_ptr<const FirewallTables>> build(
       std::shared_ptr<const rules::CompiledFirewall> fw, int socket_id = SOCKET_ID_ANY,
-      uint32_t max_context_entries = 0);
+      uint32_t max_context_entries = 0,
+      std::shared_ptr<const FirewallTables> previous = nullptr, bool merge = true);
   ~FirewallTables();
   FirewallTables(const FirewallTables&) = delete;
   FirewallTables& operator=(const FirewallTables&) = delete;
@@ -118,24 +149,78 @@ class FirewallTables {
   const rules::CompiledFirewall& compiled() const { return *fw_; }
   const std::shared_ptr<const rules::CompiledFirewall>& compiledPtr() const { return fw_; }
   const FirewallTablesStats& stats() const { return stats_; }
+  // Incremental tables: the full build made in the background, once it is done (else null).
+  const FirewallTables* merged() const { return merged_.load(std::memory_order_acquire); }
 
   static constexpr uint32_t kMaxContexts = 16;  // per family
   static constexpr uint32_t kChunk = 64;        // queries per rte_acl_classify call
+  // Largest delta (entries, both families) an incremental build may have: about 40 ms of
+  // rte_acl build for ClassBench-like entries; a larger difference, or one above a quarter
+  // of the rule set's entries, is built in full.
+  static constexpr uint32_t kMaxDeltaEntries = 1024;
 
  private:
   struct Family {
     rte_acl_ctx* ctx[kMaxContexts] = {};
     uint32_t n = 0;
   };
+  static constexpr int32_t kReplaced = -2;  // remap_ value of a base rule no longer in force
   FirewallTables() = default;
+  // This object's own contexts (the whole rule set, or the delta of incremental tables).
+  void classifyOwn(const rules::FwQuery* const* q, uint32_t n, int64_t* rule_out) const;
   void classifyFamily(const Family& f, const uint8_t** d, const uint32_t* idx, uint32_t n,
                       int64_t* rule_out) const;
-  static absl::Status buildFamily(const rules::CompiledFirewall& fw, bool v6, int socket,
+  static absl::Status buildFamily(const rules::CompiledFirewall& fw,
+                                  const std::vector<rules::AclEntry>& es, bool v6, int socket,
                                   uint32_t max_context_entries, Family& out,
                                   uint32_t* first_fields);
+  // The delta entries of `fw` against the full build `base` (false: build in full).
+  static bool makeDelta(const FirewallTables& base, const rules::CompiledFirewall& fw,
+                        std::vector<int32_t>& remap, std::vector<rules::AclEntry>& d4,
+                        std::vector<rules::AclEntry>& d6, uint32_t& replaced);
   std::shared_ptr<const rules::CompiledFirewall> fw_;
   Family f4_, f6_;
   FirewallTablesStats stats_;
+  std::shared_ptr<const FirewallTables> base_;  // incremental tables: the full build
+  std::vector<int32_t> remap_;                  // base rank -> rank here, or kReplaced
+  // The background full build: merged_owner_ is written by merge_thread_ before the release
+  // store of merged_ and never after; the destructor joins the thread (so freeing tables
+  // whose merge is still running waits for it: up to one full build, on the control thread).
+  std::atomic<const FirewallTables*> merged_{nullptr};
+  std::shared_ptr<const FirewallTables> merged_owner_;
+  std::thread merge_thread_;
+};
+
+// The packed keys of up to kChunk queries, split by family: k4/d4/i4[0, n4) for IPv4 (key,
+// pointer rte_acl reads, position of the query in `out`), the same for IPv6.
+struct AclChunk {
+  AclKey4 k4[FirewallTables::kChunk];
+  AclKey6 k6[FirewallTables::kChunk];
+  const uint8_t* d4[FirewallTables::kChunk];
+  const uint8_t* d6[FirewallTables::kChunk];
+  uint32_t i4[FirewallTables::kChunk], i6[FirewallTables::kChunk];
+  uint32_t n4 = 0, n6 = 0;
+
+  // Packs q[0, m) (m <= kChunk); a query whose family has no context (has4 / has6 false)
+  // is not packed and gets out[pos] = -1. Positions are pos0 + index.
+  void pack(const rules::FwQuery* const* q, uint32_t m, uint32_t pos0, bool has4, bool has6,
+            int64_t* out) {
+    n4 = n6 = 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      const rules::FwQuery& x = *q[j];
+      if (x.v6 ? !has6 : !has4) {
+        out[pos0 + j] = -1;
+      } else if (x.v6) {
+        packAclKey(x, k6[n6]);
+        d6[n6] = reinterpret_cast<const uint8_t*>(&k6[n6]);
+        i6[n6++] = pos0 + j;
+      } else {
+        packAclKey(x, k4[n4]);
+        d4[n4] = reinterpret_cast<const uint8_t*>(&k4[n4]);
+        i4[n4++] = pos0 + j;
+      }
+    }
+  }
 };
 
 inline void FirewallTables::classifyFamily(const Family& f, const uint8_t** d,
@@ -177,36 +262,46 @@ inline void FirewallTables::classifyFamily(const Family& f, const uint8_t** d,
 
 inline void FirewallTables::classifyBurst(const rules::FwQuery* const* q, uint32_t n,
                                           int64_t* rule_out) const {
-  AclKey4 k4[kChunk];
-  AclKey6 k6[kChunk];
-  const uint8_t* d4[kChunk];
-  const uint8_t* d6[kChunk];
-  uint32_t i4[kChunk], i6[kChunk];
+  if (!base_) {
+    classifyOwn(q, n, rule_out);
+    return;
+  }
+  if (const FirewallTables* m = merged()) {
+    m->classifyOwn(q, n, rule_out);
+    return;
+  }
+  // Incremental: the keys are packed once and classified by the base's and the delta's
+  // contexts of their family.
+  AclChunk c;
+  int64_t b[kChunk], d[kChunk];
   for (uint32_t base = 0; base < n; base += kChunk) {
     uint32_t m = std::min(kChunk, n - base);
-    uint32_t n4 = 0, n6 = 0;
+    std::fill(b, b + m, -1);
+    std::fill(d, d + m, -1);
+    c.pack(q + base, m, 0, base_->f4_.n || f4_.n, base_->f6_.n || f6_.n, b);
+    if (c.n4 && base_->f4_.n) classifyFamily(base_->f4_, c.d4, c.i4, c.n4, b);
+    if (c.n4 && f4_.n) classifyFamily(f4_, c.d4, c.i4, c.n4, d);
+    if (c.n6 && base_->f6_.n) classifyFamily(base_->f6_, c.d6, c.i6, c.n6, b);
+    if (c.n6 && f6_.n) classifyFamily(f6_, c.d6, c.i6, c.n6, d);
     for (uint32_t j = 0; j < m; ++j) {
-      const rules::FwQuery& x = *q[base + j];
-      if (x.v6) {
-        if (f6_.n == 0) {
-          rule_out[base + j] = -1;
-          continue;
-        }
-        packAclKey(x, k6[n6]);
-        d6[n6] = reinterpret_cast<const uint8_t*>(&k6[n6]);
-        i6[n6++] = base + j;
+      int64_t r = b[j] < 0 ? -1 : remap_[static_cast<size_t>(b[j])];
+      if (r < 0) {  // no base match, or a replaced rule: the delta has the answer
+        rule_out[base + j] = d[j];
       } else {
-        if (f4_.n == 0) {
-          rule_out[base + j] = -1;
-          continue;
-        }
-        packAclKey(x, k4[n4]);
-        d4[n4] = reinterpret_cast<const uint8_t*>(&k4[n4]);
-        i4[n4++] = base + j;
+        rule_out[base + j] = d[j] >= 0 && d[j] < r ? d[j] : r;
       }
     }
-    if (n4) classifyFamily(f4_, d4, i4, n4, rule_out);
-    if (n6) classifyFamily(f6_, d6, i6, n6, rule_out);
+  }
+}
+
+inline void FirewallTables::classifyOwn(const rules::FwQuery* const* q, uint32_t n,
+                                        int64_t* rule_out) const {
+  AclChunk c;
+  for (uint32_t base = 0; base < n; base += kChunk) {
+    uint32_t m = std::min(kChunk, n - base);
+    c.pack(q + base, m, base, f4_.n != 0, f6_.n != 0, rule_out);
+    if (c.n4) classifyFamily(f4_, c.d4, c.i4, c.n4, rule_out);
+    if (c.n6) classifyFamily(f6_, c.d6, c.i6, c.n6, rule_out);
   }
 }
 
