@@ -86,6 +86,7 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
   full.stream_mode = DpiStreamMode::kFull;
   full.streams_per_worker = nflows;
   full.ooo_slots_per_worker = 1;
+  full.prefilter_windows_per_worker = nflows;  // (prefiltered builds: a window per direction)
   full.depth_bytes = 0;
   DpiSettings comp = full;
   comp.stream_mode = DpiStreamMode::kCompressed;
@@ -424,6 +425,10 @@ int main(int argc, char** argv) {
                 double(pf_stats.errors) / double(count));
   }
   streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time);
+  // The same per-packet path with the prefiltered build: every direction keeps a history
+  // window (copied into after each packet) and candidates are confirmed on window + packet.
+  std::printf("\nprefiltered build (history window %u B per direction):", (*pf)->prefilter_window);
+  streamModes(*pf, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time);
   std::printf("\ncompile: ours %.0f ms (libyara validation + translation + Hyperscan %.0f ms), "
               "libyara %.0f ms\n", ours_ms, d.compile_ms, yara_ms);
   std::printf("prefiltered build: %zu of %zu Hyperscan expressions prefiltered (%zu in the exact "
