@@ -18,6 +18,7 @@ endfunction()
 dpu_require_pkg(DPDK libdpdk libdpdk-dev)
 dpu_require_pkg(HS libhs libhyperscan-dev)
 dpu_require_pkg(YARA yara libyara-dev)
+dpu_require_pkg(PCRE2 libpcre2-8 libpcre2-dev)  # DPI: confirms HS_FLAG_PREFILTER candidates
 dpu_require_pkg(MMDB libmaxminddb libmaxminddb-dev)
 dpu_require_pkg(NLOHMANN_JSON nlohmann_json nlohmann-json3-dev)
 dpu_require_pkg(GRPCPP grpc++ libgrpc++-dev)

@@ -5,6 +5,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libdpdk-dev dpdk-dev dpdk            # DPDK 22.11: libraries, PMDs, dpdk-testpmd, dpdk-test-acl
   libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin nlohmann-json3-dev
+  libpcre2-dev                         # DPI: PCRE2 confirms HS_FLAG_PREFILTER candidates
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
   prometheus-cpp-dev                   # /metrics endpoint (prometheus-cpp Exposer, civetweb)

@@ -214,6 +214,11 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   dpi->set_no_stream(f.dpi_no_stream);
   dpi->set_overflow(f.dpi_overflow);
   dpi->set_unreported(f.dpi_unreported);
+  dpi->set_rst_sent(f.dpi_rst_sent);
+  dpi->set_prefilter_confirmed(f.dpi_pf_confirmed);
+  dpi->set_prefilter_rejected(f.dpi_pf_rejected);
+  dpi->set_prefilter_errors(f.dpi_pf_errors);
+  dpi->set_no_window(f.dpi_no_window);
 }
 
 void fillTasks(const ProgressRegistry* progress,

@@ -11,6 +11,7 @@
 #include "control/app/summary.h"
 #include "control/config/dpi_config.h"
 #include "control/config/yara_spans.h"
+#include "rules/compile/yara_translate.h"
 #include "rules/compile/yara_validate.h"
 
 namespace dpu::ctl {
@@ -75,6 +76,7 @@ void fillDpiStats(const dp::DataplaneControl& plane, int64_t wall_offset_ns, v1:
   v1::DpiStats* s = out->mutable_dpi();
   s->set_rules_accepted(uint32_t(d->rules.size()));
   s->set_rules_unsupported(uint32_t(d->unsupported.size()));
+  s->set_cache_write_failures(rules::dpiCacheWriteFailures());
   std::map<std::string, const rules::DpiRule*> by_id;
   for (const rules::DpiRule& r : d->rules) by_id.emplace(r.id(), &r);
   for (const dp::DpiRuleCounters& c : plane.dpiRuleCounters()) {

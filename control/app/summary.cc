@@ -300,6 +300,12 @@ std::string formatSummary(const SummaryInput& in) {
     if (t.dpi_unreported)
       absl::StrAppend(&s, absl::StrFormat("  %u rule matches not reported (more than 16 new at a stream's end)\n",
                                           t.dpi_unreported));
+    if (t.dpi_rst_sent) absl::StrAppend(&s, absl::StrFormat("  %u TCP RSTs sent (reset rules)\n", t.dpi_rst_sent));
+    if (t.dpi_pf_confirmed || t.dpi_pf_rejected || t.dpi_pf_errors || t.dpi_no_window)
+      absl::StrAppend(&s, absl::StrFormat(
+          "  prefilter candidates: %u confirmed, %u rejected, %u undecided (match limit); "
+          "%u directions without a history window\n",
+          t.dpi_pf_confirmed, t.dpi_pf_rejected, t.dpi_pf_errors, t.dpi_no_window));
   }
   if (in.dpi_enabled) {  // --- dpi --- the rule set and the rules that matched
     absl::StrAppend(&s, absl::StrFormat("dpi rules: %u matched, %u unsupported (not matched)\n",
@@ -385,6 +391,11 @@ std::string summaryJson(const SummaryInput& in) {
                     t.dpi_no_stream);
     if (t.dpi_overflow) absl::StrAppend(&s, ",\"stream_overflow\":", t.dpi_overflow);
     if (t.dpi_unreported) absl::StrAppend(&s, ",\"unreported\":", t.dpi_unreported);
+    if (t.dpi_rst_sent) absl::StrAppend(&s, ",\"rst_sent\":", t.dpi_rst_sent);
+    if (t.dpi_pf_confirmed || t.dpi_pf_rejected || t.dpi_pf_errors || t.dpi_no_window)
+      absl::StrAppend(&s, ",\"prefilter\":{\"confirmed\":", t.dpi_pf_confirmed, ",\"rejected\":",
+                      t.dpi_pf_rejected, ",\"errors\":", t.dpi_pf_errors, ",\"no_window\":",
+                      t.dpi_no_window, "}");
     absl::StrAppend(&s, "}");
   }
   if (in.dpi_enabled) {  // --- dpi --- the rule set; rules that matched

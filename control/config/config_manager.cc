@@ -308,6 +308,8 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
     for (const rules::DpiUnsupported& u : compiled_dpi->unsupported)
       result.warnings.push_back(absl::StrCat("dpi: rule ", u.source, ":", u.rule, " (line ", u.line,
                                              ") unsupported, not matched: ", u.reason));
+    if (!compiled_dpi->cache_warning.empty())
+      result.warnings.push_back(absl::StrCat("dpi: ", compiled_dpi->cache_warning));
   }
   std::shared_ptr<const rules::CompiledDns> compiled_dns = (*snap)->dns;
 

@@ -135,6 +135,14 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
   if (m->full_streams_per_worker > (1u << 22))
     errors.push_back(dpiError("dpi.full_streams_per_worker",
                               absl::StrCat(m->full_streams_per_worker, " is out of range [1, 4194304]")));
+  if (c.prefilter_window_bytes() != 0) m->prefilter_window_bytes = c.prefilter_window_bytes();
+  if (m->prefilter_window_bytes < 16 || m->prefilter_window_bytes > (1u << 20))
+    errors.push_back(dpiError("dpi.prefilter_window_bytes",
+                              absl::StrCat(m->prefilter_window_bytes, " is out of range [16, 1048576]")));
+  if (c.prefilter_windows_per_worker() != 0) m->prefilter_windows_per_worker = c.prefilter_windows_per_worker();
+  if (m->prefilter_windows_per_worker > (1u << 22))
+    errors.push_back(dpiError("dpi.prefilter_windows_per_worker",
+                              absl::StrCat(m->prefilter_windows_per_worker, " is out of range [1, 4194304]")));
 }
 
 }  // namespace dpu::ctl

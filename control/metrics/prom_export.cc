@@ -164,6 +164,7 @@ const Rule kRules[] = {
   {"dpu.v1.Stats.dpi", As::kPrefix, "dpi_", nullptr},
   {"dpu.v1.DpiStats.rules_accepted", As::kGauge, "dpi_rules_accepted", "DPI: YARA rules of the running set that are matched."},
   {"dpu.v1.DpiStats.rules_unsupported", As::kGauge, "dpi_rules_unsupported", "DPI: YARA rules of the running set that are unsupported (not matched)."},
+  {"dpu.v1.DpiStats.cache_write_failures", As::kCounter, "dpi_cache_write_failures_total", "Compiled DPI databases that could not be written to dpi.cache_dir."},
   {"dpu.v1.DpiStats.rules", As::kPrefix, "dpi_rule_", nullptr, "rule=id,action=action"},
   {"dpu.v1.DpiRuleMatches.matches", As::kCounter, "dpi_rule_matches_total", "DPI: times the YARA rule fired (rules that fired at least once)."},
   {"dpu.v1.DpiRuleMatches.last_match_unix_ns", As::kGauge, "dpi_rule_last_match_timestamp_seconds", "DPI: when the YARA rule fired last (Unix time)."},
@@ -208,6 +209,11 @@ const Rule kRules[] = {
   {"dpu.v1.DpiCounters.no_stream", As::kCounter, "dpi_streams_not_inspected_total", "Flow directions not inspected because the worker's stream pool was empty."},
   {"dpu.v1.DpiCounters.overflow", As::kCounter, "dpi_stream_overflows_total", "Compressed DPI streams that outgrew their slot and moved to a full stream."},
   {"dpu.v1.DpiCounters.unreported", As::kCounter, "dpi_unreported_matches_total", "Newly matching DPI rules that could not be reported: more than 16 at once at a stream's end or in a per-packet scan."},
+  {"dpu.v1.DpiCounters.rst_sent", As::kCounter, "dpi_rst_sent_total", "TCP RSTs sent for DPI rules with action reset."},
+  {"dpu.v1.DpiCounters.prefilter_confirmed", As::kCounter, "dpi_prefilter_candidates_total", "Candidate matches of prefiltered DPI patterns, by PCRE2's confirmation result.", "result=confirmed"},
+  {"dpu.v1.DpiCounters.prefilter_rejected", As::kCounter, "dpi_prefilter_candidates_total", "Candidate matches of prefiltered DPI patterns, by PCRE2's confirmation result.", "result=rejected"},
+  {"dpu.v1.DpiCounters.prefilter_errors", As::kCounter, "dpi_prefilter_candidates_total", "Candidate matches of prefiltered DPI patterns, by PCRE2's confirmation result.", "result=error"},
+  {"dpu.v1.DpiCounters.no_window", As::kCounter, "dpi_no_window_total", "Flow directions that got no prefilter history window (candidates confirmed on the completing packet only)."},
 
   // --- perf (CounterSet) --- worker cycles by bucket, TSC frequency, forwarding latency
   {"dpu.v1.CounterSet.cycles", As::kPrefix, "", nullptr, "bucket=bucket"},

@@ -238,6 +238,7 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
     ds.stream_mode = m.stream_mode;
     ds.compressed_slot_bytes = m.compressed_slot_bytes;
     ds.full_streams_per_worker = m.full_streams_per_worker;
+    ds.prefilter_windows_per_worker = m.prefilter_windows_per_worker;
     const DpiSettings* cs = cur && cur->dpi ? &cur->dpi->settings() : nullptr;
     if (cs && cur->dpi->dpiPtr().get() == next->dpi.get() &&
         cs->streams_per_worker == ds.streams_per_worker &&
@@ -245,7 +246,8 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
         cs->ooo_buffer_bytes == ds.ooo_buffer_bytes && cs->depth_bytes == ds.depth_bytes &&
         cs->gap_policy == ds.gap_policy && cs->udp_stream == ds.udp_stream &&
         cs->stream_mode == ds.stream_mode && cs->compressed_slot_bytes == ds.compressed_slot_bytes &&
-        cs->full_streams_per_worker == ds.full_streams_per_worker) {
+        cs->full_streams_per_worker == ds.full_streams_per_worker &&
+        cs->prefilter_windows_per_worker == ds.prefilter_windows_per_worker) {
       st->dpi = cur->dpi;
       st->dpi_hits = cur->dpi_hits;  // the counters go with the runtime
     } else {

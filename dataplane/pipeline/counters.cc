@@ -169,6 +169,11 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.dpi_no_stream = c.dpi_no_stream.load();
   f.dpi_overflow = c.dpi_overflow.load();
   f.dpi_unreported = c.dpi_unreported.load();
+  f.dpi_rst_sent = c.dpi_rst_sent.load();
+  f.dpi_pf_confirmed = c.dpi_pf_confirmed.load();
+  f.dpi_pf_rejected = c.dpi_pf_rejected.load();
+  f.dpi_pf_errors = c.dpi_pf_errors.load();
+  f.dpi_no_window = c.dpi_no_window.load();
   f.geoip_lookups = c.geoip_lookups.load();
   f.lb_flows_balanced = c.lb_flows_balanced.load();
   f.lb_flows_rehashed = c.lb_flows_rehashed.load();
@@ -242,6 +247,11 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.dpi_no_stream += w.dpi_no_stream;
   a.dpi_overflow += w.dpi_overflow;
   a.dpi_unreported += w.dpi_unreported;
+  a.dpi_rst_sent += w.dpi_rst_sent;
+  a.dpi_pf_confirmed += w.dpi_pf_confirmed;
+  a.dpi_pf_rejected += w.dpi_pf_rejected;
+  a.dpi_pf_errors += w.dpi_pf_errors;
+  a.dpi_no_window += w.dpi_no_window;
   a.geoip_lookups += w.geoip_lookups;
   a.lb_flows_balanced += w.lb_flows_balanced;
   a.lb_flows_rehashed += w.lb_flows_rehashed;

@@ -103,6 +103,10 @@ struct alignas(64) WorkerCounters {
   Counter dpi_bytes, dpi_alerts, dpi_drops, dpi_resets, dpi_gaps, dpi_depth, dpi_no_stream;
   Counter dpi_overflow;  // compressed streams that did not fit their slot (moved to full streams)
   Counter dpi_unreported;  // newly matching rules that could not be reported (DpiOutcome)
+  Counter dpi_rst_sent;  // TCP RSTs sent for rules with action reset (not in fw_rst_sent)
+  // Prefilter (HS_FLAG_PREFILTER) candidates confirmed / rejected by PCRE2 / not decided
+  // (match limit), and flow directions that got no history window.
+  Counter dpi_pf_confirmed, dpi_pf_rejected, dpi_pf_errors, dpi_no_window;
   // DNS filtering.
   Counter dns[kDnsCounterCount];
   Counter dns_action[kDnsActions];        // blocks by action
@@ -141,6 +145,8 @@ struct CountersSnapshot {
     // --- dpi ---
     uint64_t dpi_bytes = 0, dpi_alerts = 0, dpi_drops = 0, dpi_resets = 0, dpi_gaps = 0;
     uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0, dpi_unreported = 0;
+    uint64_t dpi_rst_sent = 0;
+    uint64_t dpi_pf_confirmed = 0, dpi_pf_rejected = 0, dpi_pf_errors = 0, dpi_no_window = 0;
     // DNS filtering.
     uint64_t dns[kDnsCounterCount]{};
     uint64_t dns_action[kDnsActions]{};

@@ -52,6 +52,10 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
   if (o.no_stream) c_->dpi_no_stream.add();
   if (o.overflow) c_->dpi_overflow.add();
   if (o.unreported) c_->dpi_unreported.add(o.unreported);
+  if (o.no_window) c_->dpi_no_window.add();
+  if (o.pf_confirmed) c_->dpi_pf_confirmed.add(o.pf_confirmed);
+  if (o.pf_rejected) c_->dpi_pf_rejected.add(o.pf_rejected);
+  if (o.pf_errors) c_->dpi_pf_errors.add(o.pf_errors);
   if (o.nfired == 0 && !o.gap) return;
   const rules::CompiledDpi& dpi = dpi_rt_->dpi();
   PacketVerdict* v = b != nullptr ? &b->v[i] : nullptr;
@@ -134,6 +138,26 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
   v->rule = reason == DropReason::kDpiGap ? kNoRule : best_rule;
   if (pos >= 0) dpi_block_[pos] = reason == DropReason::kDpiGap ? kNoRule : best_rule + 1;
   (void)m;
+}
+
+void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {
+  if (dpi_block_ == nullptr || pos < 0 || dpi_block_[pos] == 0) return;
+  ev.stage = Stage::kDpi;
+  ev.verdict = Verdict::kDrop;
+  ev.generation = generation_;  // the DPI rule indices are those of the running rules
+  if (dpi_block_[pos] == kNoRule) {  // a gap under gap_policy DROP
+    ev.rule = kNoRule;
+    ev.reason = DropReason::kDpiGap;
+    return;
+  }
+  const uint32_t r = dpi_block_[pos] - 1;
+  ev.rule = r;
+  ev.reason = DropReason::kDpiDrop;
+  if (ev.proto == kProtoTcpNum && dpi_rt_ != nullptr && r < dpi_rt_->dpi().rules.size() &&
+      dpi_rt_->dpi().rules[r].action == rules::DpiAction::kReset) {
+    ev.verdict = Verdict::kReject;
+    ev.reason = DropReason::kDpiReset;
+  }
 }
 
 void Worker::dpiFlowEnded(int32_t pos) {

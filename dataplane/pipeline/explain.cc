@@ -240,6 +240,7 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
   ds.streams_per_worker = 1;
   ds.ooo_slots_per_worker = 1;
   ds.ooo_buffer_bytes = 64;
+  ds.prefilter_windows_per_worker = 1;
   ds.depth_bytes = ms.depth_bytes;
   ds.gap_policy = ms.gap_policy;
   ds.udp_stream = ms.udp_stream;

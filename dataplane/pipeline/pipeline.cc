@@ -686,7 +686,7 @@ void Worker::finish(rte_mbuf* m, uint16_t i, Burst& b) {
   if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
     emitDrop(&b.meta[i], v, b.ts[i]);
   }
-  if (v.verdict == Verdict::kReject) sendReject(m, b.meta[i], v.in_side);
+  if (v.verdict == Verdict::kReject) sendReject(m, b.meta[i], v.in_side, v.stage == Stage::kDpi);
   applyVerdict(m, v, v.in_side);
   if (slot >= 0) releaseFragments(slot, v, b.ts[i]);
 }
@@ -695,7 +695,7 @@ void Worker::finish(rte_mbuf* m, uint16_t i, Burst& b) {
 // segment of a connection, one to the receiver out of the other port), else an ICMP /
 // ICMPv6 administratively-prohibited unreachable. The mbufs come from the packet pool; the
 // frames are stamped with the rejected packet's receive time (pcap outputs).
-void Worker::sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side) {
+void Worker::sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool dpi) {
   const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
   bool tcp = pm.l4_proto == kProtoTcp && pm.has_l4;
   auto send = [&](uint8_t out_side, bool to_sender) {
@@ -721,7 +721,7 @@ void Worker::sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side) {
     r->pkt_len = len;
     queueGenerated(r, out_side, m);
     if (tcp) {
-      c_->fw_rst_sent.add();
+      (dpi ? c_->dpi_rst_sent : c_->fw_rst_sent).add();  // --- dpi --- its own counter
     } else {
       c_->fw_icmp_sent.add();
     }
@@ -878,6 +878,7 @@ void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint
     ev->packets[d] = e.packets[d];
     ev->bytes[d] = e.bytes[d];
   }
+  dpiFlowEndVerdict(pos, *ev);  // --- dpi --- a flow DPI blocked ends dropped / reset
   postEvent(ev);
 }
 

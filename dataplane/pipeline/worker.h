@@ -128,7 +128,8 @@ class Worker {
     h.bytes.add(bytes);
     if (t > h.last_hit_ns.load()) h.last_hit_ns.set(t);
   }
-  void sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side);
+  // `dpi`: the reject is a DPI reset (its RSTs are counted in dpi_rst_sent, not fw_rst_sent).
+  void sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool dpi = false);
   // Rule stages after the firewall (rule_stages.cc), per packet still forwarded, in
   // DESIGN.md order: DNS -> DPI -> LB. Packets [from, to) of the current segment.
   void ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to);
@@ -139,6 +140,9 @@ class Worker {
   void dpiStage(rte_mbuf* m, Burst& b, uint16_t i);
   void dpiFlowEnded(int32_t pos);
   void dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int32_t pos);
+  // The flow-end event of a flow DPI blocked: its verdict (drop, or reject for a reset rule),
+  // stage dpi and the rule (none for a gap under gap_policy DROP).
+  void dpiFlowEndVerdict(int32_t pos, Event& ev) const;
   // Queues a packet the worker built (reject, answer, reset) for tx out of `out_side`,
   // stamped with `like`'s capture time so pcap outputs keep time order.
   void queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like);

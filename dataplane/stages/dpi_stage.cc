@@ -1,5 +1,6 @@
 #include "dataplane/stages/dpi_stage.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -11,11 +12,12 @@ using rules::CompiledDpi;
 
 absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
     std::shared_ptr<const CompiledDpi> dpi, const DpiSettings& s, uint32_t workers) {
-  static std::atomic<uint64_t> next_id{1};
+  static std::atomic<uint32_t> next_id{1};
   std::shared_ptr<DpiRuntime> rt(new DpiRuntime());
   rt->dpi_ = std::move(dpi);
   rt->s_ = s;
   rt->id_ = next_id.fetch_add(1);
+  if (rt->id_ == 0) rt->id_ = next_id.fetch_add(1);  // 0 = "no runtime" in DpiDir
   const CompiledDpi& d = *rt->dpi_;
   // Match state, then one "fired" bit per rule, rounded to 8 bytes.
   rt->ms_stride_ = (d.matchStateBytes() + (d.rules.size() + 7) / 8 + 7) & ~size_t(7);
@@ -60,6 +62,16 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
     w.ooo_data.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ob]);
     w.ooo_bits.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ((ob + 7) / 8)]());
     for (uint32_t i = s.ooo_slots_per_worker; i > 0; --i) w.free_ooo.push_back(i - 1);
+    if (d.prefilter_window != 0) {
+      const size_t W = d.prefilter_window;
+      w.window_slots = s.prefilter_windows_per_worker;
+      w.windows.reset(new uint8_t[size_t(w.window_slots) * W]);
+      w.free_windows.reserve(w.window_slots);
+      for (uint32_t i = w.window_slots; i > 0; --i) w.free_windows.push_back(i - 1);
+      w.confirm = std::make_unique<rules::DpiConfirmScratch>(d.prefilter_window,
+                                                             CompiledDpi::kConfirmMatchLimit);
+      if (!w.confirm->ok()) return absl::ResourceExhaustedError("dpi: cannot allocate PCRE2 match data");
+    }
   }
   return rt;
 }
@@ -109,6 +121,50 @@ void evaluateFire(const Ctx& c, bool tick = false) {
   }
 }
 
+uint8_t* windowOf(const DpiRuntime& rt, DpiRuntime::PerWorker& w, uint32_t win) {
+  return w.windows.get() + size_t(win) * rt.windowBytes();
+}
+
+// Prefilter: the bytes a candidate can be confirmed on while `n` bytes at stream offset
+// `seen` are scanned (the packet, and before it the direction's history window if it has
+// one), or at the stream's end (`p` null).
+void setWindow(const Ctx& c, rules::DpiWindow& win, const uint8_t* p, uint32_t n, uint64_t seen,
+               bool at_end) {
+  const uint32_t W = c.rt.windowBytes();
+  win.cur = p;
+  win.cur_off = seen;
+  win.cur_len = n;
+  win.at_end = at_end;
+  win.scratch = c.w.confirm.get();
+  if (c.d.win != DpiDir::kNoSlot) {
+    win.ring = windowOf(c.rt, c.w, c.d.win);
+    win.ring_size = W;
+    win.ring_from = seen > W ? seen - W : 0;
+  }
+}
+
+void countWindow(const rules::DpiWindow& win, DpiOutcome& out) {
+  out.pf_confirmed += win.confirmed;
+  out.pf_rejected += win.rejected;
+  out.pf_errors += win.errors;
+}
+
+// The scanned bytes [seen, seen + n) into the direction's history ring (offset % W).
+void keepHistory(const Ctx& c, const uint8_t* p, uint32_t n, uint64_t seen) {
+  const uint32_t W = c.rt.windowBytes();
+  if (c.d.win == DpiDir::kNoSlot || W == 0) return;
+  uint8_t* ring = windowOf(c.rt, c.w, c.d.win);
+  if (n > W) {
+    p += n - W;
+    seen += n - W;
+    n = W;
+  }
+  const uint32_t at = uint32_t(seen % W);
+  const uint32_t first = std::min(n, W - at);
+  std::memcpy(ring + at, p, first);
+  std::memcpy(ring, p + first, n - first);
+}
+
 void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
   const CompiledDpi& dpi = c.rt.dpi();
   const uint64_t seen = CompiledDpi::filesize(c.ms);
@@ -121,9 +177,18 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
   if (n == 0) return;
   CompiledDpi::setFilesize(c.ms, seen + n);
   rules::DpiMatchCtx mc{&dpi, c.ms, 0, false};
+  rules::DpiWindow win;
+  if (c.rt.windowBytes() != 0) {
+    setWindow(c, win, p, n, seen, false);
+    mc.win = &win;
+  }
   if (st != nullptr)
     hs_scan_stream(st, reinterpret_cast<const char*>(p), n, 0, c.w.scratch,
                    rules::dpiMatchCallback, &mc);
+  if (mc.win != nullptr) {
+    countWindow(win, c.out);
+    keepHistory(c, p, n, seen);
+  }
   c.out.scanned += n;
   // A full evaluation when a match changed the state, on the stream's first bytes (rules true
   // without any match, `not $a`, fire too) and after a deferred report; otherwise, when
@@ -205,7 +270,22 @@ bool openStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiOu
     d.flags |= DpiDir::kDone;
     return false;
   }
+  // Prefilter history window, taken with the stream (none free: counted, see DpiOutcome).
+  if (rt.windowBytes() != 0 && d.win == DpiDir::kNoSlot) {
+    if (!w.free_windows.empty()) {
+      d.win = w.free_windows.back();
+      w.free_windows.pop_back();
+    } else {
+      out.no_window = true;
+    }
+  }
   return true;
+}
+
+void releaseWindow(DpiRuntime::PerWorker& w, DpiDir& d) {
+  if (d.win == DpiDir::kNoSlot) return;
+  w.free_windows.push_back(d.win);
+  d.win = DpiDir::kNoSlot;
 }
 
 // The Hyperscan stream to scan the direction with: its full stream, or the worker's working
@@ -283,7 +363,13 @@ void releaseStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, co
                     : (d.flags & DpiDir::kFull) && !w.streams.empty() ? w.streams[d.slot] : nullptr;
   if (st != nullptr && flush != nullptr) {
     rules::DpiMatchCtx mc{&rt.dpi(), flush->ms, 0, false};
+    rules::DpiWindow win;
+    if (rt.windowBytes() != 0) {
+      setWindow(*flush, win, nullptr, 0, CompiledDpi::filesize(flush->ms), true);
+      mc.win = &win;
+    }
     hs_reset_stream(st, 0, w.scratch, rules::dpiMatchCallback, &mc);
+    if (mc.win != nullptr) countWindow(win, flush->out);
     evaluateFire(*flush);
   }
   if (flush != nullptr && final_ms != nullptr)
@@ -409,6 +495,7 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
     if (d.flags & DpiDir::kEvalPending) out.unreported += out.deferred ? out.deferred : 1;
     releaseOoo(w, rt, d);
     releaseStream(rt, w, d, nullptr);
+    releaseWindow(w, d);
   }
 }
 
@@ -434,7 +521,13 @@ void DpiInspector::block(const DpiRuntime& rt, uint32_t worker, const uint8_t* p
   scan(c, w.block_stream, payload, len);
   if (w.block_stream != nullptr) {
     rules::DpiMatchCtx mc{&rt.dpi(), w.block_ms.get(), 0, false};
+    rules::DpiWindow win;  // the datagram itself: confirmed on its bytes
+    if (rt.windowBytes() != 0) {
+      setWindow(c, win, payload, uint32_t(CompiledDpi::filesize(w.block_ms.get())), 0, true);
+      mc.win = &win;
+    }
     hs_reset_stream(w.block_stream, 0, w.scratch, rules::dpiMatchCallback, &mc);
+    if (mc.win != nullptr) countWindow(win, out);
     if (mc.changed) evaluateFire(c);
   }
   if (scratch_dir.flags & DpiDir::kEvalPending) out.unreported += out.deferred;
@@ -453,6 +546,7 @@ void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutc
     releaseStream(rt, w, d, (d.flags & DpiDir::kDone) ? nullptr : &c, final_ms);
     if (d.flags & DpiDir::kEvalPending) out.unreported += out.deferred;
   }
+  releaseWindow(w, d);
   forget(d);
 }
 

@@ -45,6 +45,9 @@ struct DpiSettings {
   uint64_t depth_bytes = 1u << 20;  // 0 = unlimited
   rules::DpiGapPolicy gap_policy = rules::DpiGapPolicy::kStopInspecting;
   bool udp_stream = false;
+  // Rule sets with prefiltered patterns (CompiledDpi::prefilter_window > 0): history windows
+  // of prefilter_window bytes per worker (one per inspected flow direction).
+  uint32_t prefilter_windows_per_worker = 4096;
 };
 
 class DpiRuntime {
@@ -75,12 +78,19 @@ class DpiRuntime {
     std::unique_ptr<uint8_t[]> ooo_bits;    // ooo_slots * ooo_buffer_bytes / 8
     hs_stream_t* block_stream = nullptr;    // UDP datagrams scanned on their own
     std::unique_ptr<uint8_t[]> block_ms;
+    // Prefilter (rule sets with prefiltered patterns only): history rings of the last
+    // CompiledDpi::prefilter_window bytes of a direction (window_slots of them), and the
+    // confirmation scratch (PCRE2 match data, JIT stack, a window-sized buffer).
+    uint32_t window_slots = 0;
+    std::unique_ptr<uint8_t[]> windows;     // window_slots * prefilter_window
+    std::vector<uint32_t> free_windows;
+    std::unique_ptr<rules::DpiConfirmScratch> confirm;
   };
 
   const rules::CompiledDpi& dpi() const { return *dpi_; }
   const std::shared_ptr<const rules::CompiledDpi>& dpiPtr() const { return dpi_; }
   const DpiSettings& settings() const { return s_; }
-  uint64_t id() const { return id_; }
+  uint32_t id() const { return id_; }
   size_t msStride() const { return ms_stride_; }
   // The mode in use (kAuto resolved at create()).
   bool compressed() const { return compressed_; }
@@ -89,6 +99,8 @@ class DpiRuntime {
   size_t bytesPerStream() const {
     return compressed() ? s_.compressed_slot_bytes : dpi_->streamStateBytes() + ms_stride_;
   }
+  // History window bytes per flow direction (rule sets with prefiltered patterns), else 0.
+  uint32_t windowBytes() const { return dpi_->prefilter_window; }
   PerWorker& worker(uint32_t w) const { return workers_[w]; }
   uint32_t workers() const { return uint32_t(workers_.size()); }
 
@@ -96,7 +108,7 @@ class DpiRuntime {
   DpiRuntime() = default;
   std::shared_ptr<const rules::CompiledDpi> dpi_;
   DpiSettings s_;
-  uint64_t id_ = 0;
+  uint32_t id_ = 0;
   size_t ms_stride_ = 0;
   bool compressed_ = false;
   mutable std::vector<PerWorker> workers_;
@@ -104,9 +116,10 @@ class DpiRuntime {
 
 // Per flow direction (indexed pos * 2 + dir by the Worker).
 struct DpiDir {
-  uint64_t rt_id = 0;        // runtime the slots belong to; 0 = none
+  uint32_t rt_id = 0;        // runtime the slots belong to; 0 = none
   uint32_t slot = kNoSlot;   // stream slot
   uint32_t ooo = kNoSlot;    // out-of-order slot
+  uint32_t win = kNoSlot;    // prefilter history window
   uint32_t next_seq = 0;     // next expected TCP sequence number (when seq_known)
   uint8_t flags = 0;
   static constexpr uint32_t kNoSlot = 0xffffffffu;
@@ -133,6 +146,11 @@ struct DpiOutcome {
   // could not report (there is no next packet).
   uint32_t deferred = 0;
   uint32_t unreported = 0;
+  // Prefilter: candidates confirmed / rejected / not decided (PCRE2 match limit), and a
+  // direction that got no history window (its candidates are confirmed on the bytes of
+  // the packet that completes them only).
+  uint32_t pf_confirmed = 0, pf_rejected = 0, pf_errors = 0;
+  bool no_window = false;
 };
 
 class DpiInspector {

@@ -4,7 +4,11 @@
 #include <hs/hs.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
 #include <cctype>
+#include <climits>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
@@ -325,6 +329,13 @@ struct GenPattern {
   uint32_t length = 0;  // 0 = variable
   uint32_t trail = 0;
   bool anchored = false;
+  // Regexes and hex strings: the expression a prefilter candidate is confirmed with (the
+  // narrow form for a wide regex, see DpiConfirm); empty = not prefilterable (literals).
+  std::string confirm_expr;
+  bool confirm_wide = false;
+  // Set when the pattern is compiled with HS_FLAG_PREFILTER (see preparePrefilter).
+  std::shared_ptr<pcre2_code> confirm_code;
+  uint32_t max_width = 0;
 };
 
 std::string esc(uint8_t b) {
@@ -556,7 +567,7 @@ void hexPatterns(const RString& s, std::vector<GenPattern>& out) {
   size_t i = 0;
   HexOut h = hexSeq(s.body, i, 0);
   uint32_t len = (h.max >= 0 && h.max == h.min) ? uint32_t(h.min) : 0;
-  out.push_back({h.re, HS_FLAG_DOTALL, len, 0, false});
+  out.push_back({h.re, HS_FLAG_DOTALL, len, 0, false, h.re, false, nullptr, 0});
 }
 
 // A regex (Hyperscan syntax, as regexPatterns makes it) in YARA's `wide` form: every
@@ -650,14 +661,136 @@ void regexPatterns(const RString& s, std::vector<GenPattern>& out) {
   unsigned flags = 0;
   if (s.flags.find('i') != std::string::npos || s.nocase) flags |= HS_FLAG_CASELESS;
   if (s.flags.find('s') != std::string::npos) flags |= HS_FLAG_DOTALL;
-  if (s.ascii || !s.wide) out.push_back({re, flags, 0, 0, false});
+  if (s.ascii || !s.wide) out.push_back({re, flags, 0, 0, false, re, false, nullptr, 0});
   if (s.wide) {
     size_t i = 0;
     std::string w = wideRegex(re, i, 0);
     if (i != re.size()) throw Unsupported{"regular expression syntax of " + s.ident};
-    out.push_back({w, flags, 0, 0, false});
+    out.push_back({w, flags, 0, 0, false, re, true, nullptr, 0});
   }
 }
+
+// ---------------------------------------------------------------------------------------
+// Prefilter (HS_FLAG_PREFILTER) + PCRE2 confirmation for expressions Hyperscan cannot
+// compile exactly.
+
+// The PCRE2 source of a confirmation: the Hyperscan expression with `\z` (YARA's `$`, the
+// end of the data) written as `$` (compiled with PCRE2_DOLLAR_ENDONLY, and matched with
+// PCRE2_NOTEOL except at the end of the data).
+std::string pcreSource(const std::string& e) {
+  std::string o;
+  bool in_class = false;
+  for (size_t i = 0; i < e.size(); ++i) {
+    const char c = e[i];
+    if (c == '\\' && i + 1 < e.size()) {
+      if (!in_class && e[i + 1] == 'z') o += '$';
+      else o += e.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      o += c;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      o += c;
+      if (i + 1 < e.size() && e[i + 1] == '^') o += e[++i];
+      if (i + 1 < e.size() && e[i + 1] == ']') o += e[++i];
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+bool hasWordBoundary(const std::string& e) {
+  for (size_t i = 0; i + 1 < e.size(); ++i) {
+    if (e[i] != '\\') continue;
+    if (e[i + 1] == 'b' || e[i + 1] == 'B') return true;
+    ++i;
+  }
+  return false;
+}
+
+std::shared_ptr<pcre2_code> pcreCompile(const std::string& src, unsigned hs_flags, std::string* err) {
+  pcre2_compile_context* cc = pcre2_compile_context_create(nullptr);
+  if (cc == nullptr) {
+    *err = "PCRE2: out of memory";
+    return nullptr;
+  }
+  pcre2_set_newline(cc, PCRE2_NEWLINE_LF);  // YARA's `.` is any byte but \n
+  uint32_t opts = PCRE2_ENDANCHORED | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_UTF | PCRE2_NEVER_UCP |
+                  PCRE2_NEVER_BACKSLASH_C;
+  if (hs_flags & HS_FLAG_CASELESS) opts |= PCRE2_CASELESS;
+  if (hs_flags & HS_FLAG_DOTALL) opts |= PCRE2_DOTALL;
+  int ec = 0;
+  PCRE2_SIZE eo = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(src.data()), src.size(), opts, &ec,
+                                   &eo, cc);
+  pcre2_compile_context_free(cc);
+  if (code == nullptr) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(ec, msg, sizeof msg);
+    *err = absl::StrCat("PCRE2 cannot compile it: ", reinterpret_cast<const char*>(msg), " at offset ", eo);
+    return nullptr;
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // without JIT the interpreter confirms
+  return std::shared_ptr<pcre2_code>(code, pcre2_code_free);
+}
+
+// Makes `p` a prefiltered pattern when it can be confirmed exactly: a regex or hex string,
+// presence only (no count, offset, length or position of string `s` in the condition), no
+// word boundary (its confirmation would need bytes after the candidate's end), a bounded
+// longest match of at most `window_bound` bytes (the history kept per flow direction), a
+// prefilter Hyperscan can compile and a PCRE2 confirmation. Else false and why not.
+bool preparePrefilter(GenPattern& p, bool positional, uint32_t window_bound, std::string* why) {
+  if (p.confirm_expr.empty()) {
+    *why = "a literal is not prefiltered";
+    return false;
+  }
+  if (positional) {
+    *why = "its count, offset or position is used (prefiltered strings give presence only)";
+    return false;
+  }
+  if (hasWordBoundary(p.confirm_expr)) {
+    *why = "word boundary (\\b, \\B)";
+    return false;
+  }
+  hs_expr_info_t* info = nullptr;
+  hs_compile_error_t* err = nullptr;
+  if (hs_expression_info(p.expr.c_str(), p.flags | HS_FLAG_PREFILTER, &info, &err) != HS_SUCCESS) {
+    *why = "Hyperscan refuses it as a prefilter too";
+    hs_free_compile_error(err);
+    return false;
+  }
+  std::free(info);
+  if (hs_expression_info(p.expr.c_str(), p.flags, &info, &err) != HS_SUCCESS) {
+    *why = absl::StrCat("its match width is unknown (", err != nullptr ? err->message : "error", ")");
+    hs_free_compile_error(err);
+    return false;
+  }
+  const unsigned max_width = info->max_width;
+  std::free(info);
+  if (max_width == UINT_MAX) {
+    *why = "its match width is unbounded";
+    return false;
+  }
+  if (max_width > window_bound) {
+    *why = absl::StrCat("its longest match (", max_width, " B) exceeds dpi.prefilter_window_bytes (",
+                        window_bound, " B)");
+    return false;
+  }
+  std::shared_ptr<pcre2_code> code = pcreCompile(pcreSource(p.confirm_expr), p.flags, why);
+  if (!code) return false;
+  p.confirm_code = std::move(code);
+  p.max_width = max_width;
+  p.length = 0;  // presence only
+  return true;
+}
+
+std::string patternKey(const GenPattern& p) { return absl::StrCat(p.flags, "/", p.expr); }
 
 // Samples: one byte sequence each string matches (test payloads, `dpuctl dpi list`).
 std::string hexSampleSeq(const std::string& b, size_t& i, int depth) {
@@ -1075,6 +1208,16 @@ struct Translated {
   std::vector<std::string> exprs;
   std::vector<unsigned> flags;
   std::vector<uint32_t> pattern_rule;  // pattern -> rule index in dpi->rules
+  std::vector<std::string> pattern_key;  // patternKey() of the exact expression
+};
+
+// Which patterns are prefiltered: those Hyperscan refused to compile exactly (key ->
+// Hyperscan's message), and with `all` (tests, benchmarks) every regex and hex string that
+// can be.
+struct PrefilterPlan {
+  std::map<std::string, std::string> refused;
+  bool all = false;
+  uint32_t window_bound = 8192;
 };
 
 bool parseAction(const std::string& v, DpiAction& a) {
@@ -1086,7 +1229,8 @@ bool parseAction(const std::string& v, DpiAction& a) {
 }
 
 Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
-                     const std::map<std::string, std::string>& excluded, ConfigErrorList& errors) {
+                     const std::map<std::string, std::string>& excluded, const PrefilterPlan& plan,
+                     ConfigErrorList& errors) {
   Translated tr;
   tr.dpi = std::make_shared<CompiledDpi>();
   CompiledDpi& d = *tr.dpi;
@@ -1119,15 +1263,30 @@ Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
           else if (s.kind == Tk::kHex) hexPatterns(s, g);
           else if (s.kind == Tk::kRegex) regexPatterns(s, g);
           else throw Unsupported{"string " + s.ident};
+          const int si = int(&s - strings.data());
+          const bool positional = ctx.count_needed.count(si) || ctx.slots_needed.count(si) ||
+                                  std::any_of(ctx.preds.begin(), ctx.preds.end(),
+                                              [&](const auto& q) { return q.first == si; });
           for (GenPattern& p : g) {
             hs_expr_info_t* info = nullptr;
             hs_compile_error_t* err = nullptr;
+            std::string refused;
             if (hs_expression_info(p.expr.c_str(), p.flags, &info, &err) != HS_SUCCESS) {
-              std::string m = err != nullptr ? err->message : "error";
+              refused = err != nullptr ? err->message : "error";
               hs_free_compile_error(err);
-              throw Unsupported{"hyperscan cannot compile " + s.ident + ": " + m};
+            } else {
+              std::free(info);
+              auto r = plan.refused.find(patternKey(p));
+              if (r != plan.refused.end()) refused = r->second;
             }
-            std::free(info);
+            // Refused by Hyperscan: prefiltered when it can be confirmed, else unsupported.
+            // (With plan.all, every regex / hex string that can be.)
+            if (refused.empty() && !(plan.all && !p.confirm_expr.empty())) continue;
+            std::string why;
+            if (preparePrefilter(p, positional, plan.window_bound, &why)) continue;
+            if (!refused.empty())
+              throw Unsupported{"hyperscan cannot compile " + s.ident + ": " + refused +
+                                (p.confirm_expr.empty() ? "" : "; not prefiltered: " + why)};
           }
           gen.push_back(std::move(g));
         }
@@ -1202,10 +1361,21 @@ Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
         }
         const bool needs_all = ds.count_slot >= 0 || !ds.preds.empty();
         for (const GenPattern& g : gen[s]) {
-          d.patterns.push_back({uint32_t(smap[s]), g.length, g.trail, g.anchored});
+          DpiPattern dp{uint32_t(smap[s]), g.length, g.trail, g.anchored, -1};
+          unsigned hs_flags = g.flags | (needs_all ? 0u : HS_FLAG_SINGLEMATCH);
+          if (g.confirm_code) {
+            // Every candidate is reported (a rejected one must not hide a later real match).
+            dp.confirm = int32_t(d.confirms.size());
+            d.confirms.push_back({pcreSource(g.confirm_expr), g.flags, g.confirm_code, g.max_width,
+                                  g.confirm_wide});
+            d.prefilter_window = std::max(d.prefilter_window, g.max_width);
+            hs_flags = g.flags | HS_FLAG_PREFILTER;
+          }
+          d.patterns.push_back(dp);
           tr.exprs.push_back(g.expr);
-          tr.flags.push_back(g.flags | (needs_all ? 0u : HS_FLAG_SINGLEMATCH));
+          tr.flags.push_back(hs_flags);
           tr.pattern_rule.push_back(rule_no);
+          tr.pattern_key.push_back(patternKey(g));
         }
         d.strings.push_back(std::move(ds));
       }
@@ -1266,6 +1436,8 @@ bool needsMatch(const std::vector<CondNode>& nodes, int32_t idx, int depth) {
   }
 }
 
+std::atomic<uint64_t> g_cache_write_failures{0};
+
 std::string hexKey(uint64_t h) {
   char b[24];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
@@ -1273,6 +1445,8 @@ std::string hexKey(uint64_t h) {
 }
 
 }  // namespace
+
+uint64_t dpiCacheWriteFailures() { return g_cache_write_failures.load(std::memory_order_relaxed); }
 
 absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& model,
                                                               ConfigErrorList& errors,
@@ -1295,12 +1469,15 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
   // others' verdicts depend on it). Rules that Hyperscan rejects are excluded and the
   // translation runs again (references to them become unsupported too).
   std::map<std::string, std::string> excluded;
+  PrefilterPlan plan;
+  plan.all = opt.prefilter_all;
+  plan.window_bound = model.prefilter_window_bytes;
   Translated tr;
   for (int round = 0; round < 64; ++round) {
     ConfigErrorList round_errors;
     ProgressStep translating(absl::StrCat("translating YARA rules to Hyperscan (pass ", round + 1,  // --- ops ---
                                           ")"), 0, "");
-    tr = translate(model, parsed, excluded, round_errors);
+    tr = translate(model, parsed, excluded, plan, round_errors);
     bool again = false;
     for (const DpiUnsupported& u : tr.dpi->unsupported) {
       const RSource& rs = parsed[size_t(std::find_if(model.sources.begin(), model.sources.end(),
@@ -1328,6 +1505,18 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       key = fnv(absl::StrCat(tr.flags[i], "/", tr.exprs[i], "\n"), key);
     const std::string cache_file =
         model.cache_dir.empty() ? "" : model.cache_dir + "/dpi-" + hexKey(key) + ".hsdb";
+    if (!model.cache_dir.empty()) {
+      // The cache directory is created like `mkdir -p`; one that cannot be refuses the
+      // config (a cache that silently never works would recompile on every start).
+      std::error_code ec;
+      std::filesystem::create_directories(model.cache_dir, ec);
+      if (ec || !std::filesystem::is_directory(model.cache_dir)) {
+        errors.push_back({"dpi", "", -1, 0, "", "dpi.cache_dir",
+                          model.cache_dir + ": cannot create the directory" +
+                              (ec ? ": " + ec.message() : ": not a directory")});
+        return errorsToStatus(errors);
+      }
+    }
     if (!cache_file.empty()) {
       ProgressStep loading("loading the cached Hyperscan database", 0, "");  // --- ops ---
       std::ifstream in(cache_file, std::ios::binary);
@@ -1358,13 +1547,23 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       if (!cache_file.empty()) {
         char* bytes = nullptr;
         size_t len = 0;
+        std::string why;
         if (hs_serialize_database(d.db, &bytes, &len) == HS_SUCCESS) {
           std::string tmp = cache_file + ".tmp";
           std::ofstream o(tmp, std::ios::binary);
+          if (!o) why = std::strerror(errno);
           o.write(bytes, std::streamsize(len));
           o.close();
-          if (o) std::rename(tmp.c_str(), cache_file.c_str());
+          if (!o && why.empty()) why = "write failed";
+          if (why.empty() && std::rename(tmp.c_str(), cache_file.c_str()) != 0) why = std::strerror(errno);
+          if (!why.empty()) std::remove(tmp.c_str());
           std::free(bytes);
+        } else {
+          why = "hs_serialize_database failed";
+        }
+        if (!why.empty()) {  // counted, and a warning of the apply (the rules still load)
+          d.cache_warning = "compiled database not cached: " + cache_file + ": " + why;
+          g_cache_write_failures.fetch_add(1, std::memory_order_relaxed);
         }
       }
       break;
@@ -1377,9 +1576,16 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       errors.push_back({"dpi", "", -1, 0, "", "dpi.rule_files", "hyperscan: " + msg});
       return errorsToStatus(errors);
     }
+    // Refused exactly: the next pass prefilters it when it can be confirmed (else the rule
+    // is unsupported with this message). Refused as a prefilter too: the rule is excluded.
+    if (d.patterns[size_t(which)].confirm < 0 && !plan.refused.count(tr.pattern_key[size_t(which)])) {
+      plan.refused[tr.pattern_key[size_t(which)]] = msg;
+      continue;
+    }
     const DpiRule& bad = d.rules[tr.pattern_rule[size_t(which)]];
     excluded[bad.id()] = "hyperscan cannot compile " +
-                         d.strings[d.patterns[size_t(which)].string_id].ident + ": " + msg;
+                         d.strings[d.patterns[size_t(which)].string_id].ident + ": " + msg +
+                         (d.patterns[size_t(which)].confirm >= 0 ? " (prefiltered)" : "");
   }
   CompiledDpi& d = *tr.dpi;
   d.buildEvalIndex();

@@ -26,6 +26,9 @@ namespace dpu::rules {
 struct DpiCompileOptions {
   bool validate_with_libyara = true;  // false only for the fuzz target (no libyara there)
   bool compile_hyperscan = true;      // false: translation only (fuzzing, coverage)
+  // Tests and benchmarks: every regex and hex string that can be confirmed is compiled with
+  // HS_FLAG_PREFILTER + PCRE2 confirmation, not only those Hyperscan refuses exactly.
+  bool prefilter_all = false;
 };
 
 // Validates and compiles `model.sources` into a CompiledDpi. Errors (YARA syntax, bad meta
@@ -35,5 +38,9 @@ struct DpiCompileOptions {
 absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& model,
                                                               ConfigErrorList& errors,
                                                               const DpiCompileOptions& opt = {});
+
+// Compiled databases that could not be written to dpi.cache_dir since the process started
+// (each also a CompiledDpi::cache_warning).
+uint64_t dpiCacheWriteFailures();
 
 }  // namespace dpu::rules

@@ -1,5 +1,6 @@
 #include "rules/compiled/dpi.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace dpu::rules {
@@ -7,6 +8,85 @@ namespace dpu::rules {
 CompiledDpi::~CompiledDpi() {
   if (scratch_proto != nullptr) hs_free_scratch(scratch_proto);
   if (db != nullptr) hs_free_database(db);
+}
+
+DpiConfirmScratch::DpiConfirmScratch(uint32_t window_bytes, uint32_t match_limit)
+    : buf_(new uint8_t[std::max<uint32_t>(window_bytes, 1)]), cap_(window_bytes) {
+  md_ = pcre2_match_data_create(1, nullptr);
+  mctx_ = pcre2_match_context_create(nullptr);
+  if (mctx_ == nullptr) return;
+  pcre2_set_match_limit(mctx_, match_limit);
+  // JIT code runs on this stack (reserved here, not per match); without JIT (or when the
+  // stack cannot be made) PCRE2's interpreter keeps its backtracking frames in md_.
+  jit_ = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, nullptr);
+  if (jit_ != nullptr) pcre2_jit_stack_assign(mctx_, nullptr, jit_);
+}
+
+DpiConfirmScratch::~DpiConfirmScratch() {
+  if (jit_ != nullptr) pcre2_jit_stack_free(jit_);
+  if (mctx_ != nullptr) pcre2_match_context_free(mctx_);
+  if (md_ != nullptr) pcre2_match_data_free(md_);
+}
+
+bool CompiledDpi::confirm(const DpiConfirm& c, uint64_t to, DpiWindow& w) const {
+  DpiConfirmScratch* sc = w.scratch;
+  const uint64_t cur_end = w.cur_off + w.cur_len;
+  if (sc == nullptr || !sc->ok() || c.code == nullptr || to > cur_end) {
+    ++w.errors;
+    return false;
+  }
+  // The bytes the match can cover: [to - max_width, to), cut to what the window holds.
+  const uint64_t held = (w.ring != nullptr && w.ring_size != 0) ? w.ring_from : w.cur_off;
+  uint64_t from = to > c.max_width ? to - c.max_width : 0;
+  if (from < held) from = std::min(held, to);
+  size_t len = size_t(to - from);
+  if (len > sc->bufBytes()) {  // (max_width <= the scratch size by construction)
+    from = to - sc->bufBytes();
+    len = sc->bufBytes();
+  }
+  const uint8_t* subj;
+  if (from >= w.cur_off) {
+    subj = w.cur + (from - w.cur_off);
+  } else {
+    uint8_t* b = sc->buf();
+    const uint64_t ring_end = std::min(to, w.cur_off);
+    size_t k = 0;
+    for (uint64_t o = from; o < ring_end;) {
+      const size_t idx = size_t(o % w.ring_size);
+      const size_t n = size_t(std::min<uint64_t>(ring_end - o, w.ring_size - idx));
+      std::memcpy(b + k, w.ring + idx, n);
+      k += n;
+      o += n;
+    }
+    if (to > w.cur_off) std::memcpy(b + k, w.cur, size_t(to - w.cur_off));
+    subj = b;
+  }
+  uint64_t start = from;  // stream offset of the subject's first byte
+  if (c.wide) {
+    // YARA's wide form of `expr` matches exactly the (char, 0) pairs whose chars match
+    // `expr`: take the run of such pairs ending at `to` and confirm on its chars.
+    size_t i = len;
+    while (i >= 2 && subj[i - 1] == 0) i -= 2;
+    uint8_t* b = sc->buf();
+    const size_t n = (len - i) / 2;
+    for (size_t k = 0; k < n; ++k) b[k] = subj[i + 2 * k];  // in place: b + k <= subj + i + 2k
+    start = from + i;
+    subj = b;
+    len = n;
+  }
+  static const uint8_t kNothing[1] = {0};
+  if (subj == nullptr) subj = kNothing;  // (an empty subject at the stream's close)
+  uint32_t opts = 0;
+  if (start != 0) opts |= PCRE2_NOTBOL;                   // `^`: the stream's first byte only
+  if (!(w.at_end && to == cur_end)) opts |= PCRE2_NOTEOL;  // `$`: the end of the data only
+  const int rc = pcre2_match(c.code.get(), subj, len, 0, opts, sc->md(), sc->mctx());
+  if (rc >= 0) {
+    ++w.confirmed;
+    return true;
+  }
+  if (rc == PCRE2_ERROR_NOMATCH) ++w.rejected;
+  else ++w.errors;
+  return false;
 }
 
 size_t CompiledDpi::streamStateBytes() const {
@@ -24,13 +104,18 @@ const char* dpiActionName(DpiAction a) {
   return "?";
 }
 
-bool CompiledDpi::onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base) const {
+bool CompiledDpi::onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base,
+                          DpiWindow* win) const {
   if (id >= patterns.size()) return false;
   const DpiPattern& p = patterns[id];
   if (p.anchored && base != 0) return false;  // stream reopened mid-flow: no start anchor
   const DpiString& s = strings[p.string_id];
   uint8_t* pres = ms + presenceOffset();
   const uint32_t sid = p.string_id;
+  if (p.confirm >= 0) {  // prefiltered: presence only, once confirmed
+    if (pres[sid >> 3] & (1u << (sid & 7))) return false;
+    if (win == nullptr || !confirm(confirms[size_t(p.confirm)], to, *win)) return false;
+  }
   bool changed = (pres[sid >> 3] & (1u << (sid & 7))) == 0;
   pres[sid >> 3] |= uint8_t(1u << (sid & 7));
   if (p.length == 0) return changed;  // variable length: presence only
@@ -62,7 +147,7 @@ bool CompiledDpi::onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base) 
 int dpiMatchCallback(unsigned id, unsigned long long /*from*/, unsigned long long to,
                      unsigned /*flags*/, void* ctx) {
   auto* c = static_cast<DpiMatchCtx*>(ctx);
-  if (c->dpi->onMatch(c->ms, id, to, c->base)) c->changed = true;
+  if (c->dpi->onMatch(c->ms, id, to, c->base, c->win)) c->changed = true;
   return 0;
 }
 
@@ -369,11 +454,18 @@ std::vector<uint32_t> CompiledDpi::scanBuffer(const uint8_t* data, size_t len, u
   resetMatchState(ms);
   setFilesize(ms, len);
   if (db != nullptr) {
-    DpiMatchCtx ctx{this, ms, 0, false};
+    std::unique_ptr<DpiConfirmScratch> cs;
+    if (!confirms.empty()) cs = std::make_unique<DpiConfirmScratch>(prefilter_window, kConfirmMatchLimit);
+    DpiWindow win;
+    win.cur = data;
+    win.cur_len = uint32_t(len);
+    win.scratch = cs.get();
+    DpiMatchCtx ctx{this, ms, 0, false, &win};
     hs_stream_t* st = nullptr;
     if (hs_open_stream(db, 0, &st) == HS_SUCCESS) {
       hs_scan_stream(st, reinterpret_cast<const char*>(data), unsigned(len), 0, scratch,
                      dpiMatchCallback, &ctx);
+      win.at_end = true;
       hs_close_stream(st, scratch, dpiMatchCallback, &ctx);
     }
   }

@@ -13,6 +13,10 @@
 #pragma once
 
 #include <hs/hs.h>
+#ifndef PCRE2_CODE_UNIT_WIDTH
+#define PCRE2_CODE_UNIT_WIDTH 8
+#endif
+#include <pcre2.h>
 
 #include <cstdint>
 #include <cstring>
@@ -56,6 +60,62 @@ struct DpiPattern {
   uint32_t length = 0;      // bytes of the string itself (start = end - trail - length); 0 = variable
   uint32_t trail = 0;       // bytes after the string the expression consumes (fullword)
   bool anchored = false;    // matches only at a position counted from stream start
+  int32_t confirm = -1;     // prefiltered (HS_FLAG_PREFILTER): index in CompiledDpi::confirms
+};
+
+// A pattern Hyperscan cannot compile exactly ("Pattern is too large", resource limits) is
+// compiled with HS_FLAG_PREFILTER: Hyperscan then reports a superset of its match end
+// offsets, and each candidate counts only when PCRE2 confirms that the exact expression
+// matches bytes ending there. Only presence is recorded for such strings (their counts and
+// positions are unsupported), so a string already present skips confirmation.
+struct DpiConfirm {
+  std::string expr;          // PCRE2 source: the exact expression (the narrow form if `wide`)
+  unsigned hs_flags = 0;     // flags of the exact Hyperscan expression (CASELESS, DOTALL)
+  std::shared_ptr<pcre2_code> code;  // compiled with PCRE2_ENDANCHORED (+ JIT when available)
+  uint32_t max_width = 0;    // longest match of the Hyperscan expression, bytes
+  bool wide = false;         // the Hyperscan expression is `expr` in YARA's wide form:
+                             // confirmed by running `expr` on the narrowed (char, 0) pairs
+};
+
+// Per-thread working memory for confirmations, allocated once (per worker at prepare time):
+// a buffer of the widest prefiltered match, PCRE2 match data, match context (match limit)
+// and JIT stack. No allocation when a candidate is confirmed.
+class DpiConfirmScratch {
+ public:
+  DpiConfirmScratch(uint32_t window_bytes, uint32_t match_limit);
+  ~DpiConfirmScratch();
+  DpiConfirmScratch(const DpiConfirmScratch&) = delete;
+  DpiConfirmScratch& operator=(const DpiConfirmScratch&) = delete;
+  bool ok() const { return md_ != nullptr && mctx_ != nullptr; }
+  uint8_t* buf() { return buf_.get(); }
+  uint32_t bufBytes() const { return cap_; }
+  pcre2_match_data* md() { return md_; }
+  pcre2_match_context* mctx() { return mctx_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> buf_;
+  uint32_t cap_ = 0;
+  pcre2_match_data* md_ = nullptr;
+  pcre2_match_context* mctx_ = nullptr;
+  pcre2_jit_stack* jit_ = nullptr;
+};
+
+// The bytes a scan can confirm prefilter candidates on: the buffer being scanned (`cur`, at
+// stream offset cur_off) and, before it, the direction's history ring (ring[o % ring_size]
+// holds the byte at stream offset o for o in [ring_from, cur_off)). Candidates whose match
+// could start before the first byte held are confirmed on the bytes held (see docs/dpi.md:
+// a direction without a history window).
+struct DpiWindow {
+  const uint8_t* cur = nullptr;
+  uint64_t cur_off = 0;
+  uint32_t cur_len = 0;
+  const uint8_t* ring = nullptr;
+  uint32_t ring_size = 0;
+  uint64_t ring_from = 0;
+  bool at_end = false;       // stream close: YARA's `$` may match at the last byte's end
+  DpiConfirmScratch* scratch = nullptr;
+  // Outcome counters (added to by confirmations).
+  uint32_t confirmed = 0, rejected = 0, errors = 0;
 };
 
 struct DpiPosPred {
@@ -124,6 +184,7 @@ class CompiledDpi {
   uint64_t rules_hash = 0;             // hash of the sources (cache key)
   double compile_ms = 0;               // Hyperscan compile (0 when loaded from the cache)
   bool from_cache = false;
+  std::string cache_warning;           // the cache could not be written (why); "" = fine
   bool uses_filesize = false;          // some condition reads filesize: evaluate per packet
   // Without filesize in any condition, the rules true on a stream with no match at all
   // (`not $a`, `true`) are fixed: computed once at compile time, so a scan that matched
@@ -147,7 +208,19 @@ class CompiledDpi {
 
   // Records one Hyperscan match of pattern `id` ending at stream offset `to` (base = stream
   // offset where the Hyperscan stream was opened). Returns true when the state changed.
-  bool onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base) const;
+  // A prefiltered pattern's match is confirmed first on the bytes of `win` (null: rejected).
+  bool onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base,
+               DpiWindow* win = nullptr) const;
+
+  // --- prefilter (HS_FLAG_PREFILTER + PCRE2 confirmation) ---
+  // PCRE2 match limit of one confirmation (a candidate that reaches it is counted as an
+  // error and not confirmed).
+  static constexpr uint32_t kConfirmMatchLimit = 1000000;
+  std::vector<DpiConfirm> confirms;
+  uint32_t prefilter_window = 0;       // widest prefiltered match (bytes); 0 = none
+  // True when confirms[c]'s exact expression matches the bytes of `w` ending at stream
+  // offset `to` (counted in w.confirmed / rejected / errors).
+  bool confirm(const DpiConfirm& c, uint64_t to, DpiWindow& w) const;
 
   // Evaluates every rule on `ms`; writes the indices (into `rules`) of the matching non-private
   // rules to `out` (up to `max`) and returns how many matched in all. With `fired` (one bit
@@ -178,7 +251,8 @@ class CompiledDpi {
   bool eval_index = false;
 
   // Convenience for tests and block scans: whole buffer, one stream, state reset first.
-  // `ms` must hold matchStateBytes(). Returns matching rule indices.
+  // `ms` must hold matchStateBytes(). Returns matching rule indices. (Allocates a confirmation
+  // scratch when the rules have prefiltered patterns: not for the packet path.)
   std::vector<uint32_t> scanBuffer(const uint8_t* data, size_t len, uint8_t* ms,
                                    hs_scratch_t* scratch) const;
 
@@ -192,6 +266,7 @@ struct DpiMatchCtx {
   uint8_t* ms;
   uint64_t base;
   bool changed;
+  DpiWindow* win = nullptr;  // bytes to confirm prefilter candidates on
 };
 int dpiMatchCallback(unsigned id, unsigned long long from, unsigned long long to,
                      unsigned flags, void* ctx);

@@ -49,6 +49,12 @@ struct DpiModel {
   uint32_t compressed_slot_bytes = 512;  // kCompressed: bytes per slot (streams_per_worker slots)
   uint32_t full_streams_per_worker = 256;  // kCompressed: full streams for directions whose
                                            // compressed stream does not fit a slot
+  // Prefilter (HS_FLAG_PREFILTER + confirmation) of expressions Hyperscan cannot compile
+  // exactly: the longest match such an expression may have (bytes of history kept per flow
+  // direction to confirm a candidate; wider ones stay unsupported), and how many flow
+  // directions per worker get such a history window.
+  uint32_t prefilter_window_bytes = 8192;
+  uint32_t prefilter_windows_per_worker = 4096;
   bool operator==(const DpiModel&) const = default;
 };
 

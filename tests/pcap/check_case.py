@@ -17,7 +17,7 @@ depend on the expected_* files, so they also guard a REGEN=1 run:
    "reject" verdict (a TCP RST with the rejected segment's addresses and ports swapped, out of
    its ingress side, and for a segment with ACK a second RST toward the receiver out of the
    other side; an ICMP / ICMPv6 unreachable to the sender otherwise), and their number must
-   equal the summary's firewall rst_sent + icmp_sent. Skipped when CASE_DIR has a file
+   equal the summary's firewall rst_sent + icmp_sent (+ dpi rst_sent). Skipped when CASE_DIR has a file
    REWRITES (a config that changes packets). DNS filtering: frames the appliance makes for
    DNS (answers and TCP resets, the summary's dns.answers_sent + dns.resets_sent) may come on
    top; their number over both outputs must equal the summary's.
@@ -233,10 +233,11 @@ def main():
                 f"inputs nor reject answers, but the summary says the appliance made "
                 f"{dns_generated} for DNS (dns.answers_sent + dns.resets_sent)")
         fw = summary.get("firewall", {})
-        sent = fw.get("rst_sent", 0) + fw.get("icmp_sent", 0)
+        # DPI resets go out through the same reject path, counted as dpi.rst_sent.
+        sent = fw.get("rst_sent", 0) + fw.get("icmp_sent", 0) + summary.get("dpi", {}).get("rst_sent", 0)
         if sent != answers_out["A"] + answers_out["B"]:
-            bad(f"summary firewall rst_sent + icmp_sent = {sent}, answers in the outputs: "
-                f"{answers_out['A'] + answers_out['B']}")
+            bad(f"summary firewall rst_sent + icmp_sent + dpi rst_sent = {sent}, answers in the "
+                f"outputs: {answers_out['A'] + answers_out['B']}")
 
     # 3. Summary agrees with the verdicts.
     count = collections.Counter(v.get("verdict") for v in verdicts)

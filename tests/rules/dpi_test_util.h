@@ -19,14 +19,21 @@ namespace dpu::rules::test {
 // check_ticks: after every segment that added no match (only filesize grew), the dataplane's
 // reduced evaluation (evaluate(..., tick_only = true)) must report exactly the rules a full
 // evaluation reports, with the fired bits kept as the dataplane keeps them (a gtest failure
-// names the rules otherwise).
+// names the rules otherwise). `stats`: receives the prefilter confirmation counters.
 inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t* scratch,
                                              const std::string& data,
                                              const std::vector<size_t>& seg,
-                                             bool check_ticks = false) {
+                                             bool check_ticks = false,
+                                             DpiWindow* stats = nullptr) {
   std::vector<uint8_t> ms(d.matchStateBytes());
   d.resetMatchState(ms.data());
-  DpiMatchCtx ctx{&d, ms.data(), 0, false};
+  // Prefiltered patterns are confirmed on the bytes scanned so far (all of `data` up to the
+  // segment's end: the stream's whole history).
+  DpiConfirmScratch cs(d.prefilter_window, CompiledDpi::kConfirmMatchLimit);
+  DpiWindow win;
+  win.cur = reinterpret_cast<const uint8_t*>(data.data());
+  win.scratch = &cs;
+  DpiMatchCtx ctx{&d, ms.data(), 0, false, &win};
   hs_stream_t* st = nullptr;
   if (d.db != nullptr) hs_open_stream(d.db, 0, &st);
   std::vector<uint8_t> fired((d.rules.size() + 7) / 8, 0);
@@ -36,6 +43,7 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
     size_t n = std::min(data.size() - off, std::max<size_t>(1, seg[k++ % seg.size()]));
     CompiledDpi::setFilesize(ms.data(), off + n);
     ctx.changed = false;
+    win.cur_len = uint32_t(off + n);
     if (st != nullptr) hs_scan_stream(st, data.data() + off, unsigned(n), 0, scratch, dpiMatchCallback, &ctx);
     if (check_ticks) {
       const uint32_t nf = std::min<uint32_t>(
@@ -58,7 +66,10 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
     }
     off += n;
   }
+  win.cur_len = uint32_t(data.size());
+  win.at_end = true;
   if (st != nullptr) hs_close_stream(st, scratch, dpiMatchCallback, &ctx);
+  if (stats != nullptr) *stats = win;
   std::vector<uint32_t> idx(d.rules.size() + 1);
   uint32_t n = d.evaluate(ms.data(), idx.data(), uint32_t(idx.size()));
   std::vector<std::string> out;
@@ -74,9 +85,9 @@ struct Pair {
   std::vector<std::string> accepted;  // ids of supported rules (sorted)
   ~Pair() { if (scratch) hs_free_scratch(scratch); }
 
-  bool build(const DpiModel& m, std::string* err) {
+  bool build(const DpiModel& m, std::string* err, const DpiCompileOptions& opt = {}) {
     ConfigErrorList errs;
-    auto c = compileDpi(m, errs);
+    auto c = compileDpi(m, errs, opt);
     if (!c.ok()) { *err = std::string(c.status().message()); return false; }
     ours = *c;
     ConfigErrorList yerrs;

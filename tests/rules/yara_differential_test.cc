@@ -80,6 +80,7 @@ std::vector<std::string> payloadsFor(const CompiledDpi& d, const DpiRule& r, std
 struct SetResult {
   size_t files = 0, rules = 0, accepted = 0, payloads = 0, scans = 0, positives = 0;
   size_t overflows = 0;  // compressed mode: directions moved to a full stream
+  size_t prefiltered = 0, confirmed = 0, rejected = 0;  // prefilter patterns, candidates
 };
 
 // `data` as TCP segments of the given sizes (cycled) to two directions, alternating; returns
@@ -116,7 +117,7 @@ std::vector<std::vector<std::string>> scanCompressed(const CompiledDpi& d, const
   return out;
 }
 
-void runSet(const std::vector<fs::path>& files, SetResult& res) {
+void runSet(const std::vector<fs::path>& files, SetResult& res, const DpiCompileOptions& opt) {
   std::mt19937 rng(12345);
   const std::vector<std::vector<size_t>> segs = {{1u << 30}, {1}, {7}, {13, 1, 64, 3}, {536}};
   for (const fs::path& f : files) {
@@ -124,12 +125,14 @@ void runSet(const std::vector<fs::path>& files, SetResult& res) {
     m.sources.push_back({f.filename().string(), readFileBytes(f.string())});
     Pair p;
     std::string err;
-    if (!p.build(m, &err)) continue;  // libyara rejects the file: not part of the comparison
+    if (!p.build(m, &err, opt)) continue;  // libyara rejects the file: not part of the comparison
+    res.prefiltered += p.ours->confirms.size();
     dp::DpiSettings ds;
     ds.stream_mode = DpiStreamMode::kCompressed;
     ds.streams_per_worker = 2;
     ds.full_streams_per_worker = 2;
     ds.ooo_slots_per_worker = 1;
+    ds.prefilter_windows_per_worker = 2;
     ds.depth_bytes = 0;
     auto rt = dp::DpiRuntime::create(p.ours, ds, 1);
     ASSERT_TRUE(rt.ok()) << rt.status();
@@ -145,7 +148,10 @@ void runSet(const std::vector<fs::path>& files, SetResult& res) {
           ++res.scans;
           // (the tick check on the segmentations of several bytes: one evaluation per byte
           // would dominate the test's time)
-          std::vector<std::string> got = scanSegments(*p.ours, p.scratch, data, s, s[0] >= 7);
+          DpiWindow pf;
+          std::vector<std::string> got = scanSegments(*p.ours, p.scratch, data, s, s[0] >= 7, &pf);
+          res.confirmed += pf.confirmed;
+          res.rejected += pf.rejected;
           if (got != want) {
             std::string w, g;
             for (auto& x : want) w += x + " ";
@@ -175,13 +181,17 @@ std::vector<fs::path> yarFiles(const fs::path& dir) {
   return out;
 }
 
-void checkSet(const char* name, const std::vector<fs::path>& files) {
+void checkSet(const char* name, const std::vector<fs::path>& files, const DpiCompileOptions& opt = {},
+              SetResult* out = nullptr) {
   if (files.empty()) GTEST_SKIP() << "no rule files at " << DPU_YARA_DIR;
   SetResult r;
-  runSet(files, r);
+  runSet(files, r, opt);
   std::printf("[%s] files %zu rules %zu accepted %zu payloads %zu (libyara matched something in %zu) scans %zu "
-              "(compressed-stream directions moved to a full stream: %zu)\n",
-              name, r.files, r.rules, r.accepted, r.payloads, r.positives, r.scans, r.overflows);
+              "(compressed-stream directions moved to a full stream: %zu; prefiltered patterns %zu, "
+              "candidates confirmed %zu, rejected %zu)\n",
+              name, r.files, r.rules, r.accepted, r.payloads, r.positives, r.scans, r.overflows,
+              r.prefiltered, r.confirmed, r.rejected);
+  if (out != nullptr) *out = r;
   EXPECT_GT(r.accepted, 0u);
   EXPECT_GT(r.positives, r.accepted / 2) << "payloads do not exercise the rules";
 }
@@ -215,6 +225,32 @@ TEST(YaraDifferential, SignatureBaseBase64) {
     if (fs::exists(p)) files.push_back(p);
   }
   checkSet("signature-base/base64", files);
+}
+
+// Every regex and hex string whose match width is bounded (<= 4096 B) compiled with
+// HS_FLAG_PREFILTER and each candidate confirmed by PCRE2 (the path Hyperscan-refused
+// expressions take), on Yara-Rules' sets rich in regexes and hex strings.
+TEST(YaraDifferential, PrefilterAllYaraRules) {
+  std::vector<fs::path> files;
+  for (const char* d : {"malware", "webshells", "exploit_kits", "cve_rules", "maldocs", "crypto", "packers"})
+    for (auto& f : yarFiles(fs::path(DPU_YARA_DIR) / "Yara-Rules+rules" / d)) files.push_back(f);
+  DpiCompileOptions opt;
+  opt.prefilter_all = true;
+  SetResult r;
+  checkSet("Yara-Rules/* prefiltered", files, opt, &r);
+  EXPECT_GT(r.prefiltered, 1000u);
+  EXPECT_GT(r.confirmed, 10000u);
+}
+
+// The rule Hyperscan refuses exactly (a wide regex with [^\n]{0,2000}): prefiltered without
+// any option. Its payloads are in yara_prefilter_test (the sampler cannot write its regex).
+TEST(YaraDifferential, SignatureBaseRefusedRegex) {
+  fs::path p = fs::path(DPU_YARA_DIR) / "Neo23x0+signature-base/yara/expl_proxynotshell_owassrf_dec22.yar";
+  if (!fs::exists(p)) GTEST_SKIP();
+  SetResult r;
+  runSet({p}, r, {});
+  EXPECT_GE(r.prefiltered, 1u);
+  EXPECT_EQ(r.accepted, r.rules);
 }
 
 TEST(YaraDifferential, ReversingLabs) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "tests/rules/dpi_test_util.h"
@@ -307,6 +308,53 @@ TEST(YaraTranslate, CompiledDatabaseCachedOnDisk) {
   EXPECT_EQ((*b)->scanBuffer(reinterpret_cast<const uint8_t*>(d.data()), d.size(), ms.data(),
                              (*b)->scratch_proto).size(), 1u);
   std::filesystem::remove_all(tmpl);
+}
+
+// dpi.cache_dir is created when missing (like mkdir -p); a path that cannot be a directory
+// refuses the config naming the field; a database that cannot be written is a warning and
+// counted (the rules still load).
+TEST(YaraTranslate, CacheDirectoryCreatedOrRefusedAndWriteFailuresCounted) {
+  char tmpl[] = "/tmp/dpi-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  DpiModel m;
+  m.sources.push_back({"c", "rule a { strings: $a = \"cached\" condition: $a }"});
+  m.cache_dir = root + "/a/b/c";
+  ConfigErrorList e1, e2;
+  auto a = compileDpi(m, e1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(std::filesystem::is_directory(m.cache_dir));
+  EXPECT_TRUE((*a)->cache_warning.empty()) << (*a)->cache_warning;
+  auto b = compileDpi(m, e2);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE((*b)->from_cache);
+  // A regular file where the directory should be.
+  { std::ofstream f(root + "/file"); f << "x"; }
+  DpiModel bad = m;
+  bad.cache_dir = root + "/file";
+  ConfigErrorList e3;
+  auto c = compileDpi(bad, e3);
+  ASSERT_FALSE(c.ok());
+  ASSERT_FALSE(e3.empty());
+  EXPECT_EQ(e3.front().field, "dpi.cache_dir");
+  EXPECT_NE(e3.front().reason.find(root + "/file: cannot create the directory"), std::string::npos)
+      << e3.front().reason;
+  // The database file cannot be written (its temporary name is a directory).
+  std::string db;
+  for (const auto& f : std::filesystem::directory_iterator(m.cache_dir)) db = f.path().string();
+  ASSERT_FALSE(db.empty());
+  std::filesystem::remove(db);
+  std::filesystem::create_directory(db + ".tmp");
+  const uint64_t failures = dpiCacheWriteFailures();
+  ConfigErrorList e4;
+  auto d = compileDpi(m, e4);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE((*d)->from_cache);
+  EXPECT_NE((*d)->cache_warning.find("compiled database not cached: " + db), std::string::npos)
+      << (*d)->cache_warning;
+  EXPECT_EQ(dpiCacheWriteFailures(), failures + 1);
+  EXPECT_EQ((*d)->rules.size(), 1u);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

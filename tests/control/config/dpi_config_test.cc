@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "control/config/config_loader.h"
 
@@ -45,6 +47,30 @@ TEST(DpiConfig, OutOfRangeNamesTheField) {
     for (const auto& e : errs) all += "\n" + rules::formatError(e);
     const std::string field = std::string(json).find("full") != std::string::npos
                                   ? "dpi.full_streams_per_worker" : "dpi.compressed_slot_bytes";
+    EXPECT_NE(all.find(field), std::string::npos) << all;
+  }
+}
+
+// Prefilter settings: defaults, values, and out-of-range values naming the field.
+TEST(DpiConfig, PrefilterWindowSettings) {
+  rules::ConfigErrorList errs;
+  auto m = load(R"({"dpi": {}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->dpi.prefilter_window_bytes, 8192u);
+  EXPECT_EQ(m->dpi.prefilter_windows_per_worker, 4096u);
+  m = load(R"({"dpi": {"prefilter_window_bytes": 16384, "prefilter_windows_per_worker": 64}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->dpi.prefilter_window_bytes, 16384u);
+  EXPECT_EQ(m->dpi.prefilter_windows_per_worker, 64u);
+  for (const auto& [json, field] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"dpi": {"prefilter_window_bytes": 8}})", "dpi.prefilter_window_bytes"},
+           {R"({"dpi": {"prefilter_window_bytes": 2000000}})", "dpi.prefilter_window_bytes"},
+           {R"({"dpi": {"prefilter_windows_per_worker": 5000000}})", "dpi.prefilter_windows_per_worker"}}) {
+    rules::ConfigErrorList e;
+    auto r = load(json, &e);
+    EXPECT_FALSE(r.ok()) << json;
+    std::string all(r.status().message());
+    for (const auto& x : e) all += "\n" + rules::formatError(x);
     EXPECT_NE(all.find(field), std::string::npos) << all;
   }
 }
