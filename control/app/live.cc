@@ -3,11 +3,13 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <systemd/sd-daemon.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -33,6 +35,16 @@ std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
 void onSignal(int) { g_stop.store(true); }
 void onHangup(int) { g_reload.store(true); }
+
+// Tells systemd (NOTIFY_SOCKET, set by a Type=notify unit) about the service state; a no-op
+// when not started by systemd. A failure is told once and never stops the appliance.
+void sdNotify(const char* state) {
+  static std::atomic<bool> told{false};
+  int r = sd_notify(0, state);
+  if (r < 0 && !told.exchange(true)) {
+    std::fprintf(stderr, "dpu-appliance: sd_notify failed: %s\n", std::strerror(-r));
+  }
+}
 
 // SIGHUP: the --config file becomes the committed configuration (next version).
 void reloadConfigFile(const std::string& path, ConfigManager& manager) {
@@ -200,32 +212,54 @@ absl::Status runLive(const LiveOptions& o) {
                        "Ctrl-C to stop\n",
                livePort(plane->portA(), "A").name.c_str(),
                livePort(plane->portB(), "B").name.c_str(), plane->workerCount());
+  // systemd (Type=notify): ready once the API answers and the workers forward, so
+  // `systemctl start dpu-appliance && dpuctl status` does not race the start.
+  sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version(),
+                        ", API on ", server->address())
+               .c_str());
   auto start = std::chrono::steady_clock::now();
   auto last_stats = start;
-  uint64_t last_rx = 0;
+  auto last = plane->counters().total;  // the previous --stats-interval sample
   while (!g_stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     auto t = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(t - start).count();
     if (o.duration_s > 0 && elapsed >= o.duration_s) break;
     if (g_reload.exchange(false)) {
+      // systemd (Type=notify): `systemctl reload` waits until READY=1 again.
+      sdNotify("RELOADING=1\nSTATUS=re-applying the config file");
       hub.reopenFile();
       reloadConfigFile(o.config, manager);
+      sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version())
+                   .c_str());
     }
     if (o.stats_interval_s > 0 &&
         std::chrono::duration<double>(t - last_stats).count() >= o.stats_interval_s) {
+      // Per-second rates over the interval, then only the drop reasons that grew in it.
       auto c = plane->counters().total;
-      uint64_t rx = c.rx_packets[0] + c.rx_packets[1];
-      double dt = std::chrono::duration<double>(t - last_stats).count();
-      std::fprintf(stderr, "[%8.1fs] rx %lu (%.3f Mpps)  fwd %lu  drop %lu  flows %lu\n",
-                   elapsed, static_cast<unsigned long>(rx), (rx - last_rx) / dt / 1e6,
-                   static_cast<unsigned long>(c.verdicts[1]),
-                   static_cast<unsigned long>(c.totalDrops()),
-                   static_cast<unsigned long>(c.flows_active));
-      last_rx = rx;
+      const double dt = std::chrono::duration<double>(t - last_stats).count();
+      auto per_s = [dt](uint64_t now, uint64_t before) { return double(now - before) / dt; };
+      const uint64_t rx = c.rx_packets[0] + c.rx_packets[1];
+      const uint64_t last_rx = last.rx_packets[0] + last.rx_packets[1];
+      std::string line = absl::StrFormat(
+          "[%8.1fs] rx %.0f pps  fwd %.0f/s  drop %.0f/s  reject %.0f/s  new flows %.0f/s  "
+          "active flows %u",
+          elapsed, per_s(rx, last_rx), per_s(c.verdicts[1], last.verdicts[1]),
+          per_s(c.verdicts[2], last.verdicts[2]), per_s(c.verdicts[3], last.verdicts[3]),
+          per_s(c.flows_created, last.flows_created), c.flows_active);
+      std::string why;
+      for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
+        if (c.drops[r] == last.drops[r]) continue;
+        absl::StrAppendFormat(&why, "%s %s %.0f/s", why.empty() ? "  drops:" : ",",
+                              dp::dropReasonName(static_cast<dp::DropReason>(r)),
+                              per_s(c.drops[r], last.drops[r]));
+      }
+      std::fprintf(stderr, "%s%s\n", line.c_str(), why.c_str());
+      last = c;
       last_stats = t;
     }
   }
+  sdNotify("STOPPING=1\nSTATUS=stopping: final counters follow");
   // API first (no change can start while the workers stop), then the workers, then the
   // pump's last drain (flow ends at shutdown).
   metrics.reset();

@@ -64,7 +64,7 @@ commands:
   config diff FILE                          committed configuration vs FILE, field by field
   config validate FILE                      check FILE on the server without committing
   config set PATH=VALUE... [--expected-version N | --force]
-  stats [--watch [--interval MS] [--count N]]
+  stats [--watch [--interval MS] [--count N] [--full]]
   events [--types drop,flow,config] [--count N] [--buffer N]
   explain (--frame-hex HEX | --src IP --dst IP --proto P [--sport N] [--dport N]
            [--flags F] [--vlan N] [--payload TEXT]) [--side A|B]
@@ -142,15 +142,19 @@ examples:
   dpuctl config set dataplane.tcp.midstream=       # back to the default
 )";
 
-constexpr const char* kStatsHelp = R"(usage: dpuctl stats [--watch [--interval MS] [--count N]]
+constexpr const char* kStatsHelp = R"(usage: dpuctl stats [--watch [--interval MS] [--count N] [--full]]
 
 Counters: ports (packets, bytes, missed, no-mbuf, tx errors), verdicts, drops by reason,
 flows, fragments, stages, per worker. --watch streams a sample every --interval ms (default
-1000, minimum 100) with rates, until Ctrl-C or --count samples.
+1000, minimum 100) until Ctrl-C or --count samples: the first in full, then per sample the
+rates (packets and bits per second per port, forwarded / dropped / rejected / new flows per
+second) and only the counters that changed, with their delta and rate. --full prints every
+sample in full (with port rates) instead.
 
 examples:
   dpuctl stats
   dpuctl stats --watch --interval 500
+  dpuctl stats --watch --full
   dpuctl --json stats --watch --count 3
 )";
 
@@ -659,12 +663,14 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
 
 int cmdStats(Client& c, const std::vector<std::string>& a) {
   if (wantsHelp(a)) return std::fputs(kStatsHelp, stdout), kOk;
-  bool watch = false;
+  bool watch = false, full = false;
   uint32_t interval = 0;
   uint64_t count = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] == "--watch") {
       watch = true;
+    } else if (a[i] == "--full") {
+      full = true;
     } else if (a[i] == "--interval" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &interval)) {
       ++i;
     } else if (a[i] == "--count" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &count)) {
@@ -673,8 +679,8 @@ int cmdStats(Client& c, const std::vector<std::string>& a) {
       return usage("stats: bad argument '" + a[i] + "'", kStatsHelp);
     }
   }
-  if (!watch && (interval || count)) {
-    return usage("stats: --interval and --count need --watch", kStatsHelp);
+  if (!watch && (interval || count || full)) {
+    return usage("stats: --interval, --count and --full need --watch", kStatsHelp);
   }
   const bool json = c.global().json;
   if (!watch) {
@@ -697,8 +703,12 @@ int cmdStats(Client& c, const std::vector<std::string>& a) {
   while (reader->Read(&s)) {
     if (json) {
       std::fputs(dpu::cli::toJson(s, false).c_str(), stdout);
-    } else {
+    } else if (n == 0 || full) {
       std::fputs(dpu::cli::formatStats(s, n ? &prev : nullptr).c_str(), stdout);
+      std::fputs("\n", stdout);
+    } else {
+      // After the first sample: rates and only what changed.
+      std::fputs(dpu::cli::formatStatsChanges(s, prev).c_str(), stdout);
       std::fputs("\n", stdout);
     }
     std::fflush(stdout);

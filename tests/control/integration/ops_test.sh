@@ -27,7 +27,10 @@ cat >"$CFG" <<J
   {"id": "no-ntp", "action": "DENY", "protocols": ["udp"], "dst_ports": ["123"]},
   {"id": "web", "action": "ALLOW", "protocols": ["tcp"], "dst_ports": ["80"]}]},
  "dns": {"lists": [{"name": "ads", "names": ["ads.example"]}]},
- "dpi": {"rule_files": ["$WORK/http.yar"]}}
+ "dpi": {"rule_files": ["$WORK/http.yar"]},
+ "lb": {"services": [{"id": "idle-vip", "dst": ["198.51.100.80"], "protocol": "tcp",
+   "dst_ports": "80", "mode": "LB_MODE_NAT",
+   "backends": [{"id": "be1", "ipv4": "10.9.0.1", "port": 8080}]}]}}
 J
 start_appliance "$STATE" --config "$CFG" --metrics-listen 127.0.0.1:0 \
   --events "$WORK/eve.json" --events-max-bytes 20000 --events-keep 2
@@ -52,7 +55,13 @@ grep -q '^dpu_dns_list_names{list="ads",action="nxdomain"} 1$' "$WORK/metrics.tx
 grep -q '^dpu_dpi_scanned_bytes_total{worker="0"} [1-9]' "$WORK/metrics.txt" || fail "no DPI bytes: $(grep dpu_dpi "$WORK/metrics.txt")"
 grep -q '^dpu_dpi_matches_total{worker="0",action="alert"} [1-9]' "$WORK/metrics.txt" || fail "no DPI alert: $(grep dpu_dpi "$WORK/metrics.txt")"
 ! grep -q '^dpu_dns_total\|^dpu_dns_lists_\|^dpu_dpi_bytes_scanned' "$WORK/metrics.txt" || fail "derived DNS/DPI names: $(grep -e '^dpu_dns_total' -e '^dpu_dns_lists_' -e '^dpu_dpi_bytes_scanned' "$WORK/metrics.txt")"
-[[ $(curl -s -o /dev/null -w '%{http_code}' "http://$METRICS/") == 404 ]] || fail "/ is served"
+# / is a small page linking /metrics; other paths are 404
+curl -sf "http://$METRICS/" -o "$WORK/index.html" || fail "/ is not served"
+grep -q 'href="/metrics"' "$WORK/index.html" || fail "/ does not link /metrics: $(cat "$WORK/index.html")"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "http://$METRICS/nothing") == 404 ]] || fail "/nothing is served"
+# every metric the example dashboard and alert rules query is exported (with every feature on)
+$PY "$(dirname "$0")/dashboard_check.py" "$WORK/metrics.txt" "$SRC"/examples/grafana/*.json \
+  "$SRC"/examples/prometheus/*.yml || fail "the example dashboard or alert rules query unknown metrics"
 pass "metrics scraped under traffic match GetStats and ListFirewallRules"
 
 # --- events file rotation: wait for two rotations
@@ -66,7 +75,10 @@ cat >"$CFG" <<J
   {"id": "no-syslog", "action": "DENY", "protocols": ["udp"], "dst_ports": ["514"]},
   {"id": "web", "action": "ALLOW", "protocols": ["tcp"], "dst_ports": ["80"]}]},
  "dns": {"lists": [{"name": "ads", "names": ["ads.example"]}]},
- "dpi": {"rule_files": ["$WORK/http.yar"]}}
+ "dpi": {"rule_files": ["$WORK/http.yar"]},
+ "lb": {"services": [{"id": "idle-vip", "dst": ["198.51.100.80"], "protocol": "tcp",
+   "dst_ports": "80", "mode": "LB_MODE_NAT",
+   "backends": [{"id": "be1", "ipv4": "10.9.0.1", "port": 8080}]}]}}
 J
 ctl --json events --types config --count 1 >"$WORK/config-event.json" 2>&1 &
 EV_PID=$!
@@ -183,12 +195,31 @@ unit_cmd PRE ExecStartPre 0
 "${PRE[@]}" >"$WORK/pre.out" 2>&1 || fail "ExecStartPre failed: $(cat "$WORK/pre.out")"
 grep -q "unit-config.json: ok" "$WORK/pre.out" || fail "ExecStartPre: $(cat "$WORK/pre.out")"
 unit_cmd START ExecStart 0
+grep -q '^Type=notify$' "$UNIT" || fail "the unit is not Type=notify"
+# Type=notify: systemd's NOTIFY_SOCKET, played by a datagram socket that logs what arrives.
+$PY - "$WORK/notify.sock" "$WORK/notify.log" <<'PYEOF' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as log:
+    while True:
+        msg = s.recv(4096).decode()
+        log.write(msg.replace("\n", " ") + "\n")
+        if msg.startswith("STOPPING=1"):
+            break
+PYEOF
+NOTIFY_PID=$!
+BG_PIDS+=("$NOTIFY_PID")
+for ((i = 0; i < 100; i++)); do [[ -S $WORK/notify.sock ]] && break; sleep 0.1; done
 APP_LOG=$WORK/unit.log
-"${START[@]}" >"$WORK/unit.out" 2>"$APP_LOG" &
+NOTIFY_SOCKET=$WORK/notify.sock "${START[@]}" >"$WORK/unit.out" 2>"$APP_LOG" &
 APP_PID=$!
 APP_PIDS+=("$APP_PID")
-for ((i = 0; i < 600; i++)); do grep -q "forwarding between" "$APP_LOG" 2>/dev/null && break; kill -0 "$APP_PID" || fail "unit ExecStart exited"; sleep 0.1; done
-grep -q "forwarding between" "$APP_LOG" || fail "unit ExecStart did not start"
+for ((i = 0; i < 600; i++)); do grep -q "^READY=1" "$WORK/notify.log" 2>/dev/null && break; kill -0 "$APP_PID" || fail "unit ExecStart exited"; sleep 0.1; done
+grep -q "^READY=1 STATUS=forwarding, config version 1, API on unix:" "$WORK/notify.log" || fail "no READY=1: $(cat "$WORK/notify.log" 2>&1)"
+# READY=1 comes after the API answers and the workers forward: no wait needed here.
+"$DPUCTL" --server "unix:$WORK/unit-state/api.sock" status >"$WORK/unit-status.out" 2>&1 || fail "dpuctl status right after READY=1: $(cat "$WORK/unit-status.out")"
+grep -q "forwarding between" "$APP_LOG" || fail "READY=1 before forwarding: $(cat "$APP_LOG")"
 [[ -S $WORK/unit-state/api.sock ]] || fail "no API socket in DPU_STATE_DIR"
 [[ $($PY "$(dirname "$0")/systemd_unit.py" "$UNIT" "$ENVF" ExecReload count) == 2 ]] || fail "ExecReload lines"
 sed -i 's/"keep_established_on_change": true/"keep_established_on_change": false/' "$WORK/unit-config.json"
@@ -200,6 +231,9 @@ for n in 0 1; do
 done
 for ((i = 0; i < 100; i++)); do grep -q "SIGHUP: applied" "$APP_LOG" && break; sleep 0.1; done
 grep -q "SIGHUP: applied $WORK/unit-config.json as config version 2" "$APP_LOG" || fail "systemctl reload did not apply the file"
+for ((i = 0; i < 50; i++)); do grep -q "^READY=1 STATUS=forwarding, config version 2" "$WORK/notify.log" && break; sleep 0.1; done
+grep -q "^RELOADING=1" "$WORK/notify.log" || fail "no RELOADING=1 on SIGHUP: $(cat "$WORK/notify.log")"
+grep -q "^READY=1 STATUS=forwarding, config version 2" "$WORK/notify.log" || fail "no READY=1 after the reload: $(cat "$WORK/notify.log")"
 for ((i = 0; i < 50; i++)); do grep -q '"event_type":"config"' "$WORK/unit-eve.json" && break; sleep 0.1; done
 grep -q '"event_type":"config","config":{"version":2,"generation":2,"duration_ms":' "$WORK/unit-eve.json" \
   || fail "the reload is not a config event in the events file"
@@ -219,6 +253,16 @@ cp "$WORK/unit-config.good" "$WORK/unit-config.json"
   || fail "the reloaded file is not the committed config"
 stop_appliance
 grep -q "final counters" "$WORK/unit.out" || fail "no final counters on stop"
+wait "$NOTIFY_PID" 2>/dev/null
+grep -q "^STOPPING=1" "$WORK/notify.log" || fail "no STOPPING=1 on stop: $(cat "$WORK/notify.log")"
+# The state dir now holds the committed config: ExecStartPre checks that one (what runs),
+# not the file that only seeded it.
+unit_cmd PRE ExecStartPre 0
+"${PRE[@]}" >"$WORK/pre2.out" 2>&1 || fail "ExecStartPre (committed config) failed: $(cat "$WORK/pre2.out")"
+grep -q "unit-state/config.json: ok" "$WORK/pre2.out" || fail "ExecStartPre did not check the committed config: $(cat "$WORK/pre2.out")"
+echo '{"dataplane": {"flow_table": {"capacity_per_worker": 1}}}' >"$WORK/unit-state/config.json"
+! "${PRE[@]}" >"$WORK/pre3.out" 2>&1 || fail "ExecStartPre passed a broken committed config"
+grep -q "capacity_per_worker" "$WORK/pre3.out" || fail "ExecStartPre error: $(cat "$WORK/pre3.out")"
 if command -v systemd-analyze >/dev/null; then
   sed "s|/usr/local/bin/dpu-appliance|$(realpath "$APPLIANCE")|g; s|EnvironmentFile=.*|EnvironmentFile=$ENVF|" "$UNIT" >"$WORK/dpu-appliance.service"
   systemd-analyze verify "$WORK/dpu-appliance.service" >"$WORK/verify.out" 2>&1 || fail "systemd-analyze verify: $(cat "$WORK/verify.out")"
