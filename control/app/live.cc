@@ -46,34 +46,33 @@ void sdNotify(const char* state) {
   }
 }
 
-// SIGHUP: the --config file becomes the committed configuration (next version).
-void reloadConfigFile(const std::string& path, ConfigManager& manager) {
-  if (path.empty()) {
-    std::fprintf(stderr, "dpu-appliance: SIGHUP: no --config file to re-apply (events file "
-                         "reopened); change the configuration with dpuctl\n");
-    return;
-  }
-  auto cfg = loadConfigFile(path);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "dpu-appliance: SIGHUP: %s not applied, nothing changed: %s\n",
-                 path.c_str(), std::string(cfg.status().message()).c_str());
-    manager.reportRefused("load", cfg.status());  // --- ops --- a config event, counted
-    return;
-  }
+// SIGHUP (systemctl reload): the committed configuration is applied again as the next
+// version, so the files it names (rule files, IP sets, DNS list files, YARA rule files, the
+// GeoIP database) are read again, e.g. after a feed update. The committed document itself
+// is the source of truth: changes made through the API are kept, and the --config file is
+// not read (it only seeds an empty state directory; `dpuctl config reseed FILE` makes a file
+// the running configuration again, explicitly). A file that no longer loads or compiles
+// refuses the reload: nothing changes, the errors are logged and a config event says so.
+void reloadNamedFiles(ConfigManager& manager) {
+  v1::ApplianceConfig cfg = manager.current();
+  const uint64_t based_on = cfg.version();
   ApplyError err;
-  auto r = manager.apply(*cfg, 0, /*force=*/true, &err);
+  auto r = manager.apply(cfg, based_on, /*force=*/false, &err);
   if (!r.ok()) {
-    std::fprintf(stderr, "dpu-appliance: SIGHUP: %s not applied, nothing changed: %s\n",
-                 path.c_str(), std::string(r.status().message()).c_str());
+    std::fprintf(stderr,
+                 "dpu-appliance: SIGHUP: the files named by config version %lu not applied, "
+                 "nothing changed: %s\n",
+                 static_cast<unsigned long>(based_on), std::string(r.status().message()).c_str());
     for (const auto& e : err.errors) {
       std::fprintf(stderr, "  error: %s\n", rules::formatError(e).c_str());
     }
     return;
   }
   std::fprintf(stderr,
-               "dpu-appliance: SIGHUP: applied %s as config version %lu (generation %u) in "
-               "%.1f ms\n",
-               path.c_str(), static_cast<unsigned long>(r->version), r->generation,
+               "dpu-appliance: SIGHUP: re-read the files named by config version %lu: applied "
+               "as config version %lu (generation %u) in %.1f ms\n",
+               static_cast<unsigned long>(based_on), static_cast<unsigned long>(r->version),
+               r->generation,
                r->validate_ms + r->compile_ms + r->prepare_ms + r->persist_ms + r->publish_ms);
   for (const auto& w : r->warnings) std::fprintf(stderr, "  warning: %s\n", w.c_str());
 }
@@ -227,9 +226,9 @@ absl::Status runLive(const LiveOptions& o) {
     if (o.duration_s > 0 && elapsed >= o.duration_s) break;
     if (g_reload.exchange(false)) {
       // systemd (Type=notify): `systemctl reload` waits until READY=1 again.
-      sdNotify("RELOADING=1\nSTATUS=re-applying the config file");
+      sdNotify("RELOADING=1\nSTATUS=re-reading the files the configuration names");
       hub.reopenFile();
-      reloadConfigFile(o.config, manager);
+      reloadNamedFiles(manager);
       sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version())
                    .c_str());
     }

@@ -22,11 +22,16 @@ constexpr const char* kRunHelp = R"(usage: dpu-appliance run [options] -- <EAL a
 
 Live mode. Port 0 is side A, port 1 side B (any PMD given to EAL after --). The main lcore
 runs control, every other lcore a worker. SIGINT/SIGTERM stop it and print the final
-counters; SIGHUP re-applies the --config file (see below). Manage it with dpuctl.
+counters; SIGHUP re-reads the files the committed configuration names (see below). Manage
+it with dpuctl.
 
 options:
-  --config FILE          seeds an empty state directory; SIGHUP applies FILE again as the
-                         next version (an invalid FILE is logged and changes nothing)
+  --config FILE          seeds an empty state directory (later starts, SIGHUP and dpuctl
+                         use the committed configuration; `dpuctl config reseed FILE` makes
+                         FILE the running configuration again, after showing what it
+                         discards). SIGHUP applies the committed configuration again as the
+                         next version, so the rule, list, YARA and GeoIP files it names are
+                         read again; a file that no longer loads changes nothing (logged)
   --state-dir DIR        committed config (DIR/config.json) and the API socket; default
                          /var/lib/dpu-appliance (created 0700). A committed config wins over
                          --config at start.
@@ -95,7 +100,7 @@ directory and is not what runs), else FILE. The systemd unit's ExecStartPre uses
 examples:
   dpu-appliance validate --config examples/config.json
   dpu-appliance validate --config /etc/dpu-appliance/config.json --state-dir /var/lib/dpu-appliance
-  dpu-appliance validate --config /etc/dpu-appliance/config.json && systemctl reload dpu-appliance
+  dpu-appliance validate --state-dir /var/lib/dpu-appliance && systemctl reload dpu-appliance
 )";
 
 constexpr const char* kUsage =

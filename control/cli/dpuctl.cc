@@ -64,6 +64,7 @@ commands:
   config diff FILE                          committed configuration vs FILE, field by field
   config validate FILE                      check FILE on the server without committing
   config set PATH=VALUE... [--expected-version N | --force]
+  config reseed FILE [--yes]                FILE becomes the running config again (diff, confirm)
   stats [--watch [--interval MS] [--count N] [--full]]
   events [--types drop,flow,config] [--count N] [--buffer N]
   explain (--frame-hex HEX | --src IP --dst IP --proto P [--sport N] [--dport N]
@@ -128,6 +129,13 @@ constexpr const char* kConfigHelp = R"(usage:
   dpuctl config validate FILE
       Validates and compiles FILE on the server without committing it; exit 4 and every
       error when it is invalid.
+  dpuctl config reseed FILE [--yes]
+      Makes FILE the running configuration again (e.g. the file the appliance was first
+      started with), discarding every change made since through dpuctl or the API: prints
+      the difference (committed values are the ones discarded), asks for confirmation
+      (--yes: do not ask; required when stdin is not a terminal), then applies it based on
+      the version shown (exit 3 if someone commits in between). SIGHUP / systemctl reload
+      never does this: it only re-reads the files the committed configuration names.
   dpuctl config set PATH=VALUE... [--expected-version N | --force]
       Changes only the named fields (UpdateConfig with an update mask). PATH uses proto
       field names; VALUE is JSON (numbers, true/false, "strings", {...}) or a bare word
@@ -136,6 +144,7 @@ constexpr const char* kConfigHelp = R"(usage:
 examples:
   dpuctl config get > current.json
   dpuctl config diff new.json && dpuctl config apply new.json
+  dpuctl config reseed /etc/dpu-appliance/config.json
   dpuctl config apply new.json --expected-version 7
   dpuctl config validate new.json
   dpuctl config set dataplane.non_ip=DROP dataplane.timeouts.udp_s=30
@@ -527,8 +536,85 @@ int cmdStatus(Client& c, const std::vector<std::string>& a) {
   return kOk;
 }
 
+// `config reseed FILE [--yes]`: the running configuration becomes FILE again (typically the
+// file the appliance was first started with), discarding what was changed since (dpuctl and
+// API edits): shows the difference first and asks, or needs --yes when stdin is no terminal.
+int cmdConfigReseed(Client& c, const std::vector<std::string>& a) {
+  bool yes = false;
+  std::vector<std::string> pos;
+  for (size_t i = 1; i < a.size(); ++i) {
+    if (a[i] == "--yes" || a[i] == "-y") {
+      yes = true;
+    } else if (a[i].rfind("--", 0) == 0) {
+      return usage("config reseed: unknown option '" + a[i] + "'", kConfigHelp);
+    } else {
+      pos.push_back(a[i]);
+    }
+  }
+  if (pos.size() != 1) return usage("config reseed: give exactly one FILE", kConfigHelp);
+  int rc = kOk;
+  dpu::v1::ApplianceConfig cfg;
+  if (!loadFile(pos[0], &cfg, &rc)) return rc;
+  dpu::v1::GetConfigResponse cur;
+  {
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    grpc::Status st = c.stub().GetConfig(&ctx, dpu::v1::GetConfigRequest(), &cur);
+    if (!st.ok()) return rpcFail(c.global(), "config reseed (GetConfig)", st);
+  }
+  auto diff = dpu::cli::diffConfigs(cur.config(), cfg);
+  if (!diff.ok()) {
+    std::fprintf(stderr, "dpuctl: config reseed: %s\n", std::string(diff.status().message()).c_str());
+    return kFailed;
+  }
+  const unsigned long version = static_cast<unsigned long>(cur.config().version());
+  if (diff->empty()) {
+    std::printf("committed version %lu already equals %s: nothing to do\n", version,
+                pos[0].c_str());
+    return kOk;
+  }
+  std::printf("committed version %lu -> %s: %zu difference(s); the committed values (left) "
+              "are discarded:\n%s",
+              version, pos[0].c_str(), diff->size(), dpu::cli::formatDiff(*diff).c_str());
+  if (!yes) {
+    if (!isatty(STDIN_FILENO)) {
+      std::fprintf(stderr, "dpuctl: config reseed: stdin is not a terminal: give --yes to "
+                           "replace the running configuration\n");
+      return kUsage;
+    }
+    std::printf("Replace the running configuration (version %lu) with %s? [y/N] ", version,
+                pos[0].c_str());
+    std::fflush(stdout);
+    char answer[16] = {0};
+    if (std::fgets(answer, sizeof answer, stdin) == nullptr ||
+        (answer[0] != 'y' && answer[0] != 'Y')) {
+      std::printf("not changed\n");
+      return kFailed;
+    }
+  }
+  // Based on the version shown: a commit in between fails (exit 3) instead of being lost.
+  dpu::v1::ApplyConfigRequest req;
+  *req.mutable_config() = cfg;
+  req.set_expected_version(cur.config().version());
+  dpu::v1::ApplyConfigResponse resp;
+  grpc::ClientContext ctx;
+  c.unary(&ctx);
+  grpc::Status st;
+  {
+    ProgressWatcher progress(c);
+    st = c.stub().ApplyConfig(&ctx, req, &resp);
+  }
+  if (!st.ok()) return rpcFail(c.global(), "config reseed", st);
+  std::fputs(c.global().json ? dpu::cli::toJson(resp, true).c_str()
+                             : dpu::cli::formatApply(resp).c_str(),
+             stdout);
+  return kOk;
+}
+
 int cmdConfig(Client& c, const std::vector<std::string>& a) {
-  if (a.empty()) return usage("config: which one? get, apply, diff, validate or set", kConfigHelp);
+  if (a.empty()) {
+    return usage("config: which one? get, apply, diff, validate, set or reseed", kConfigHelp);
+  }
   if (wantsHelp(a)) return std::fputs(kConfigHelp, stdout), kOk;
   const std::string sub = a[0];
   const bool json = c.global().json;
@@ -598,6 +684,7 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
                stdout);
     return kOk;
   }
+  if (sub == "reseed") return cmdConfigReseed(c, a);
   if (sub == "diff" || sub == "validate") {
     if (a.size() != 2 || a[1].rfind("--", 0) == 0) {
       return usage("config " + sub + ": give exactly one FILE", kConfigHelp);
