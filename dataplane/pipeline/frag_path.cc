@@ -37,8 +37,10 @@ bool Worker::reasmFragment(rte_mbuf** pkts, uint16_t i, Burst& b, int32_t slot) 
     case DatagramStep::kComplete:
       return reasmJudge(m, i, b, slot);
     case DatagramStep::kConflict:
-      if (!ai.conflict) c_->frag_overlaps.add();  // contradicts the datagram's length
-      c_->frag_overlap_conflicts.add();
+      if (!ai.conflict) {  // contradicts the datagram's length
+        c_->frag_overlaps.add();
+        c_->frag_overlap_conflicts.add();
+      }
       if (d.frag_overlapping == rules::Policy::kDrop) {
         reasmDrop(i, b, slot, DropReason::kFragOverlapConflict);
         return true;

@@ -986,6 +986,7 @@ void Worker::dropHeldFragment(void* p, uint64_t now, bool reassembled) {
 void Worker::ageFragments(uint64_t expire_at, uint32_t budget) {
   frags_->age(expire_at, budget, [&](void* p, bool r) { dropHeldFragment(p, now_ns_, r); });
   c_->frag_datagrams_active.set(frags_->size());
+  if (dgram_) c_->frag_buffers_in_use.set(dgram_->buffersInUse());
 }
 
 bool Worker::drainFragments(uint32_t budget) {

@@ -2288,20 +2288,22 @@ reaches a blocked name (cloaking).""")
         full = ip(clean)
         other = raw(ip(bad).payload)
         body = raw(full.payload)
-        f0 = frag4(full, 0, True, body[0:24])
-        over = frag4(full, 8, True, other[8:24])
-        f1 = frag4(full, 24, False, body[24:])
+        # The names differ at UDP bytes 25-27, the DPI payloads at 32-54.
+        split = 32 if dport == 53 else 56
+        f0 = frag4(full, 0, True, body[0:split])
+        over = frag4(full, 24, True, other[24:split])
+        f1 = frag4(full, split, False, body[split:])
         if identical:
-            dup = frag4(full, 8, True, body[8:24])
-            c.add(eth_a() / f0, f"F {label}", f"{label}: fragment 1/2 (bytes 0-23), held")
+            dup = frag4(full, 24, True, body[24:split])
+            c.add(eth_a() / f0, f"F {label}", f"{label}: fragment 1/2 (bytes 0-{split - 1}), held")
             c.add(eth_a() / dup, f"F {label}",
-                  f"{label}: bytes 8-23 again, identical: accepted, held")
+                  f"{label}: bytes 24-{split - 1} again, identical: accepted, held")
             c.add(eth_a() / f1, f"F {label} new", f"{label}: last fragment completes it: forwarded")
             return
         c.add(eth_a() / f0, "D fragment_datagram_dropped",
-              f"{label}: fragment 1/2 (clean bytes 0-23), held, dropped with its datagram")
+              f"{label}: fragment 1/2 (clean bytes 0-{split - 1}), held, dropped with its datagram")
         c.add(eth_a() / over, "D fragment_overlap_conflict",
-              f"{label}: bytes 8-23 again with the blocked bytes: the datagram is dropped")
+              f"{label}: bytes 24-{split - 1} again with the blocked bytes: the datagram is dropped")
         c.add(eth_a() / f1, "D fragment_datagram_dropped",
               f"{label}: last fragment of the dropped datagram")
 
@@ -2314,13 +2316,14 @@ reaches a blocked name (cloaking).""")
         dst = r6 if dport == 53 else s6
         body = udp6_body(a6, dst, sp, dport, clean)
         other = udp6_body(a6, dst, sp, dport, bad)
-        f0 = frag6_at(a6, dst, body, ident, 0, 24, True)
-        over = frag6_at(a6, dst, other, ident, 8, 16, True)
-        f1 = frag6_at(a6, dst, body, ident, 24, len(body) - 24, False)
+        split = 32 if dport == 53 else 56
+        f0 = frag6_at(a6, dst, body, ident, 0, split, True)
+        over = frag6_at(a6, dst, other, ident, 24, split - 24, True)
+        f1 = frag6_at(a6, dst, body, ident, split, len(body) - split, False)
         c.add(eth_a() / f0, "D fragment_datagram_dropped",
-              f"{label}: fragment 1/2 (clean bytes 0-23), held, dropped with its datagram")
+              f"{label}: fragment 1/2 (clean bytes 0-{split - 1}), held, dropped with its datagram")
         c.add(eth_a() / over, "D fragment_overlap_conflict",
-              f"{label}: bytes 8-23 again with the blocked bytes: the datagram is dropped")
+              f"{label}: bytes 24-{split - 1} again with the blocked bytes: the datagram is dropped")
         c.add(eth_a() / f1, "D fragment_datagram_dropped",
               f"{label}: last fragment of the dropped datagram")
 

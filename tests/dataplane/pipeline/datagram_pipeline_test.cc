@@ -187,9 +187,13 @@ TEST(DatagramPipeline, IdenticalOverlapIsAccepted) {
 
 TEST(DatagramPipeline, Ipv6AtomicFragmentIsJudgedAlone) {
   Harness h(dnsSnap());
-  Frame q = query6("www.ads.example", 40005);
-  auto frags = test::fragmentIpv6(q, 4096, 99);  // fits: one fragment, offset 0, M clear
-  ASSERT_EQ(frags.size(), 1u);
+  std::vector<Frame> frags = {PacketBuilder()
+                                  .eth(test::mac("02:00:00:00:00:0a"), test::mac("02:00:00:00:00:0b"))
+                                  .ipv6("2001:db8::1", "2001:db8::53")
+                                  .ipv6Fragment(99, 0, false)  // offset 0, M clear
+                                  .udp(40005, 53)
+                                  .payload(test::dnsQuery("www.ads.example", 28, 0x3333))
+                                  .build()};
   PacketMeta m = parse(frags[0]);
   ASSERT_TRUE(m.is_fragment);
   ASSERT_FALSE(m.more_fragments);
@@ -342,6 +346,7 @@ TEST(DatagramPipeline, FloodOfIncompleteDatagramsIsBounded) {
   // Past the timeout everything held is dropped as incomplete.
   for (int i = 0; i < 8; ++i) h.send(0, PacketBuilder().arp(1, "192.0.2.1", "192.0.2.2").build(), t + 3000000 + i);
   h.poll();
+  EXPECT_EQ(h.out(1).size(), 8u);  // the ARP frames only
   auto after = h.counters();
   EXPECT_EQ(after.frag_buffers_in_use, 0u);
   EXPECT_EQ(after.frag_datagrams_active, 0u);
@@ -349,7 +354,6 @@ TEST(DatagramPipeline, FloodOfIncompleteDatagramsIsBounded) {
   EXPECT_EQ(h.verdicts().size(), static_cast<size_t>(n + 8));
   EXPECT_GT(drops(after, DropReason::kFragIncomplete), 0u);
   EXPECT_EQ(after.totalDrops(), static_cast<uint64_t>(n));
-  EXPECT_TRUE(h.out(1).empty());
 }
 
 }  // namespace
