@@ -371,7 +371,8 @@ d8: 8 destination options headers (the most accepted) before UDP: forwarded.
 Malformed (dropped, bad_ipv6_ext_header): 9 extension headers; hop-by-hop not first; an
 extension header longer than the payload.
 atomic: an atomic fragment (fragment header, offset 0, M clear) of UDP: forwarded in the
-    same flow as the unfragmented datagrams of that 5-tuple (u2).""")
+    same flow as the unfragmented datagrams of that 5-tuple (u2); a whole datagram judged on its
+    own (RFC 6946), not tracked as a fragment (summary fragments.atomic).""")
     A, B = "2001:db8:a::1", "2001:db8:b::2"
     ipa = lambda **kw: IPv6(src=A, dst=B, **kw)
     ipb = lambda **kw: IPv6(src=B, dst=A, **kw)
