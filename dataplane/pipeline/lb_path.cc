@@ -312,7 +312,7 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
           const uint8_t* vip = f->vip;
           lbNatRewrite(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, pm, true, vip,
                        f->vport);
-          c_->lb_nat_reversed.add();
+          if (!lb_quiet_) c_->lb_nat_reversed.add();  // a datagram: its fragments count
           if (b.frag_slot[i] >= 0) {  // the rest of the datagram: the VIP's address too
             LbFragRewrite& r = lb_frag_[b.frag_slot[i]];
             r.kind = LbFragRewrite::kReverse;

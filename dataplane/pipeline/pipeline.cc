@@ -368,7 +368,8 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
   b.src_is_hi[i] = makeFlowKey(pm, b.keys[i]);
   b.kp[b.nflow] = &b.keys[i];
   b.flow_idx[b.nflow++] = static_cast<uint8_t>(i);
-  return pm.is_fragment;
+  // A fragment, or the datagram one completed, ends the segment (see processBurst).
+  return pm.is_fragment || b.judge[i] != Burst::kJudgeSelf;
 }
 
 // A fragment of a datagram judged by its first fragment (no inspecting stage configured,
