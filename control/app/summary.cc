@@ -250,6 +250,16 @@ std::string formatSummary(const SummaryInput& in) {
                           "\nfragments\n  packets %u   held for first fragment %u   overlaps %u"
                           "   first fragment missing %u\n",
                           t.frag_packets, t.frag_held, t.frag_overlaps, t.frag_timeouts));
+  if (t.frag_reassembled || t.frag_atomic || t.frag_overlap_conflicts || t.frag_fail_open ||
+      t.frag_fail_closed) {
+    absl::StrAppend(&s, absl::StrFormat(
+                            "  reassembled for inspection %u   atomic %u   overlaps identical %u"
+                            " / different %u\n  exhausted: no buffer %u   too big %u   hold full"
+                            " %u (fail open %u, fail closed %u)\n",
+                            t.frag_reassembled, t.frag_atomic, t.frag_overlap_identical,
+                            t.frag_overlap_conflicts, t.frag_no_buffer, t.frag_too_big,
+                            t.frag_hold_full, t.frag_fail_open, t.frag_fail_closed));
+  }
   if (t.fw_allowed || t.fw_denied || t.fw_rejected || !in.fw_rules.empty()) {
     absl::StrAppend(&s, absl::StrFormat(
                             "\nfirewall\n  judged: allowed %u   denied %u   rejected %u"

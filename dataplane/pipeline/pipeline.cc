@@ -787,34 +787,34 @@ void Worker::queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like)
 }
 
 void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now) {
-  frags_->releaseHeldTo(slot, [&](void* p) { followFragment(static_cast<rte_mbuf*>(p), slot, first, now); });
+  frags_->releaseHeldTo(slot, [&](void* p) {
+    followFragment(static_cast<rte_mbuf*>(p), slot, first, now);
+  });
 }
 
 // A fragment given its datagram's verdict `first` (judged on another packet).
 void Worker::followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& first,
                             uint64_t now) {
-  {
-    PacketVerdict hv = first;
-    hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*)
-                                       : 0;
-    hv.in_side = sideOf(hm);
-    hv.flow_new = false;
-    if (hv.verdict == Verdict::kForward) {
-      if (lb_seen_) {  // --- lb --- the first fragment's backend
-        PacketMeta hmeta;
-        parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
-        if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
-      }
-    } else if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
-      hv.verdict = Verdict::kDrop;
-      hv.reason = DropReason::kFragDatagramDropped;
-      hv.stage = Stage::kFragment;
+  PacketVerdict hv = first;
+  hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*)
+                                     : 0;
+  hv.in_side = sideOf(hm);
+  hv.flow_new = false;
+  if (hv.verdict == Verdict::kForward) {
+    if (lb_seen_) {  // --- lb --- the first fragment's backend
       PacketMeta hmeta;
       parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
-      emitDrop(&hmeta, hv, now);
+      if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
     }
-    applyVerdict(hm, hv, hv.in_side);
+  } else if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
+    hv.verdict = Verdict::kDrop;
+    hv.reason = DropReason::kFragDatagramDropped;
+    hv.stage = Stage::kFragment;
+    PacketMeta hmeta;
+    parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+    emitDrop(&hmeta, hv, now);
   }
+  applyVerdict(hm, hv, hv.in_side);
 }
 
 void Worker::applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side) {
