@@ -363,6 +363,12 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   d.frag_overlapping = policyOr(f.overlapping(), d.frag_overlapping);
   d.frag_tiny = policyOr(f.tiny(), d.frag_tiny);
   d.tcp_midstream = policyOr(dp.tcp().midstream(), d.tcp_midstream);
+  d.tcp_overlap_reset = dp.tcp().overlap() == v1::OVERLAP_RESET;
+  setIf(dp.tcp().overlap_window_bytes(), d.tcp_window_bytes);
+  setIf(dp.tcp().overlap_windows_per_worker(), d.tcp_windows_per_worker);
+  d.tcp_dns_fail = policyOr(dp.tcp().dns_fail(), d.tcp_dns_fail);
+  d.tcp_dpi_fail = policyOr(dp.tcp().dpi_fail(), d.tcp_dpi_fail);
+  d.tcp_verify_checksum = !dp.tcp().skip_checksum();
   rules::ConfigErrorList errors;
   rules::validateDataplane(d, errors);
   firewallToModel(cfg, &m.firewall, errors, details);

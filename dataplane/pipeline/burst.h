@@ -23,6 +23,11 @@ struct Worker::Burst {
   int32_t frag_slot[kBurst];  // a first fragment to judge: its datagram's slot; else -1
   int32_t frag_follow[kBurst];  // a fragment given its datagram's verdict: the slot; else -1
   uint64_t ts[kBurst];
+  // --- tcp stream --- set by streamStage: the packet's new in-order stream bytes are
+  // payload[st_off, st_off + st_len) at sequence number st_seq (st_read), else unset.
+  bool st_read[kBurst];
+  uint16_t st_off[kBurst], st_len[kBurst];
+  uint32_t st_seq[kBurst];
   uint32_t nflow = 0;
 };
 

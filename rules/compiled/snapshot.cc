@@ -28,6 +28,8 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
       {"fragments.max_datagrams", s.frag_max_datagrams, 16, 1u << 20},
       {"fragments.timeout_ms", s.frag_timeout_ms, 1, 600000},
       {"fragments.max_fragments", s.frag_max_fragments, 2, 256},
+      {"tcp.overlap_window_bytes", s.tcp_window_bytes, 64, 65536},
+      {"tcp.overlap_windows_per_worker", s.tcp_windows_per_worker, 16, 1u << 20},
   };
   for (const R& r : ranges) {
     if (r.v >= r.lo && r.v <= r.hi) continue;
@@ -35,6 +37,13 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
     e.section = "dataplane";
     e.field = absl::StrCat("dataplane.", r.f);
     e.reason = absl::StrCat(r.v, " is out of range [", r.lo, ", ", r.hi, "]");
+    errors.push_back(std::move(e));
+  }
+  if (s.tcp_window_bytes & (s.tcp_window_bytes - 1)) {
+    ConfigError e;
+    e.section = "dataplane";
+    e.field = "dataplane.tcp.overlap_window_bytes";
+    e.reason = absl::StrCat(s.tcp_window_bytes, " is not a power of two");
     errors.push_back(std::move(e));
   }
 }
