@@ -1,5 +1,5 @@
 // TCP stream normalization in the packet path (Worker members; the engine is
-// dataplane/normalize/tcp_stream.h, docs/normalization.md).
+// dataplane/normalize/tcp_stream.h, docs/tcp-stream.md).
 //
 // Which segments: TCP segments of tracked flows that a stage inspects - every TCP flow when
 // DPI has rules, flows to or from a DNS port when DNS filtering is configured. Other TCP
