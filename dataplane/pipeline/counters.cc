@@ -87,7 +87,7 @@ const char* tcpStreamCounterName(int c) {
 }
 
 const char* cycleBucketName(int b) {
-  static constexpr const char* kNames[kCyCount] = {"rx",  "parse",  "flow", "firewall",
+  static constexpr const char* kNames[kCyCount] = {"rx",  "parse",  "flow", "firewall", "stream",
                                                    "dns", "dpi",    "lb",   "finish",
                                                    "tx",  "aging",  "idle"};
   return b >= 0 && b < kCyCount ? kNames[b] : "unknown";

@@ -53,9 +53,10 @@ inline constexpr int kDnsActions = 8;       // by rules::DnsAction value
 
 // --- perf --- Where a worker's cycles go (TSC cycles, read once per burst segment and stage,
 // published once per loop): rx and tx are the PMD calls, parse .. finish the packet path,
-// aging the flow and fragment sweeps, idle whole loops that received nothing.
+// aging the flow and fragment sweeps, idle whole loops that received nothing; stream: TCP
+// checksum verification + stream normalization of inspected flows (stream_path.cc).
 enum CycleBucket : uint8_t {
-  kCyRx = 0, kCyParse, kCyFlow, kCyFirewall, kCyDns, kCyDpi, kCyLb, kCyFinish, kCyTx,
+  kCyRx = 0, kCyParse, kCyFlow, kCyFirewall, kCyStream, kCyDns, kCyDpi, kCyLb, kCyFinish, kCyTx,
   kCyAging, kCyIdle, kCyCount
 };
 const char* cycleBucketName(int b);

@@ -24,7 +24,7 @@ void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
       if (b.v[i].verdict == Verdict::kForward) streamStage(pkts[i], b, i, dns);
     }
     uint64_t t1 = rte_rdtsc();
-    cy_[kCyFlow] += t1 - t;
+    cy_[kCyStream] += t1 - t;
     t = t1;
   }
   if (dns) {

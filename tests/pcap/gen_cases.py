@@ -1818,9 +1818,10 @@ def case_dpi_streams():
 DPI with YARA rules (rules.yar, indices in evaluation order): 0 split_drop (meta action drop,
 "EVIL-PAYLOAD-SPLIT"), 1 ooo_alert ("OUT-OF-ORDER-MARKER", alert), 2 udp_alert ("UDP-BAD",
 alert), 3 hex_drop ({ 13 37 ?? 42 [0-4] FE }, drop), 4 server_count (#a >= 3 of "tick", alert).
-Matches are found across TCP segments (one Hyperscan stream per flow direction), out-of-order
-segments are buffered and scanned in sequence order, retransmitted bytes are not scanned again
-(first copy wins), UDP datagrams are scanned one by one. A drop rule drops the packet where the
+Matches are found across TCP segments (one Hyperscan stream per flow direction); the TCP
+stream engine hands DPI each byte once in sequence order: a segment beyond a gap is dropped
+(tcp_out_of_order) and scanned when retransmitted in order, a retransmission with other bytes
+is dropped (tcp_overlap_different, first copy wins); UDP datagrams are scanned one by one. A drop rule drops the packet where the
 match completes and every later packet of the flow (both directions); alerts are events
 (event_type "alert", rule = index above).""")
     os.makedirs(os.path.join(HERE, "dpi_streams"), exist_ok=True)
@@ -1844,10 +1845,10 @@ match completes and every later packet of the flow (both directions); alerts are
     second = b"ORDER-MARKER bye"
     base = t.cseq
     t.cseq = base + len(first)
-    t.c("PA", note="t2: second segment first (buffered, not yet scanned)", data=second)
+    t.c("PA", "D tcp_out_of_order t2", "t2: second segment first (beyond a gap): dropped", data=second)
     t.cseq = base
-    t.c("PA", note="t2: first segment: the buffer continues it: alert (rule 1)", data=first)
-    t.cseq = base + len(first) + len(second)
+    t.c("PA", note="t2: first segment: forwarded", data=first)
+    t.c("PA", note="t2: second segment retransmitted, in order: alert (rule 1)", data=second)
     t.s("PA", note="t2: server answer forwarded (alert only)", data=b"ok")
     # t3: retransmission with other bytes: the first copy was scanned, the new bytes are not.
     t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.12", dst="10.2.0.80"),
@@ -1855,7 +1856,8 @@ match completes and every later packet of the flow (both directions); alerts are
     t.handshake("t3: retransmission not rescanned")
     t.c("PA", note="t3: 18 harmless bytes", data=b"harmless-bytes-xyz")
     t.cseq -= 18
-    t.c("PA", note="t3: same sequence range, other bytes (EVIL-PAYLOAD-SPLIT): not scanned",
+    t.c("PA", "D tcp_overlap_different t3",
+        "t3: same sequence range, other bytes (EVIL-PAYLOAD-SPLIT): dropped (first copy wins)",
         data=b"EVIL-PAYLOAD-SPLIT")
     # t4: hex string with a wildcard and a jump, split 1 byte at a time at the end.
     t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.13", dst="10.2.0.81"),
