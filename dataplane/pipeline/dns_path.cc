@@ -468,15 +468,14 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   v.rule = first_list >= 0 ? static_cast<uint32_t>(first_list) : kNoRule;
   if (answers_len) {
     // Sequence numbers from the stream engine: an answer to the client continues the
-    // server's bytes (its next sequence number, which pipelined answers may have moved past
-    // the query's ACK) and acknowledges the segment's end; a cloaked response's replacement
+    // server's bytes (its next sequence number when the query arrived, which pipelined
+    // answers may have moved past the query's ACK) and acknowledges the segment's end; a cloaked response's replacement
     // starts where the segment's new bytes start.
     PacketMeta am = pm;
     am.tcp_seq = b.st_seq[i];
     am.payload_len = b.st_len[i];
     if (!resp) {
-      const TcpStreamDir& srv = tcp_dirs_[size_t(b.pos[i]) * 2 + ((b.dir[i] & 1) ^ 1)];
-      if (srv.flags & TcpStreamDir::kSeqKnown) am.tcp_ack = srv.next_seq;
+      if (b.st_peer_known[i]) am.tcp_ack = b.st_peer_next[i];
       if ((pm.tcp_flags & kTcpSyn) && !(pm.tcp_flags & kTcpAck)) {
         // A query on a SYN (TCP Fast Open): the client is in SYN-SENT and takes no data
         // before a SYN-ACK. It gets one from the appliance (an ISN derived from the

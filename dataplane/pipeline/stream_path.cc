@@ -104,6 +104,8 @@ void Worker::streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::Compile
       b.st_off[i] = static_cast<uint16_t>(r.off);
       b.st_len[i] = static_cast<uint16_t>(r.len);
       b.st_seq[i] = r.seq;
+      b.st_peer_known[i] = (pair[d ^ 1].flags & TcpStreamDir::kSeqKnown) != 0;
+      b.st_peer_next[i] = pair[d ^ 1].next_seq;
       return;
     case TcpSegVerdict::kOutOfOrder:
       c_->tcp_stream[kTcpOutOfOrderSegments].add();

@@ -147,9 +147,11 @@ TEST(TcpStreamPipeline, PipelinedAnswerContinuesTheServersBytes) {
   handshake(h, 44004);
   const Bytes q1 = framed("news.example", 0x106);
   h.send(0, seg(44004, kTcpAck | kTcpPsh, 1000, 5000, q1));
+  h.poll();  // (a poll reads side A before side B: one side per poll keeps the order)
   Bytes resp = test::dnsCnameResponse("news.example", {}, 0x106);  // a clean answer
   resp.insert(resp.begin(), {uint8_t(resp.size() >> 8), uint8_t(resp.size())});
   h.send(1, seg(44004, kTcpAck | kTcpPsh, 5000, 1000 + uint32_t(q1.size()), resp, false));
+  h.poll();
   // The second query still acknowledges only the server's SYN.
   const Bytes q2 = framed("www.ads.example", 0x107);
   const uint32_t at = 1000 + uint32_t(q1.size());
@@ -161,6 +163,22 @@ TEST(TcpStreamPipeline, PipelinedAnswerContinuesTheServersBytes) {
   EXPECT_EQ(a.tcp_seq, 5000u + resp.size());  // not the query's ACK (5000)
   EXPECT_EQ(a.tcp_ack, at + q2.size());
   EXPECT_TRUE(test::checksumsOk(to_a[1]));
+}
+
+// The stages run after the engine read the whole burst: a server segment later in the same
+// burst must not move the answer's sequence number (real_dns_tcp has this order on one side).
+TEST(TcpStreamPipeline, AnswerTakesTheServersSequenceAsOfTheQuery) {
+  Harness h(snap());
+  handshake(h, 44008);
+  const Bytes q = framed("www.ads.example", 0x109);
+  Bytes resp = test::dnsCnameResponse("www.ads.example", {}, 0x109);
+  resp.insert(resp.begin(), {uint8_t(resp.size() >> 8), uint8_t(resp.size())});
+  h.send(0, seg(44008, kTcpAck | kTcpPsh, 1000, 5000, q));
+  h.send(0, seg(44008, kTcpAck | kTcpPsh, 5000, 1000 + uint32_t(q.size()), resp, false));
+  h.poll();
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_a.size(), 1u);  // the answer (the server's segment: connection closed)
+  EXPECT_EQ(parse(to_a[0]).tcp_seq, 5000u);
 }
 
 TEST(TcpStreamPipeline, QueryOnSynGetsSynAckThenAnswer) {
@@ -206,6 +224,7 @@ TEST(TcpStreamPipeline, WindowExhaustionFollowsTheStagePolicy) {
       EXPECT_EQ(h.out(1).size(), 1u);  // q1 only
       // The server acknowledges q1: the window is free again, q2's retransmission gets it.
       h.send(1, seg(44006, kTcpAck, 5000, 1000 + uint32_t(q1.size()), {}, false));
+      h.poll();
       h.send(0, seg(44007, kTcpAck | kTcpPsh, 1000, 5000, q2));
       h.poll();
       EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
