@@ -26,7 +26,7 @@ enum DnsCounter : uint8_t {
   kDnsNotInspected,       // not a standard query/response (opcode, qdcount)
   kDnsCloaked,            // responses replaced for a blocked CNAME target
   kDnsTcpSegments,        // TCP segments with DNS stream bytes
-  kDnsTcpUnsynced,        // TCP segments passed unread (out of order, stream lost)
+  kDnsTcpUnsynced,        // TCP connections passed unread (picked up mid-stream, no head buffer)
   kDnsTcpClosed,          // TCP connections the appliance closed after answering
   kDnsResetsSent,         // TCP RSTs sent to servers of those connections
   kDnsTcpRespOverflow,    // TCP responses split across segments too long to reassemble

@@ -327,6 +327,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   int nj = 0;
   int32_t first_list = -1;  // the list of the first block in the segment
   bool malformed_drop = false;
+  bool exhausted = false;  // no head buffer, fail closed
   bool blocked = false;
   uint8_t* answers = dns_buf_.get();
   uint32_t answers_len = 0;
@@ -376,6 +377,16 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
             off += 2;
             if (dnsTcpUnread(f, msg_len, kDnsTcpNoBuffer, dns, malformed_drop)) break;
             continue;
+          }
+          // No buffer for a query's head: dataplane.tcp.dns_fail. Fail closed: the segment
+          // is dropped and the connection closed (its bytes are in the stream already, a
+          // retransmission would not be read again); fail open: the connection is passed
+          // unread from here on.
+          c_->dns[kDnsTcpNoBuffer].add();
+          if (snap_->dataplane.tcp_dns_fail == rules::Policy::kDrop) {
+            exhausted = true;
+            malformed_drop = true;
+            break;
           }
           c_->dns[kDnsTcpUnsynced].add();
           f.state = 2;
@@ -461,7 +472,8 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   // message of this segment: then it gets a RST instead.
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kDns;
-  v.reason = !blocked ? DropReason::kDnsMalformed
+  v.reason = exhausted ? DropReason::kTcpStreamExhausted
+           : !blocked ? DropReason::kDnsMalformed
                       : (resp ? DropReason::kDnsCloaked
                               : (answers_len ? DropReason::kDnsAnswered : DropReason::kDnsDropped));
   if (!blocked || (resp && !at_boundary)) answers_len = 0;

@@ -260,7 +260,7 @@ class Worker {
   bool dnsTcpUnread(DnsTcpFlow& f, uint32_t msg_len, DnsCounter why,
                     const rules::CompiledDns& dns, bool& malformed_drop);
   static constexpr uint32_t kDnsHeadBytes = 2 + 300;  // length + header + question (<= 271)
-  static constexpr uint32_t kDnsHeadSlots = 255;
+  static constexpr uint32_t kDnsHeadSlots = 255;  // none free: dataplane.tcp.dns_fail
   // A response split across segments is reassembled whole (length + message) to be read for
   // CNAME cloaking; a longer one (dns_tcp_response_overflow) or one that finds no free
   // buffer (dns_tcp_no_buffer) is handled by the dns.malformed policy.

@@ -241,5 +241,36 @@ TEST(TcpStreamPipeline, WindowExhaustionFollowsTheStagePolicy) {
   }
 }
 
+// DNS's own per-worker buffers (255 query heads split across segments) follow the same
+// policy: the 256th connection with a split query head fails closed (dropped, the
+// connection closed) or open (passed unread).
+TEST(TcpStreamPipeline, DnsHeadBuffersExhaustedFollowTheStagePolicy) {
+  for (rules::Policy p : {rules::Policy::kDrop, rules::Policy::kForward}) {
+    rules::DataplaneSettings d;
+    d.tcp_dns_fail = p;
+    Harness h(snap(&d));
+    const Bytes q = framed("www.example", 1);
+    for (uint16_t k = 0; k < 256; ++k) {
+      handshake(h, uint16_t(45000 + k));
+      h.send(0, seg(uint16_t(45000 + k), kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 5)));
+      h.poll();
+    }
+    auto c = h.counters();
+    auto last = h.out(1);  // what the 256th segment sent on (handshake() drains the rest)
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(c.dns[kDnsTcpNoBuffer], 1u);
+    if (p == rules::Policy::kDrop) {
+      EXPECT_EQ(c.drops[static_cast<int>(DropReason::kTcpStreamExhausted)], 1u);
+      EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
+      EXPECT_TRUE(parse(last[0]).tcp_flags & kTcpRst);  // the server is reset
+    } else {
+      EXPECT_EQ(c.dns[kDnsTcpUnsynced], 1u);
+      EXPECT_EQ(parse(last[0]).payload_len, 5u);  // the segment itself
+    }
+    EXPECT_EQ(c.verdicts[static_cast<int>(Verdict::kForward)],
+              256u * 3 + (p == rules::Policy::kDrop ? 255u : 256u));
+  }
+}
+
 }  // namespace
 }  // namespace dpu::dp
