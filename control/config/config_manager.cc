@@ -39,6 +39,9 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
       {"dataplane.flow_table.capacity_per_worker", was.flow_capacity, now.flow_capacity},
       {"dataplane.fragments.max_datagrams", was.frag_max_datagrams, now.frag_max_datagrams},
       {"dataplane.fragments.max_fragments", was.frag_max_fragments, now.frag_max_fragments},
+      {"dataplane.tcp.overlap_window_bytes", was.tcp_window_bytes, now.tcp_window_bytes},
+      {"dataplane.tcp.overlap_windows_per_worker", was.tcp_windows_per_worker,
+       now.tcp_windows_per_worker},
   };
   for (const F& f : fields) {
     if (f.was == f.now) continue;
