@@ -133,6 +133,9 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
     if (f.drops[r]) (*drops)[dp::dropReasonName(static_cast<dp::DropReason>(r))] = f.drops[r];
   }
+  for (int i = 0; i < dp::kTcpStreamCounterCount; ++i) {  // --- tcp stream ---
+    if (f.tcp_stream[i]) (*out->mutable_tcp_stream())[dp::tcpStreamCounterName(i)] = f.tcp_stream[i];
+  }
   for (int s = 1; s < static_cast<int>(dp::Stage::kCount); ++s) {
     if (!f.stage_packets[s] && !f.stage_drops[s]) continue;
     v1::StageCounters* sc = out->add_stages();

@@ -118,6 +118,21 @@ void fillPorts(const dp::DataplaneControl& plane, SummaryInput& in) {
   }
 }
 
+// --- tcp stream --- TCP normalization counters (only when the engine read a segment).
+static void appendTcpStreamSummary(const SummaryInput& in, std::string& s, bool json) {
+  const auto& t = in.counters.total;
+  if (t.tcp_stream[dp::kTcpSegments] == 0) return;
+  absl::StrAppend(&s, json ? ",\"tcp_stream\":{" : "\ntcp_stream\n ");
+  for (int i = 0; i < dp::kTcpStreamCounterCount; ++i) {
+    if (json) {
+      absl::StrAppend(&s, i ? "," : "", "\"", dp::tcpStreamCounterName(i), "\":", t.tcp_stream[i]);
+    } else {
+      absl::StrAppend(&s, " ", dp::tcpStreamCounterName(i), " ", t.tcp_stream[i]);
+    }
+  }
+  if (json) absl::StrAppend(&s, "}");
+}
+
 // DNS filtering: stage counters, blocks by action, per-list counters (only when DNS ran or
 // lists are configured).
 static void appendDnsSummary(const SummaryInput& in, std::string& s) {
@@ -328,6 +343,7 @@ std::string formatSummary(const SummaryInput& in) {
       absl::StrAppend(&s, absl::StrFormat("  %-40s %12u\n", r.id, r.matches));
     }
   }
+  appendTcpStreamSummary(in, s, false);  // --- tcp stream ---
   appendDnsSummary(in, s);  // DNS filtering
   appendPerfSummary(t, s);  // --- perf ---
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
@@ -431,6 +447,7 @@ std::string summaryJson(const SummaryInput& in) {
     }
     absl::StrAppend(&s, "}}");
   }
+  appendTcpStreamSummary(in, s, true);  // --- tcp stream --- ,"tcp_stream":{...}
   appendDnsSummaryJson(in, s);  // DNS filtering: ,"dns":{...}
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {

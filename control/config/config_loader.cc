@@ -367,6 +367,12 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   setIf(f.max_held_fragments(), d.frag_max_held);
   d.frag_on_exhaustion = policyOr(f.on_exhaustion(), d.frag_on_exhaustion);
   d.tcp_midstream = policyOr(dp.tcp().midstream(), d.tcp_midstream);
+  d.tcp_overlap_reset = dp.tcp().overlap() == v1::OVERLAP_RESET;
+  setIf(dp.tcp().overlap_window_bytes(), d.tcp_window_bytes);
+  setIf(dp.tcp().overlap_windows_per_worker(), d.tcp_windows_per_worker);
+  d.tcp_dns_fail = policyOr(dp.tcp().dns_fail(), d.tcp_dns_fail);
+  d.tcp_dpi_fail = policyOr(dp.tcp().dpi_fail(), d.tcp_dpi_fail);
+  d.tcp_verify_checksum = !dp.tcp().skip_checksum();
   rules::ConfigErrorList errors;
   rules::validateDataplane(d, errors);
   firewallToModel(cfg, &m.firewall, errors, details);

@@ -44,6 +44,9 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
       {"dataplane.fragments.max_datagram_bytes", was.frag_max_datagram_bytes,
        now.frag_max_datagram_bytes},
       {"dataplane.fragments.max_held_fragments", was.frag_max_held, now.frag_max_held},
+      {"dataplane.tcp.overlap_window_bytes", was.tcp_window_bytes, now.tcp_window_bytes},
+      {"dataplane.tcp.overlap_windows_per_worker", was.tcp_windows_per_worker,
+       now.tcp_windows_per_worker},
   };
   for (const F& f : fields) {
     if (f.was == f.now) continue;

@@ -53,6 +53,12 @@ std::vector<std::string> allDnsCounters() {
   return out;
 }
 
+std::vector<std::string> allTcpStreamCounters() {  // --- tcp stream ---
+  std::vector<std::string> out;
+  for (int c = 0; c < dp::kTcpStreamCounterCount; ++c) out.push_back(dp::tcpStreamCounterName(c));
+  return out;
+}
+
 std::vector<std::string> allDnsBlockActions() {
   return {"drop", "nxdomain", "nodata", "sinkhole", "refuse"};
 }
@@ -119,6 +125,7 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.dropped", As::kCounter, "verdicts_total", "Packets judged, by verdict.", "verdict=drop"},
   {"dpu.v1.CounterSet.rejected", As::kCounter, "verdicts_total", "Packets judged, by verdict.", "verdict=reject"},
   {"dpu.v1.CounterSet.drops", As::kPrefix, "drops_total", "Packets dropped, by reason.", "reason", allDropReasons},
+  {"dpu.v1.CounterSet.tcp_stream", As::kPrefix, "tcp_stream_total", "TCP stream normalization of inspected flows, by counter (docs/tcp-stream.md).", "counter", allTcpStreamCounters},
   {"dpu.v1.CounterSet.stages", As::kPrefix, "stage_", nullptr, "stage=stage", allStages},
   {"dpu.v1.StageCounters.packets", As::kCounter, nullptr, "Packets that entered the stage."},
   {"dpu.v1.StageCounters.dropped", As::kCounter, nullptr, "Packets the stage dropped."},
@@ -184,7 +191,7 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.dns.not_inspected", As::kCounter, "dns_not_inspected_total", "DNS messages passed uninspected (not a standard query or response: opcode, question count)."},
   {"dpu.v1.CounterSet.dns.cloaked", As::kCounter, "dns_cloaked_total", "Resolver responses replaced because a CNAME target is blocked (CNAME cloaking)."},
   {"dpu.v1.CounterSet.dns.tcp_segments", As::kCounter, "dns_tcp_segments_total", "TCP segments carrying DNS stream bytes."},
-  {"dpu.v1.CounterSet.dns.tcp_unsynced", As::kCounter, "dns_tcp_unsynced_total", "TCP segments passed unread (out of order, stream lost)."},
+  {"dpu.v1.CounterSet.dns.tcp_unsynced", As::kCounter, "dns_tcp_unsynced_total", "DNS-over-TCP connections passed unread (picked up mid-stream, or no query-head buffer under tcp.dns_fail FORWARD)."},
   {"dpu.v1.CounterSet.dns.tcp_closed", As::kCounter, "dns_tcp_closed_total", "DNS-over-TCP connections closed by the appliance after it answered."},
   {"dpu.v1.CounterSet.dns.resets_sent", As::kCounter, "dns_tcp_resets_sent_total", "TCP RSTs sent to the servers of those connections."},
   {"dpu.v1.CounterSet.dns.tcp_response_overflow", As::kCounter, "dns_tcp_response_overflow_total", "DNS-over-TCP responses split across segments and longer than the 4094-byte reassembly buffer (handled by dns.malformed)."},

@@ -31,6 +31,16 @@ struct Worker::Burst {
   int32_t reasm_slot[kBurst];
   uint8_t judge[kBurst];
   uint64_t ts[kBurst];
+  // --- tcp stream --- set by streamStage: the packet's new in-order stream bytes are
+  // payload[st_off, st_off + st_len) at sequence number st_seq (st_read), else unset; the
+  // other direction's next sequence number when this packet was read (st_peer_known): the
+  // stages run after the engine has read the whole burst segment, so a stage answering on
+  // the connection takes it from here, not from the engine's current state.
+  bool st_read[kBurst];
+  bool st_peer_known[kBurst];
+  uint16_t st_off[kBurst], st_len[kBurst];
+  uint32_t st_seq[kBurst];
+  uint32_t st_peer_next[kBurst];
   uint32_t nflow = 0;
 };
 

@@ -43,6 +43,12 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kDnsCloaked: return "dns_cloaked";
     case DropReason::kDnsMalformed: return "dns_malformed";
     case DropReason::kDnsTcpClosed: return "dns_tcp_closed";
+    // --- tcp stream ---
+    case DropReason::kTcpBadChecksum: return "tcp_bad_checksum";
+    case DropReason::kTcpOutOfOrder: return "tcp_out_of_order";
+    case DropReason::kTcpOverlapDifferent: return "tcp_overlap_different";
+    case DropReason::kTcpStreamExhausted: return "tcp_stream_exhausted";
+    case DropReason::kTcpStreamReset: return "tcp_stream_reset";
     default: return "unknown";
   }
 }
@@ -70,8 +76,22 @@ const char* dnsCounterName(int c) {
   }
 }
 
+const char* tcpStreamCounterName(int c) {
+  switch (c) {
+    case kTcpSegments: return "segments";
+    case kTcpChecksumSoftware: return "checksums_software";
+    case kTcpBadChecksums: return "bad_checksum";
+    case kTcpOutOfOrderSegments: return "out_of_order";
+    case kTcpOverlapDiffering: return "overlap_different";
+    case kTcpUnverified: return "overlap_unverified";
+    case kTcpNoWindow: return "no_window";
+    case kTcpFailClosed: return "fail_closed";
+    default: return "unknown";
+  }
+}
+
 const char* cycleBucketName(int b) {
-  static constexpr const char* kNames[kCyCount] = {"rx",  "parse",  "flow", "firewall",
+  static constexpr const char* kNames[kCyCount] = {"rx",  "parse",  "flow", "firewall", "stream",
                                                    "dns", "dpi",    "lb",   "finish",
                                                    "tx",  "aging",  "idle"};
   return b >= 0 && b < kCyCount ? kNames[b] : "unknown";
@@ -201,6 +221,7 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.lb_counters_full = c.lb_counters_full.load();
   f.lb_fragments_followed = c.lb_fragments_followed.load();
   for (int i = 0; i < kDnsCounterCount; ++i) f.dns[i] = c.dns[i].load();
+  for (int i = 0; i < kTcpStreamCounterCount; ++i) f.tcp_stream[i] = c.tcp_stream[i].load();
   for (int i = 0; i < kDnsActions; ++i) f.dns_action[i] = c.dns_action[i].load();
   for (int i = 0; i < kDnsListSlots; ++i) {
     f.dns_list_blocked[i] = c.dns_list_blocked[i].load();
@@ -289,6 +310,7 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.lb_counters_full += w.lb_counters_full;
   a.lb_fragments_followed += w.lb_fragments_followed;
   for (int i = 0; i < kDnsCounterCount; ++i) a.dns[i] += w.dns[i];
+  for (int i = 0; i < kTcpStreamCounterCount; ++i) a.tcp_stream[i] += w.tcp_stream[i];
   for (int i = 0; i < kDnsActions; ++i) a.dns_action[i] += w.dns_action[i];
   for (int i = 0; i < kDnsListSlots; ++i) {
     a.dns_list_blocked[i] += w.dns_list_blocked[i];

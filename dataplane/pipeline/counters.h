@@ -26,7 +26,7 @@ enum DnsCounter : uint8_t {
   kDnsNotInspected,       // not a standard query/response (opcode, qdcount)
   kDnsCloaked,            // responses replaced for a blocked CNAME target
   kDnsTcpSegments,        // TCP segments with DNS stream bytes
-  kDnsTcpUnsynced,        // TCP segments passed unread (out of order, stream lost)
+  kDnsTcpUnsynced,        // TCP connections passed unread (picked up mid-stream, no head buffer)
   kDnsTcpClosed,          // TCP connections the appliance closed after answering
   kDnsResetsSent,         // TCP RSTs sent to servers of those connections
   kDnsTcpRespOverflow,    // TCP responses split across segments too long to reassemble
@@ -34,14 +34,29 @@ enum DnsCounter : uint8_t {
   kDnsCounterCount
 };
 const char* dnsCounterName(int c);
+// --- tcp stream --- TCP normalization of inspected flows (dataplane/normalize/tcp_stream.h).
+enum TcpStreamCounter : int {
+  kTcpSegments = 0,         // segments of inspected flows read by the stream engine
+  kTcpChecksumSoftware,     // of those, TCP checksums verified in software
+  kTcpBadChecksums,         // dropped: bad TCP checksum
+  kTcpOutOfOrderSegments,   // dropped: beyond a gap (the sender retransmits)
+  kTcpOverlapDiffering,     // refused: repeating inspected bytes with different content
+  kTcpUnverified,           // passed (fail_open) with overlapping bytes not compared
+  kTcpNoWindow,             // flow directions that found no free comparison window
+  kTcpFailClosed,           // dropped: stream state exhausted, fail_closed
+  kTcpStreamCounterCount
+};
+const char* tcpStreamCounterName(int c);
+
 inline constexpr int kDnsListSlots = 256;   // rules::kDnsCounterSlots
 inline constexpr int kDnsActions = 8;       // by rules::DnsAction value
 
 // --- perf --- Where a worker's cycles go (TSC cycles, read once per burst segment and stage,
 // published once per loop): rx and tx are the PMD calls, parse .. finish the packet path,
-// aging the flow and fragment sweeps, idle whole loops that received nothing.
+// aging the flow and fragment sweeps, idle whole loops that received nothing; stream: TCP
+// checksum verification + stream normalization of inspected flows (stream_path.cc).
 enum CycleBucket : uint8_t {
-  kCyRx = 0, kCyParse, kCyFlow, kCyFirewall, kCyDns, kCyDpi, kCyLb, kCyFinish, kCyTx,
+  kCyRx = 0, kCyParse, kCyFlow, kCyFirewall, kCyStream, kCyDns, kCyDpi, kCyLb, kCyFinish, kCyTx,
   kCyAging, kCyIdle, kCyCount
 };
 const char* cycleBucketName(int b);
@@ -114,6 +129,7 @@ struct alignas(64) WorkerCounters {
   // Prefilter (HS_FLAG_PREFILTER) candidates confirmed / rejected by PCRE2 / not decided
   // (match limit), and flow directions that got no history window.
   Counter dpi_pf_confirmed, dpi_pf_rejected, dpi_pf_errors, dpi_no_window;
+  Counter tcp_stream[kTcpStreamCounterCount];  // --- tcp stream ---
   // DNS filtering.
   Counter dns[kDnsCounterCount];
   Counter dns_action[kDnsActions];        // blocks by action
@@ -158,6 +174,7 @@ struct CountersSnapshot {
     uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0, dpi_unreported = 0;
     uint64_t dpi_rst_sent = 0;
     uint64_t dpi_pf_confirmed = 0, dpi_pf_rejected = 0, dpi_pf_errors = 0, dpi_no_window = 0;
+    uint64_t tcp_stream[kTcpStreamCounterCount]{};  // --- tcp stream ---
     // DNS filtering.
     uint64_t dns[kDnsCounterCount]{};
     uint64_t dns_action[kDnsActions]{};

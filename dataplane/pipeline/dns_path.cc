@@ -13,25 +13,29 @@
 // NXDOMAIN goes on to the client in its place. A fragmented message is judged once reassembled
 // (frag_path.cc hands the stages the whole datagram; its verdict goes to every fragment).
 //
-// TCP (same ports, client -> server bytes of tracked flows): the stream is followed from the
-// first data segment on; each message's 2-byte length and its head (header + question) are
-// read, across segments when split (the head is kept in a small per-worker buffer pool), and
-// the rest of the message is skipped; several messages in one segment are each judged. When
-// a segment holds a blocked query, the segment is dropped and the client gets, in one
-// segment (seq = the segment's ACK, ack = its end, PSH|ACK|FIN), the answers of the
-// blocked queries and SERVFAIL for the other whole queries of that segment; the server gets
-// a RST (it saw a partial stream) and every later packet of the connection is dropped
-// (dns_tcp_closed). Out-of-order segments make the stream unreadable: the connection is then
-// passed unread (counted tcp_unsynced), and so is a connection picked up mid-stream.
+// TCP (same ports, client -> server bytes of tracked flows): the bytes come from the TCP
+// stream engine (stream_path.cc): in sequence order, once, checksum-verified; out-of-order,
+// bad-checksum and differing overlapping segments never reach this stage (dropped there). Each
+// message's 2-byte length and its head (header + question) are read, across segments when
+// split (the head is kept in a small per-worker buffer pool), and the rest of the message is
+// skipped; several messages in one segment are each judged. When a segment holds a blocked
+// query, the segment is dropped and the client gets, in one segment (PSH|ACK|FIN, seq = the
+// server's next sequence number as the engine saw it - not the query's ACK, which pipelined
+// answers may have passed - ack = the segment's end), the answers of the blocked queries and
+// SERVFAIL for the other whole queries of that segment; the server gets a RST (it saw a
+// partial stream) and every later packet of the connection is dropped (dns_tcp_closed). A
+// query on a SYN (TCP Fast Open) gets what the server would have sent: a SYN-ACK (the
+// appliance's ISN, acknowledging the SYN and its data), then the answer. A connection picked
+// up mid-stream may be inside a message: passed unread (counted tcp_unsynced).
 // Responses (server -> client bytes, followed the same way; a message split across segments is
 // reassembled whole in a per-worker pool of 64 buffers of 4 KB, allocated at create, and
 // judged when its last byte arrives; one longer than 4094 bytes, or one that finds no free
 // buffer, is counted (tcp_response_overflow / tcp_no_buffer) and handled by dns.malformed:
 // forward passes it unread, drop drops the segment and closes the connection) are inspected
-// for CNAME cloaking: a cloaked response's segment is dropped, the client gets NXDOMAIN in its place (same sequence
-// numbers, FIN; SERVFAIL for the other responses of the segment), the server a RST, and the
-// connection is closed; when the client already got the start of a message of that segment,
-// it gets a RST instead of the answer.
+// for CNAME cloaking: a cloaked response's segment is dropped, the client gets NXDOMAIN in its
+// place (at the sequence number of the segment's new bytes, FIN; SERVFAIL for the other
+// responses of the segment), the server a RST, and the connection is closed; when the client
+// already got the start of a message of that segment, it gets a RST instead of the answer.
 #include <rte_mbuf.h>
 
 #include <algorithm>
@@ -49,8 +53,6 @@ namespace {
 constexpr uint32_t kDnsBufBytes = 8192;     // answers (UDP <= 65535 is cut to this) + stream
 constexpr uint32_t kAnswerCap = 1024;       // one synthesized answer at most
 constexpr int kMaxTcpMessages = 16;         // messages judged per segment
-
-inline bool seqLt(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
 }  // namespace
 
@@ -187,7 +189,7 @@ bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, con
 }
 
 bool Worker::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool onward,
-                     const uint8_t* payload, uint32_t len, bool fin) {
+                     const uint8_t* payload, uint32_t len, bool fin, bool syn) {
   rte_mbuf* r = shared_.pkt_pool ? rte_pktmbuf_alloc(shared_.pkt_pool) : nullptr;
   if (r == nullptr || len > 65535) {
     if (r) rte_pktmbuf_free(r);
@@ -201,6 +203,18 @@ bool Worker::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool on
     rte_pktmbuf_free(r);
     c_->dns[kDnsAnswerNoMbuf].add();
     return false;
+  }
+  if (syn) {
+    // PSH|ACK -> SYN|ACK, the TCP checksum updated for the changed word (RFC 1624 eqn. 3).
+    uint8_t* l4 = rte_pktmbuf_mtod(r, uint8_t*) + pm.l3_offset + (pm.l3 == L3Type::kIpv6 ? 40 : 20);
+    const uint16_t old_w = uint16_t(l4[12] << 8 | l4[13]);
+    l4[13] = kTcpSyn | kTcpAck;
+    const uint16_t new_w = uint16_t(l4[12] << 8 | l4[13]);
+    uint32_t sum = uint16_t(~(l4[16] << 8 | l4[17])) + uint16_t(~old_w) + new_w;
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    const uint16_t ck = uint16_t(~sum);
+    l4[16] = uint8_t(ck >> 8);
+    l4[17] = uint8_t(ck);
   }
   r->data_len = static_cast<uint16_t>(flen);
   r->pkt_len = flen;
@@ -280,7 +294,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
     v.reason = DropReason::kDnsTcpClosed;
     return;
   }
-  if (pm.payload_len == 0) return;
+  if (!b.st_read[i] || b.st_len[i] == 0) return;  // nothing new in the stream
   // Client -> server bytes (toward the DNS port): queries. Server -> client: responses, read
   // for CNAME cloaking.
   bool resp;
@@ -294,28 +308,18 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   DnsTcpFlow& f = pair[resp ? 1 : 0];
   if (f.state == 2) return;
   c_->dns[kDnsTcpSegments].add();
-  const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
-  uint32_t n = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
+  const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset + b.st_off[i];
+  const uint32_t n = b.st_len[i];
+  // The stream is read from its first data byte; a connection picked up mid-stream may be
+  // inside a message: not followed.
   if (f.state == 0) {
-    // The stream is read from its first data byte; a connection picked up mid-stream may be
-    // inside a message: not followed.
     if (flows_->entry(b.pos[i]).flags & kFlowMidstream) {
       f.state = 2;
       c_->dns[kDnsTcpUnsynced].add();
       return;
     }
     f.state = 1;
-    f.next_seq = pm.tcp_seq;
   }
-  if (pm.tcp_seq != f.next_seq) {
-    // A retransmission of bytes already judged passes; anything else loses the stream.
-    if (seqLt(pm.tcp_seq, f.next_seq) && !seqLt(f.next_seq, pm.tcp_seq + n)) return;
-    c_->dns[kDnsTcpUnsynced].add();
-    dnsTcpRelease(f, resp);
-    f.state = 2;
-    return;
-  }
-  f.next_seq = pm.tcp_seq + n;
   // The segment starts on a message boundary: what the peer got so far is whole messages.
   const bool at_boundary = f.msg_left == 0 && f.head_have == 0;
 
@@ -324,6 +328,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   int nj = 0;
   int32_t first_list = -1;  // the list of the first block in the segment
   bool malformed_drop = false;
+  bool exhausted = false;  // no head buffer, fail closed
   bool blocked = false;
   uint8_t* answers = dns_buf_.get();
   uint32_t answers_len = 0;
@@ -373,6 +378,16 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
             off += 2;
             if (dnsTcpUnread(f, msg_len, kDnsTcpNoBuffer, dns, malformed_drop)) break;
             continue;
+          }
+          // No buffer for a query's head: dataplane.tcp.dns_fail. Fail closed: the segment
+          // is dropped and the connection closed (its bytes are in the stream already, a
+          // retransmission would not be read again); fail open: the connection is passed
+          // unread from here on.
+          c_->dns[kDnsTcpNoBuffer].add();
+          if (snap_->dataplane.tcp_dns_fail == rules::Policy::kDrop) {
+            exhausted = true;
+            malformed_drop = true;
+            break;
           }
           c_->dns[kDnsTcpUnsynced].add();
           f.state = 2;
@@ -458,12 +473,34 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   // message of this segment: then it gets a RST instead.
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kDns;
-  v.reason = !blocked ? DropReason::kDnsMalformed
+  v.reason = exhausted ? DropReason::kTcpStreamExhausted
+           : !blocked ? DropReason::kDnsMalformed
                       : (resp ? DropReason::kDnsCloaked
                               : (answers_len ? DropReason::kDnsAnswered : DropReason::kDnsDropped));
   if (!blocked || (resp && !at_boundary)) answers_len = 0;
   v.rule = first_list >= 0 ? static_cast<uint32_t>(first_list) : kNoRule;
-  if (answers_len) dnsSend(m, pm, v.in_side, resp, answers, answers_len, true);
+  if (answers_len) {
+    // Sequence numbers from the stream engine: an answer to the client continues the
+    // server's bytes (its next sequence number when the query arrived, which pipelined
+    // answers may have moved past the query's ACK) and acknowledges the segment's end; a cloaked response's replacement
+    // starts where the segment's new bytes start.
+    PacketMeta am = pm;
+    am.tcp_seq = b.st_seq[i];
+    am.payload_len = b.st_len[i];
+    if (!resp) {
+      if (b.st_peer_known[i]) am.tcp_ack = b.st_peer_next[i];
+      if ((pm.tcp_flags & kTcpSyn) && !(pm.tcp_flags & kTcpAck)) {
+        // A query on a SYN (TCP Fast Open): the client is in SYN-SENT and takes no data
+        // before a SYN-ACK. It gets one from the appliance (an ISN derived from the
+        // client's), acknowledging the SYN and its data, then the answer after that ISN.
+        const uint32_t isn = ~pm.tcp_seq ^ (uint32_t(pm.sport) << 16 | pm.dport);
+        am.tcp_ack = isn;
+        if (dnsSend(m, am, v.in_side, false, answers, 0, false, true)) am.tcp_ack = isn + 1;
+        else answers_len = 0;
+      }
+    }
+    if (answers_len) dnsSend(m, am, v.in_side, resp, answers, answers_len, true);
+  }
   auto reset = [&](bool to_sender) {
     if (!(pm.tcp_flags & kTcpAck) || !shared_.pkt_pool) return;
     rte_mbuf* r = rte_pktmbuf_alloc(shared_.pkt_pool);

@@ -2,6 +2,8 @@
 // flow direction's Hyperscan stream (dataplane/stages/dpi_stage.h), and the rules that fire
 // acted upon: alert (event), drop (packet dropped, flow blocked), reset (TCP RST both ways
 // through sendReject, flow blocked). A blocked flow's later packets are dropped here too.
+// TCP bytes of tracked flows come from the stream engine (stream_path.cc): in order, once,
+// checksum-verified, overlaps compared; the inspector's own ordering is then never used.
 #include <rte_mbuf.h>
 
 #include "dataplane/pipeline/burst.h"
@@ -38,9 +40,14 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
     DpiInspector::block(*dpi_rt_, opts_.id, p, pm.payload_len, o);
   } else {
     DpiDir& d = dpi_dirs_[size_t(pos) * 2 + (b.dir[i] & 1)];
-    if (pm.l4_proto == kProtoTcpNum)
-      DpiInspector::tcp(*dpi_rt_, opts_.id, d, p, pm.payload_len, pm.tcp_seq, pm.tcp_flags, o);
-    else
+    if (pm.l4_proto == kProtoTcpNum) {
+      // The stream engine's new in-order bytes (stream_path.cc): never a retransmission,
+      // never out of order; a SYN's data is already placed after its ISN. (Every TCP packet
+      // of a tracked flow that reaches DPI was read by the engine.)
+      if (!b.st_read[i] || b.st_len[i] == 0) return;
+      DpiInspector::tcp(*dpi_rt_, opts_.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
+                        uint8_t(pm.tcp_flags & ~kTcpSyn), o);
+    } else
       DpiInspector::udp(*dpi_rt_, opts_.id, d, p, pm.payload_len, o);
   }
   dpiAct(o, m, &b, i, pos);

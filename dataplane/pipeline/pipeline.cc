@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->dpi_dirs_.reset(new DpiDir[size_t(w->flows_->capacity()) * 2]);
   w->dpi_block_.reset(new uint32_t[w->flows_->capacity()]());
   w->dnsInit();  // DNS filtering
+  w->streamInit(settings);  // --- tcp stream ---
   w->tsc_hz_ = rte_get_tsc_hz();
   counters->tsc_hz.set(w->tsc_hz_);
   return w;

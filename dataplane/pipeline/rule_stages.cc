@@ -18,6 +18,15 @@ void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
   // every stage.
   const rules::CompiledDns* dns = snap_ ? snap_->dns.get() : nullptr;  // DNS filtering
   uint64_t t = rte_rdtsc();
+  if (dns || dpi_rt_ != nullptr) {  // --- tcp stream --- what DNS and DPI read of TCP
+    for (uint16_t i = from; i < to; ++i) {
+      b.st_read[i] = false;
+      if (b.v[i].verdict == Verdict::kForward) streamStage(pkts[i], b, i, dns);
+    }
+    uint64_t t1 = rte_rdtsc();
+    cy_[kCyStream] += t1 - t;
+    t = t1;
+  }
   if (dns) {
     dnsPrepare(pkts, b, from, to, *dns);  // the segment's UDP questions, looked up as a burst
     for (uint16_t i = from; i < to; ++i) {
@@ -48,6 +57,7 @@ void Worker::flowEnded(int32_t pos) {
   flowEndedLb(pos);  // --- lb ---
   dpiFlowEnded(pos);  // --- dpi ---
   dnsReleaseFlow(pos);  // DNS filtering
+  streamFlowEnded(pos);  // --- tcp stream ---
 }
 
 }  // namespace dpu::dp

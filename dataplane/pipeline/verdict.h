@@ -65,6 +65,15 @@ enum class DropReason : uint8_t {
   kDnsCloaked,         // resolver answer whose CNAME chain reached a blocked name
   kDnsMalformed,       // DNS message that does not parse, policy drop
   kDnsTcpClosed,       // TCP DNS connection closed by the appliance after an answer
+  // --- tcp stream --- (stage flow) TCP normalization of inspected flows: a bad TCP
+  // checksum; a segment beyond a gap; bytes repeating inspected bytes with different
+  // content (overlap policy); stream state exhausted under a fail_closed stage (no window,
+  // retransmission older than the window); later packets of a connection reset for an overlap.
+  kTcpBadChecksum,
+  kTcpOutOfOrder,
+  kTcpOverlapDifferent,
+  kTcpStreamExhausted,
+  kTcpStreamReset,
   kCount
 };
 

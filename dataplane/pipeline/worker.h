@@ -16,6 +16,7 @@
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/frag/frag_tracker.h"
 #include "dataplane/normalize/datagram.h"
+#include "dataplane/normalize/tcp_stream.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/published_state.h"
@@ -158,6 +159,19 @@ class Worker {
   // stamped with `like`'s capture time so pcap outputs keep time order.
   void queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like);
   void applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
+  // --- tcp stream --- (stream_path.cc) TCP normalization read by the inspecting stages
+  // (DNS over TCP, DPI): per flow position and direction (pos * 2 + dir) a TcpStreamDir, per
+  // worker the pool of comparison windows. For each TCP segment of a flow a stage inspects,
+  // streamStage verifies the checksum and runs the engine before any stage: a segment the
+  // engine refuses is dropped (stage flow, reason tcp_*); one it accepts carries its new
+  // in-order bytes in Burst::st_* - the only bytes the stages read of it.
+  void streamInit(const rules::DataplaneSettings& s);
+  void streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledDns* dns);
+  void streamFlowEnded(int32_t pos);
+  // A fail_open pass of a stream that could not be checked: an event (verdict forward).
+  void streamEvent(const Burst& b, uint16_t i, DropReason why);
+  std::unique_ptr<TcpStreamDir[]> tcp_dirs_;
+  std::unique_ptr<TcpStreamPool> tcp_pool_;
   // --- DNS filtering (dns_path.cc) ---
   // Allocates the per-flow TCP stream state (sized to the flow table, once at create).
   void dnsInit();
@@ -173,9 +187,10 @@ class Worker {
   bool dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns,
                   const PacketMeta& pm, uint8_t in_side, uint64_t t);
   // Sends `payload` (a DNS message over UDP, stream bytes over TCP) as a frame built from
-  // packet `m`; false (counted) when no mbuf or no room.
+  // packet `m` as described by `pm` (its sequence numbers may be adjusted); `syn`: a TCP
+  // SYN-ACK instead of PSH|ACK. False (counted) when no mbuf or no room.
   bool dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool onward,
-               const uint8_t* payload, uint32_t len, bool fin);
+               const uint8_t* payload, uint32_t len, bool fin, bool syn = false);
   void dnsReleaseFlow(int32_t pos);
   Event* newEvent();         // from the event pool, zeroed; nullptr (counted) when empty
   void postEvent(Event* ev);  // to this worker's ring; lost (counted) when full
@@ -245,11 +260,11 @@ class Worker {
   // (its state 3 = the connection closed by us), [2 * pos + 1] server -> client (cloaking);
   // and per-worker pools (allocated at create) of buffers for messages split across
   // segments: query heads (kDnsHeadBytes) and whole responses (kDnsRespBytes).
+  // The bytes come in order, once, from the TCP stream engine (tcp_dirs_).
   struct DnsTcpFlow {
-    uint32_t next_seq;   // the sender's next stream byte
     uint16_t msg_left;   // bytes of the current message still to pass (head judged)
     uint16_t head_have;  // bytes of length prefix + message buffered in head_slot
-    uint8_t state;       // 0 none, 1 in sync, 2 out of sync (passed unread), 3 closed by us
+    uint8_t state;       // 0 none, 1 read, 2 not read (mid-stream / no buffer), 3 closed by us
     uint8_t head_slot;   // 1 + index into dns_heads_ (client -> server) or dns_resps_
                          // (server -> client), 0 = none
   };
@@ -259,7 +274,7 @@ class Worker {
   bool dnsTcpUnread(DnsTcpFlow& f, uint32_t msg_len, DnsCounter why,
                     const rules::CompiledDns& dns, bool& malformed_drop);
   static constexpr uint32_t kDnsHeadBytes = 2 + 300;  // length + header + question (<= 271)
-  static constexpr uint32_t kDnsHeadSlots = 255;
+  static constexpr uint32_t kDnsHeadSlots = 255;  // none free: dataplane.tcp.dns_fail
   // A response split across segments is reassembled whole (length + message) to be read for
   // CNAME cloaking; a longer one (dns_tcp_response_overflow) or one that finds no free
   // buffer (dns_tcp_no_buffer) is handled by the dns.malformed policy.

@@ -31,6 +31,8 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
       {"fragments.reassembly_buffers", s.frag_reassembly_buffers, 1, 65536},
       {"fragments.max_datagram_bytes", s.frag_max_datagram_bytes, 1280, 65023},
       {"fragments.max_held_fragments", s.frag_max_held, 16, 1u << 20},
+      {"tcp.overlap_window_bytes", s.tcp_window_bytes, 64, 65536},
+      {"tcp.overlap_windows_per_worker", s.tcp_windows_per_worker, 16, 1u << 20},
   };
   for (const R& r : ranges) {
     if (r.v >= r.lo && r.v <= r.hi) continue;
@@ -38,6 +40,13 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
     e.section = "dataplane";
     e.field = absl::StrCat("dataplane.", r.f);
     e.reason = absl::StrCat(r.v, " is out of range [", r.lo, ", ", r.hi, "]");
+    errors.push_back(std::move(e));
+  }
+  if (s.tcp_window_bytes & (s.tcp_window_bytes - 1)) {
+    ConfigError e;
+    e.section = "dataplane";
+    e.field = "dataplane.tcp.overlap_window_bytes";
+    e.reason = absl::StrCat(s.tcp_window_bytes, " is not a power of two");
     errors.push_back(std::move(e));
   }
 }

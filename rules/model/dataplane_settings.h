@@ -37,6 +37,19 @@ struct DataplaneSettings {
   uint32_t frag_max_held = 1024;
   Policy frag_on_exhaustion = Policy::kDrop;
   Policy tcp_midstream = Policy::kForward;
+  // TCP stream normalization of inspected flows (dataplane/normalize/tcp_stream.h).
+  // Overlapping bytes that differ from the inspected ones: drop the segment (default) or
+  // reset the connection both ways.
+  bool tcp_overlap_reset = false;
+  // Comparison windows: bytes per window (power of two) and windows per worker (start only).
+  uint32_t tcp_window_bytes = 4096;
+  uint32_t tcp_windows_per_worker = 8192;
+  // Stream state that cannot be had (no free window, overlap beyond the window), per stage
+  // reading the stream: kForward = fail open, kDrop = fail closed.
+  Policy tcp_dns_fail = Policy::kDrop;
+  Policy tcp_dpi_fail = Policy::kForward;
+  // TCP checksums of inspected segments verified (in software unless the port offloads it).
+  bool tcp_verify_checksum = true;
 };
 
 }  // namespace dpu::rules

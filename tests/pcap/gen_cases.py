@@ -1819,9 +1819,10 @@ def case_dpi_streams():
 DPI with YARA rules (rules.yar, indices in evaluation order): 0 split_drop (meta action drop,
 "EVIL-PAYLOAD-SPLIT"), 1 ooo_alert ("OUT-OF-ORDER-MARKER", alert), 2 udp_alert ("UDP-BAD",
 alert), 3 hex_drop ({ 13 37 ?? 42 [0-4] FE }, drop), 4 server_count (#a >= 3 of "tick", alert).
-Matches are found across TCP segments (one Hyperscan stream per flow direction), out-of-order
-segments are buffered and scanned in sequence order, retransmitted bytes are not scanned again
-(first copy wins), UDP datagrams are scanned one by one. A drop rule drops the packet where the
+Matches are found across TCP segments (one Hyperscan stream per flow direction); the TCP
+stream engine hands DPI each byte once in sequence order: a segment beyond a gap is dropped
+(tcp_out_of_order) and scanned when retransmitted in order, a retransmission with other bytes
+is dropped (tcp_overlap_different, first copy wins); UDP datagrams are scanned one by one. A drop rule drops the packet where the
 match completes and every later packet of the flow (both directions); alerts are events
 (event_type "alert", rule = index above).""")
     os.makedirs(os.path.join(HERE, "dpi_streams"), exist_ok=True)
@@ -1845,10 +1846,10 @@ match completes and every later packet of the flow (both directions); alerts are
     second = b"ORDER-MARKER bye"
     base = t.cseq
     t.cseq = base + len(first)
-    t.c("PA", note="t2: second segment first (buffered, not yet scanned)", data=second)
+    t.c("PA", "D tcp_out_of_order t2", "t2: second segment first (beyond a gap): dropped", data=second)
     t.cseq = base
-    t.c("PA", note="t2: first segment: the buffer continues it: alert (rule 1)", data=first)
-    t.cseq = base + len(first) + len(second)
+    t.c("PA", note="t2: first segment: forwarded", data=first)
+    t.c("PA", note="t2: second segment retransmitted, in order: alert (rule 1)", data=second)
     t.s("PA", note="t2: server answer forwarded (alert only)", data=b"ok")
     # t3: retransmission with other bytes: the first copy was scanned, the new bytes are not.
     t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.12", dst="10.2.0.80"),
@@ -1856,7 +1857,8 @@ match completes and every later packet of the flow (both directions); alerts are
     t.handshake("t3: retransmission not rescanned")
     t.c("PA", note="t3: 18 harmless bytes", data=b"harmless-bytes-xyz")
     t.cseq -= 18
-    t.c("PA", note="t3: same sequence range, other bytes (EVIL-PAYLOAD-SPLIT): not scanned",
+    t.c("PA", "D tcp_overlap_different t3",
+        "t3: same sequence range, other bytes (EVIL-PAYLOAD-SPLIT): dropped (first copy wins)",
         data=b"EVIL-PAYLOAD-SPLIT")
     # t4: hex string with a wildcard and a jump, split 1 byte at a time at the end.
     t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.13", dst="10.2.0.81"),
@@ -2359,6 +2361,234 @@ reaches a blocked name (cloaking).""")
           "NXDOMAIN to the client", side="B")
     return c
 
+# --- tcp stream --- Evasion: the same blocked things delivered by TCP tricks. The stream engine
+# (dataplane/normalize/tcp_stream.h) hands DNS and DPI each byte once, in sequence order, as
+# the receiver accepts it; what it refuses is dropped (tcp_* reasons, stage flow).
+
+def tcp_at(t, from_client, flags, seq, data=b"", exp=None, note="", bad_csum=False, ack=None):
+    """One segment of connection `t` at sequence number `seq` (the connection's counters are
+    left alone); bad_csum: a wrong TCP checksum."""
+    keep = (t.cseq, t.sseq)
+    if from_client:
+        t.cseq = seq
+    else:
+        t.sseq = seq
+    p = t.seg(from_client, flags, data)
+    t.cseq, t.sseq = keep
+    if ack is not None:
+        p[TCP].ack = ack % 2**32
+    if bad_csum:
+        p = p.__class__(raw(p))
+        good = p[TCP].chksum
+        p[TCP].chksum = (good + 0x1111) & 0xffff
+    t.case.add(p, exp or f"F {t.flow}", note, side=t.side_c if from_client else t.side_s)
+
+
+def case_evasion_tcp_dns():
+    c = FwCase("evasion_tcp_dns", {"dns": DNS_LISTS}, """
+DNS over TCP against the stream tricks of issue 16. Blocked: www.ads.example (ads list,
+NXDOMAIN); clean: www.abc.example (same length) and news.example. Every blocked query must be
+answered (dns_answered: NXDOMAIN to the client, RST to the server), every clean byte forwarded
+unchanged. o1/o2: a query in two segments, second first: the early segment is dropped
+(tcp_out_of_order, the sender retransmits it), inspected in order once the gap is filled.
+v1: overlap with different data: the clean query, then the blocked one at the same sequence
+numbers: dropped (tcp_overlap_different; the receiver keeps the first copy). r1: repacketized
+retransmission: the clean query again plus a blocked query after it in one segment: the new
+bytes are inspected. c1: bad-checksum decoy: a clean query with a wrong TCP checksum (dropped,
+tcp_bad_checksum: the server would discard it), then the blocked query at the same sequence
+number. c2: the decoy followed by the clean query: forwarded. b1/b2: 1-byte segments. s1/s2:
+query on the SYN (TCP Fast Open): s1 blocked: the client gets a SYN-ACK and the answer from the
+appliance; s2 clean: forwarded. w1/w2: queries across the sequence-number wrap. p1: pipelined:
+the server answered a first query; the second (blocked) query still acknowledges only the
+server's SYN: the answer continues after the server's first answer (seq = server's next byte).
+x1: IPv6, blocked query out of order.""")
+    a4, r4 = "10.1.0.10", "10.2.0.53"
+
+    def framed(m):
+        return struct.pack("!H", len(m)) + m
+
+    blocked = framed(dns_q("www.ads.example", ident=0x0701))
+    clean = framed(dns_q("www.abc.example", ident=0x0702))
+    assert len(blocked) == len(clean)
+
+    def conn(port, flow, cseq=1000, v6=False):
+        if v6:
+            ipc = lambda: IPv6(src="2001:db8:1::10", dst="2001:db8:2::53")
+            ips = lambda: IPv6(src="2001:db8:2::53", dst="2001:db8:1::10")
+        else:
+            ipc = lambda: IP(src=a4, dst=r4)
+            ips = lambda: IP(src=r4, dst=a4)
+        return Tcp(c, eth_a, eth_b, ipc, ips, port, 53, flow, cseq=cseq, side_c="A", side_s="B")
+
+    # o1: blocked query, out of order.
+    t = conn(43001, "o1")
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base + 9, blocked[9:], "D tcp_out_of_order o1",
+           "o1: second part first (beyond a gap): dropped")
+    tcp_at(t, True, "PA", base, blocked[:9], None, "o1: first part: forwarded (incomplete)")
+    tcp_at(t, True, "PA", base + 9, blocked[9:], "D dns_answered o1",
+           "o1: second part retransmitted: completes www.ads.example: answered")
+    # o2: clean query, out of order.
+    t = conn(43002, "o2")
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base + 9, clean[9:], "D tcp_out_of_order o2",
+           "o2: second part first: dropped")
+    tcp_at(t, True, "PA", base, clean[:9], None, "o2: first part: forwarded")
+    tcp_at(t, True, "PA", base + 9, clean[9:], None, "o2: second part retransmitted: forwarded")
+    t.cseq = base + len(clean)
+    t.s("PA", "F o2", "o2: server answer", data=framed(dns_resp("www.abc.example", [], 0x0702)))
+    # v1: overlap with different data.
+    t = conn(43003, "v1")
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, clean, None, "v1: clean query: forwarded")
+    tcp_at(t, True, "PA", base, blocked, "D tcp_overlap_different v1",
+           "v1: blocked query at the same sequence numbers: dropped (first copy wins)")
+    tcp_at(t, True, "PA", base, clean, None, "v1: the clean query retransmitted: forwarded")
+    # r1: repacketized retransmission.
+    t = conn(43004, "r1")
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, clean, None, "r1: clean query: forwarded")
+    tcp_at(t, True, "PA", base, clean + blocked, "D dns_answered r1",
+           "r1: the clean query again + a blocked query: the new bytes are read: answered")
+    # c1 / c2: bad-checksum decoys.
+    t = conn(43005, "c1")
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, clean, "D tcp_bad_checksum c1",
+           "c1: clean query, bad TCP checksum: dropped", bad_csum=True)
+    tcp_at(t, True, "PA", base, blocked, "D dns_answered c1",
+           "c1: blocked query at the same sequence number: answered")
+    t = conn(43006, "c2")
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, blocked, "D tcp_bad_checksum c2",
+           "c2: blocked query, bad TCP checksum: dropped", bad_csum=True)
+    tcp_at(t, True, "PA", base, clean, None, "c2: clean query at the same sequence number: forwarded")
+    # b1 / b2: 1-byte segments.
+    for flow, port, q, last in (("b1", 43007, blocked, "D dns_answered b1"), ("b2", 43008, clean, None)):
+        t = conn(port, flow)
+        t.handshake("to :53")
+        for k in range(len(q)):
+            t.c("PA", last if k == len(q) - 1 else None, f"{flow}: byte {k}", data=q[k:k + 1])
+    # s1 / s2: data on SYN (TCP Fast Open).
+    t = conn(43009, "s1")
+    t.c("S", "D dns_answered s1 new",
+        "s1: SYN carrying the blocked query: answered (SYN-ACK + NXDOMAIN from the appliance)",
+        data=blocked)
+    t = conn(43010, "s2")
+    t.c("S", "F s2 new", "s2: SYN carrying the clean query: forwarded", data=clean)
+    t.s("SA", "F s2", "s2: SYN-ACK acknowledging the data")
+    t.c("A", "F s2", "s2: ACK")
+    # w1 / w2: across the sequence-number wrap.
+    t = conn(43011, "w1", cseq=2**32 - 10)
+    t.handshake("to :53 (ISN 2^32-10)")
+    t.c("PA", None, "w1: first 12 bytes (up to the wrap and past it)", data=blocked[:12])
+    t.c("PA", "D dns_answered w1", "w1: the rest: answered", data=blocked[12:])
+    t = conn(43012, "w2", cseq=2**32 - 10)
+    t.handshake("to :53 (ISN 2^32-10)")
+    t.c("PA", None, "w2: clean query, first 12 bytes", data=clean[:12])
+    t.c("PA", None, "w2: the rest", data=clean[12:])
+    # p1: pipelined: the answer to the second query continues after the server's first answer.
+    t = conn(43013, "p1")
+    t.handshake("to :53")
+    syn_ack_next = t.sseq
+    t.c("PA", None, "p1: first query news.example", data=framed(dns_q("news.example", ident=0x0703)))
+    t.s("PA", None, "p1: server answer", data=framed(dns_resp("news.example", [], 0x0703)))
+    tcp_at(t, True, "PA", t.cseq, blocked, "D dns_answered p1",
+           "p1: second query (blocked), ACK still the server's ISN+1: answered at the server's next seq",
+           ack=syn_ack_next)
+    # x1: IPv6, out of order.
+    t = conn(43014, "x1", v6=True)
+    t.handshake("to :53 (IPv6)")
+    base = t.cseq
+    tcp_at(t, True, "PA", base + 5, blocked[5:], "D tcp_out_of_order x1", "x1: second part first: dropped")
+    tcp_at(t, True, "PA", base, blocked[:5], None, "x1: first part: forwarded")
+    tcp_at(t, True, "PA", base + 5, blocked[5:], "D dns_answered x1", "x1: retransmitted: answered")
+    return c
+
+
+EVASION_DPI_RULES = r"""
+rule split_drop { meta: action = "drop" strings: $a = "EVIL-PAYLOAD-SPLIT" condition: $a }
+"""
+
+
+def case_evasion_tcp_dpi():
+    c = FwCase("evasion_tcp_dpi", {"dpi": {"rule_files": ["rules.yar"]}}, """
+DPI against the stream tricks of issue 16. rules.yar: 0 split_drop ("EVIL-PAYLOAD-SPLIT",
+action drop). Every delivery of the payload must be dropped (dpi_drop, the flow blocked
+after it), every clean byte forwarded unchanged. d1: the payload in two segments, second first
+(tcp_out_of_order), then retransmitted in order: dropped where it completes. d2: overlap with
+different data: 18 harmless bytes, then the payload at the same sequence numbers
+(tcp_overlap_different). d3: repacketized retransmission: harmless bytes, then the same bytes
+followed by the payload in one segment: the new bytes are scanned. d4: bad-checksum decoy
+(harmless bytes with a wrong TCP checksum: tcp_bad_checksum), then the payload at the same
+sequence number. d5: the payload in 1-byte segments. d6: the payload on a SYN (TCP Fast Open).
+d7: the payload across the sequence-number wrap. Clean flows k1..k4: the same deliveries of
+"HARMLESS-PAYLOAD-XY": forwarded. k5: an identical retransmission: forwarded.""")
+    os.makedirs(os.path.join(HERE, "evasion_tcp_dpi"), exist_ok=True)
+    with open(os.path.join(HERE, "evasion_tcp_dpi", "rules.yar"), "w") as f:
+        f.write(EVASION_DPI_RULES.lstrip())
+    evil = b"EVIL-PAYLOAD-SPLIT"
+    good = b"HARMLESS-PAYLOAD-X"
+    assert len(evil) == len(good)
+
+    def conn(n, flow, cseq=1000):
+        ipc = lambda: IP(src=f"10.1.0.{n}", dst="10.2.0.80")
+        ips = lambda: IP(src="10.2.0.80", dst=f"10.1.0.{n}")
+        return Tcp(c, eth_a, eth_b, ipc, ips, 41000 + n, 80, flow, cseq=cseq, side_c="A", side_s="B")
+
+    for flow, n, data, done in (("d1", 1, evil, "D dpi_drop d1"), ("k1", 11, good, None)):
+        t = conn(n, flow)
+        t.handshake("out of order")
+        base = t.cseq
+        tcp_at(t, True, "PA", base + 9, data[9:], f"D tcp_out_of_order {flow}", f"{flow}: second half first: dropped")
+        tcp_at(t, True, "PA", base, data[:9], None, f"{flow}: first half: forwarded")
+        tcp_at(t, True, "PA", base + 9, data[9:], done, f"{flow}: second half retransmitted")
+    t = conn(2, "d2")
+    t.handshake("overlap with different data")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, good, None, "d2: harmless bytes: forwarded")
+    tcp_at(t, True, "PA", base, evil, "D tcp_overlap_different d2", "d2: the payload over them: dropped")
+    for flow, n, data, done in (("d3", 3, evil, "D dpi_drop d3"), ("k3", 13, good, None)):
+        t = conn(n, flow)
+        t.handshake("repacketized retransmission")
+        base = t.cseq
+        tcp_at(t, True, "PA", base, b"harmless-", None, f"{flow}: 9 harmless bytes")
+        tcp_at(t, True, "PA", base, b"harmless-" + data, done, f"{flow}: the same 9 bytes + the payload")
+    t = conn(4, "d4")
+    t.handshake("bad checksum decoy")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, good, "D tcp_bad_checksum d4", "d4: harmless bytes, bad checksum: dropped",
+           bad_csum=True)
+    tcp_at(t, True, "PA", base, evil, "D dpi_drop d4", "d4: the payload at the same sequence number")
+    for flow, n, data, done in (("d5", 5, evil, "D dpi_drop d5"), ("k5b", 15, good, None)):
+        t = conn(n, flow)
+        t.handshake("1-byte segments")
+        for k in range(len(data)):
+            t.c("PA", done if k == len(data) - 1 else None, f"{flow}: byte {k}", data=data[k:k + 1])
+    t = conn(6, "d6")
+    t.c("S", "D dpi_drop d6 new", "d6: SYN carrying the payload: dropped", data=evil)
+    t = conn(16, "k6")
+    t.c("S", "F k6 new", "k6: SYN carrying harmless bytes: forwarded", data=good)
+    t.s("SA", "F k6", "k6: SYN-ACK")
+    t.c("A", "F k6", "k6: ACK")
+    for flow, n, data, done in (("d7", 7, evil, "D dpi_drop d7"), ("k7", 17, good, None)):
+        t = conn(n, flow, cseq=2**32 - 6)
+        t.handshake("across the wrap (ISN 2^32-6)")
+        t.c("PA", None, f"{flow}: first 10 bytes (past the wrap)", data=data[:10])
+        t.c("PA", done, f"{flow}: the rest", data=data[10:])
+    t = conn(18, "k8")
+    t.handshake("identical retransmission")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, good, None, "k8: harmless bytes")
+    tcp_at(t, True, "PA", base, good, None, "k8: the same bytes again: forwarded (nothing new)")
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -2399,6 +2629,9 @@ CASES = {
     "dns_cname_cloaking": case_dns_cname_cloaking,
     "dns_tcp": case_dns_tcp,
     "evasion_fragments": case_evasion_fragments,  # issue 16: reassembled for inspection
+    # --- tcp stream ---
+    "evasion_tcp_dns": case_evasion_tcp_dns,
+    "evasion_tcp_dpi": case_evasion_tcp_dpi,
 }
 
 

@@ -51,6 +51,38 @@ TEST(ConfigLoader, FieldsAreApplied) {
   EXPECT_EQ(m->dataplane.tcp_midstream, rules::Policy::kDrop);
 }
 
+// --- tcp stream --- normalization settings: defaults, values, range and power-of-two errors.
+TEST(ConfigLoader, TcpStreamSettings) {
+  auto d = load("{}");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->dataplane.tcp_overlap_reset);
+  EXPECT_EQ(d->dataplane.tcp_window_bytes, 4096u);
+  EXPECT_EQ(d->dataplane.tcp_windows_per_worker, 8192u);
+  EXPECT_EQ(d->dataplane.tcp_dns_fail, rules::Policy::kDrop);
+  EXPECT_EQ(d->dataplane.tcp_dpi_fail, rules::Policy::kForward);
+  EXPECT_TRUE(d->dataplane.tcp_verify_checksum);
+  auto m = load(R"({"dataplane": {"tcp": {"overlap": "OVERLAP_RESET", "overlapWindowBytes": 1024,
+                   "overlapWindowsPerWorker": 100, "dnsFail": "FORWARD", "dpiFail": "DROP",
+                   "skipChecksum": true}}})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->dataplane.tcp_overlap_reset);
+  EXPECT_EQ(m->dataplane.tcp_window_bytes, 1024u);
+  EXPECT_EQ(m->dataplane.tcp_windows_per_worker, 100u);
+  EXPECT_EQ(m->dataplane.tcp_dns_fail, rules::Policy::kForward);
+  EXPECT_EQ(m->dataplane.tcp_dpi_fail, rules::Policy::kDrop);
+  EXPECT_FALSE(m->dataplane.tcp_verify_checksum);
+  auto p = load(R"({"dataplane": {"tcp": {"overlapWindowBytes": 1000}}})");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("dataplane.tcp.overlap_window_bytes"), std::string::npos)
+      << p.status();
+  EXPECT_NE(p.status().message().find("power of two"), std::string::npos) << p.status();
+  auto r = load(R"({"dataplane": {"tcp": {"overlapWindowsPerWorker": 8}}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dataplane.tcp.overlap_windows_per_worker"),
+            std::string::npos)
+      << r.status();
+}
+
 TEST(ConfigLoader, ProtoFieldNamesAreAcceptedToo) {
   auto m = load(R"({"dataplane": {"flow_table": {"capacity_per_worker": 2048}}})");
   ASSERT_TRUE(m.ok()) << m.status();

@@ -1,7 +1,7 @@
 // Floods through the real worker path (the packet-table harness): a SYN flood from random
 // sources against a small flow table, fragment floods (never-completed, overlapping,
-// tiny, held-forever datagrams), and an out-of-order TCP flood against the DPI reassembly
-// buffers (gaps that never fill, retransmits, overlaps, with YARA rules loaded). What must hold: memory does not grow with the flood (the
+// tiny, held-forever datagrams), and an out-of-order TCP flood against the TCP stream engine
+// read by DPI (holes that never fill, retransmits, overlaps, with YARA rules loaded). What must hold: memory does not grow with the flood (the
 // DPDK heap not at all, the C heap not with the packet count), no mbuf is leaked or held
 // past the fragment timeout, every packet gets exactly one verdict, the full-table policy
 // applies and the counters say so, and flows established before the flood keep working.
@@ -372,27 +372,25 @@ TEST(FragFlood, OverlappingTinyAndTooManyMixed) {
   EXPECT_GT(r.forwarded, 64u + 200u);  // complete reversed datagrams still got through
 }
 
-// --- DPI: out-of-order TCP flood ---
-// Thousands of TCP flows, each leaving a hole in its byte stream that is never filled, with
-// retransmits and overlapping copies of the buffered bytes, some past the buffer size, with
-// DPI rules loaded and a small out-of-order buffer pool. What must hold: the pool bounds
-// what is held (exactly `slots` flow directions buffer; every other one is a counted gap,
-// handled by the gap policy), memory does not grow with the flood, every packet gets one
-// verdict and every drop a reason, in-order inspection keeps working while the pool is
-// exhausted, and once the flows end the buffers are back (a later flow is reassembled).
-constexpr uint32_t kOooSlots = 64, kOooBytes = 4096;
+// --- TCP stream: out-of-order flood against DPI ---
+// Thousands of TCP flows inspected by DPI, each leaving a hole in its byte stream that is
+// never filled, with retransmits and overlapping copies of the bytes beyond it, some far
+// beyond, and a small pool of comparison windows. What must hold: nothing beyond a hole is
+// held or inspected (every such segment is dropped as tcp_out_of_order, counted), the windows
+// bound what is kept (directions with unacknowledged bytes beyond the pool follow the DPI
+// fail policy, counted), memory does not grow with the flood, every packet gets one verdict
+// and every drop a reason, in-order inspection keeps working while the pool is exhausted,
+// and once the flows end the windows are back (later flows get one each).
+constexpr uint32_t kWindows = 64, kFarAhead = 4096;
 
-std::unique_ptr<rules::Snapshot> dpiSnapshot(rules::DpiGapPolicy policy) {
+std::unique_ptr<rules::Snapshot> dpiSnapshot(rules::Policy dpi_fail) {
   rules::DpiModel m;
   m.enabled = true;
   m.sources.push_back({"t", R"(
 rule evil { meta: action = "drop" strings: $a = "EVILPAYLOAD" condition: $a }
 rule noisy { strings: $a = "xyzzy" condition: $a }
 )"});
-  m.ooo_slots_per_worker = kOooSlots;
-  m.ooo_buffer_bytes = kOooBytes;
   m.streams_per_worker = 1024;
-  m.gap_policy = policy;
   rules::ConfigErrorList errs;
   auto c = rules::compileDpi(m, errs);
   EXPECT_TRUE(c.ok()) << c.status();
@@ -401,17 +399,19 @@ rule noisy { strings: $a = "xyzzy" condition: $a }
   s->dataplane.aging_slice = 8192;
   s->dataplane.tcp_established_s = 30;
   s->dataplane.tcp_syn_s = 30;
+  s->dataplane.tcp_windows_per_worker = kWindows;
+  s->dataplane.tcp_dpi_fail = dpi_fail;
   if (c.ok()) s->dpi = *c;
   s->dpi_settings = m;
   s->dpi_settings.sources.clear();
   return s;
 }
 
-class DpiOooFlood : public ::testing::TestWithParam<rules::DpiGapPolicy> {};
+class TcpOooFlood : public ::testing::TestWithParam<rules::Policy> {};
 
-TEST_P(DpiOooFlood, GapsThatNeverFillStayBoundedAndAccounted) {
-  const rules::DpiGapPolicy policy = GetParam();
-  Harness h(dpiSnapshot(policy));
+TEST_P(TcpOooFlood, HolesThatNeverFillHoldNothingAndAreAccounted) {
+  const bool fail_closed = GetParam() == rules::Policy::kDrop;
+  Harness h(dpiSnapshot(GetParam()));
   Driver d(h);
   uint64_t t = 1000000;
   const std::string srv = "192.0.2.80";
@@ -421,24 +421,28 @@ TEST_P(DpiOooFlood, GapsThatNeverFillStayBoundedAndAccounted) {
                   .build(), ++t);
     d.send(0, PacketBuilder().ipv4(cli, srv).tcp(sport, 80, kTcpAck, isn + 1, 7001).build(), ++t);
     // The worker polls side A's ring before side B's: without this the SYN+ACK would be
-    // judged after the data below (and dropped with its flow when that data blocked it).
+    // judged after the data below.
     d.flush();
   };
   auto data = [&](const std::string& cli, uint16_t sport, uint32_t seq, const std::string& p) {
     d.send(0, PacketBuilder().ipv4(cli, srv).tcp(sport, 80, kTcpAck, seq, 7001).payload(p).build(),
            ++t);
   };
-  // A session opened before the flood: it sends the drop pattern in order during it.
+  // A session opened before the flood: it sends the drop pattern in order during it (its
+  // bytes are acknowledged by nobody: it holds a window from its first segment on).
   handshake("10.7.0.1", 5000, 100);
+  data("10.7.0.1", 5000, 101, "hello ");
   d.flush();
 
   // The flood: kFlows flows; flow i uses isn 1000 * i (wrapping), three shapes by i % 3:
-  //   0: a hole of 200 bytes, then 100 bytes buffered, their retransmit and an overlapping
-  //      copy (other bytes) shifted by 50: held in an ooo buffer while one is free;
-  //   1: like 0, but an in-order segment first (scanned), then the hole;
-  //   2: a segment past the buffer (hole of kOooBytes): a gap whatever the pool.
+  //   0: a hole of 200 bytes, then 100 bytes, their retransmit and an overlapping copy
+  //      (other bytes) shifted by 50: all three beyond the hole;
+  //   1: like 0, but an in-order segment first (inspected, kept in a window while one is
+  //      free: never acknowledged), then the hole;
+  //   2: a segment far beyond (kFarAhead), twice.
   const int kFlows = 3000;
-  uint64_t want_gaps = 0, buffered = 0, gap_packets = 0;  // gap_packets: from the gap on
+  uint64_t ooo_packets = 0, in_order = 0, no_window = 0;
+  uint32_t windows_left = kWindows - 1;  // the session holds one
   size_t dpdk_mid = 0, c_mid = 0;
   for (int i = 0; i < kFlows; ++i) {
     const std::string cli = "10.8." + std::to_string(i / 250) + "." + std::to_string(1 + i % 250);
@@ -453,28 +457,29 @@ TEST_P(DpiOooFlood, GapsThatNeverFillStayBoundedAndAccounted) {
         if (i % 3 == 1) {
           data(cli, sport, s0, "in order xyzz");  // "xyzzy" only when the 'y' arrives
           base += 13;
+          ++in_order;
+          if (windows_left) {
+            --windows_left;
+          } else {
+            ++no_window;
+            if (fail_closed) base = s0;  // the segment was dropped: the hole starts at s0
+          }
         }
         const std::string held(100, 'h');
         data(cli, sport, base + 200, held);
         data(cli, sport, base + 200, held);                    // retransmit
         data(cli, sport, base + 250, std::string(100, 'o'));   // overlap, other bytes
-        if (buffered < kOooSlots) {
-          ++buffered;
-        } else {
-          ++want_gaps;
-          gap_packets += 3;
-        }
+        ooo_packets += 3;
         break;
       }
       default:
-        data(cli, sport, s0 + kOooBytes, "beyond the buffer");
-        data(cli, sport, s0 + kOooBytes, "beyond the buffer");  // after the gap: ignored
-        ++want_gaps;
-        gap_packets += 2;
+        data(cli, sport, s0 + kFarAhead, "beyond the buffer");
+        data(cli, sport, s0 + kFarAhead, "beyond the buffer");
+        ooo_packets += 2;
     }
-    if (i == 500) {  // mid-flood, the pool long exhausted: in-order inspection still works
-      data("10.7.0.1", 5000, 101, "GET /EVIL");
-      data("10.7.0.1", 5000, 110, "PAYLOAD HTTP/1.1\r\n");
+    if (i == 500) {  // mid-flood, the window pool long exhausted: in-order inspection works
+      data("10.7.0.1", 5000, 107, "GET /EVIL");
+      data("10.7.0.1", 5000, 116, "PAYLOAD HTTP/1.1\r\n");
     }
     if (i == kFlows / 4) {
       d.flush();
@@ -486,23 +491,20 @@ TEST_P(DpiOooFlood, GapsThatNeverFillStayBoundedAndAccounted) {
   const size_t dpdk_end = dpdkHeapBytes(), c_end = cHeapBytes();
   const auto c1 = h.counters();
   EXPECT_EQ(c1.flows_active, static_cast<uint64_t>(kFlows + 1));
-  // Exactly kOooSlots flow directions buffer; every other hole is a gap, counted once.
-  EXPECT_EQ(buffered, kOooSlots);
-  EXPECT_EQ(c1.dpi_gaps, want_gaps);
+  EXPECT_EQ(drops(c1, DropReason::kTcpOutOfOrder), ooo_packets);
+  EXPECT_EQ(c1.tcp_stream[kTcpOutOfOrderSegments], ooo_packets);
+  EXPECT_EQ(c1.tcp_stream[kTcpNoWindow], no_window);
+  EXPECT_GT(no_window, 0u);
+  EXPECT_EQ(drops(c1, DropReason::kTcpStreamExhausted), fail_closed ? no_window : 0u);
+  EXPECT_EQ(c1.dpi_gaps, 0u);  // nothing out of order reaches DPI
   EXPECT_EQ(c1.dpi_no_stream, 0u);
   EXPECT_EQ(c1.dpi_drops, 1u);  // the session's EVILPAYLOAD, split over two in-order segments
   EXPECT_EQ(drops(c1, DropReason::kDpiDrop), 1u);
-  if (policy == rules::DpiGapPolicy::kDrop) {
-    // The packet that found the gap and every later one of its flow, under the gap's reason.
-    EXPECT_EQ(drops(c1, DropReason::kDpiGap), gap_packets);
-  } else {
-    EXPECT_EQ(drops(c1, DropReason::kDpiGap), 0u);
-  }
   EXPECT_EQ(dpdk_end, dpdk_mid);
   EXPECT_LT(c_end, c_mid + 64 * 1024);
 
-  // The flows end (aged out past the established timeout): their buffers go back to the
-  // pool, and a new flow's out-of-order pattern is reassembled and matched.
+  // The flows end (aged out past the established timeout): their windows go back to the
+  // pool; new flows each get one again, and a hole is inspected once filled.
   t += 31 * 1000000;
   for (int i = 0; i < 64; ++i) {  // traffic to drive the aging
     d.send(0, PacketBuilder().arp(1, "192.0.2.1", "192.0.2.2").build(), ++t);
@@ -511,17 +513,19 @@ TEST_P(DpiOooFlood, GapsThatNeverFillStayBoundedAndAccounted) {
   const auto c2 = h.counters();
   EXPECT_EQ(c2.flows_active, 0u);
   EXPECT_EQ(c2.flows_expired, static_cast<uint64_t>(kFlows + 1));
-  for (int k = 0; k < static_cast<int>(kOooSlots); ++k) {  // every slot is free again
+  for (int k = 0; k < static_cast<int>(kWindows); ++k) {  // every window is free again
     const std::string cli = "10.9.0." + std::to_string(1 + k);
     handshake(cli, 6000, 50);
-    data(cli, 6000, 51 + 4, "PAYLOAD");   // held
-    data(cli, 6000, 51, "EVIL");          // fills the hole: EVILPAYLOAD
+    data(cli, 6000, 51 + 4, "PAYLOAD");   // beyond the hole: dropped
+    data(cli, 6000, 51, "EVIL");          // fills it (takes a window)
+    data(cli, 6000, 51 + 4, "PAYLOAD");   // retransmitted in order: EVILPAYLOAD
   }
   d.flush();
   const auto c3 = h.counters();
-  EXPECT_EQ(c3.dpi_gaps, c1.dpi_gaps);
-  EXPECT_EQ(c3.dpi_drops, 1u + kOooSlots);
-  EXPECT_EQ(drops(c3, DropReason::kDpiDrop), 1u + kOooSlots);
+  EXPECT_EQ(c3.tcp_stream[kTcpNoWindow], no_window);
+  EXPECT_EQ(drops(c3, DropReason::kTcpOutOfOrder), ooo_packets + kWindows);
+  EXPECT_EQ(c3.dpi_drops, 1u + kWindows);
+  EXPECT_EQ(drops(c3, DropReason::kDpiDrop), 1u + kWindows);
 
   // Every packet judged once, every drop under a reason, nothing held.
   EXPECT_EQ(d.verdicts, d.sent);
@@ -532,15 +536,11 @@ TEST_P(DpiOooFlood, GapsThatNeverFillStayBoundedAndAccounted) {
   EXPECT_EQ(rte_mempool_in_use_count(h.pool()), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(GapPolicies, DpiOooFlood,
-                         ::testing::Values(rules::DpiGapPolicy::kStopInspecting,
-                                           rules::DpiGapPolicy::kAlert, rules::DpiGapPolicy::kDrop),
+INSTANTIATE_TEST_SUITE_P(FailPolicies, TcpOooFlood,
+                         ::testing::Values(rules::Policy::kForward, rules::Policy::kDrop),
                          [](const auto& info) {
-                           switch (info.param) {
-                             case rules::DpiGapPolicy::kStopInspecting: return std::string("StopInspecting");
-                             case rules::DpiGapPolicy::kAlert: return std::string("Alert");
-                             default: return std::string("Drop");
-                           }
+                           return std::string(info.param == rules::Policy::kDrop ? "FailClosed"
+                                                                                 : "FailOpen");
                          });
 
 }  // namespace

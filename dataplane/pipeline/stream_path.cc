@@ -1,0 +1,129 @@
+// TCP stream normalization in the packet path (Worker members; the engine is
+// dataplane/normalize/tcp_stream.h, docs/tcp-stream.md).
+//
+// Which segments: TCP segments of tracked flows that a stage inspects - every TCP flow when
+// DPI has rules, flows to or from a DNS port when DNS filtering is configured. Other TCP
+// flows pay nothing (no checksum, no state). Connections DNS already closed or DPI already
+// blocked keep their stage's reason.
+//
+// Per segment, before DNS and DPI: the TCP checksum is verified (the port's RX L4 checksum
+// flag when it offloads it, else in software over pseudo-header + segment): a bad one is
+// dropped (tcp_bad_checksum) - the receiver would discard it, so its bytes must not enter
+// the stream either. Then the engine: out of order (tcp_out_of_order), overlapping bytes
+// that differ (tcp_overlap_different; policy tcp.overlap RESET also resets the connection
+// both ways and drops its later packets, tcp_stream_reset), stream state that cannot be had
+// under a fail_closed stage (tcp_stream_exhausted) drop the segment; accepted, its new
+// in-order bytes are handed to the stages through Burst::st_*.
+#include <rte_mbuf.h>
+
+#include <algorithm>
+
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/pipeline/worker.h"
+
+namespace dpu::dp {
+
+void Worker::streamInit(const rules::DataplaneSettings& s) {
+  tcp_dirs_.reset(new TcpStreamDir[size_t(flows_->capacity()) * 2]);
+  tcp_pool_ = std::make_unique<TcpStreamPool>(s.tcp_window_bytes, s.tcp_windows_per_worker);
+}
+
+void Worker::streamFlowEnded(int32_t pos) {
+  if (pos < 0 || !tcp_dirs_) return;
+  tcpStreamRelease(*tcp_pool_, tcp_dirs_[size_t(pos) * 2]);
+  tcpStreamRelease(*tcp_pool_, tcp_dirs_[size_t(pos) * 2 + 1]);
+}
+
+void Worker::streamEvent(const Burst& b, uint16_t i, DropReason why) {
+  PacketVerdict v = b.v[i];
+  v.stage = Stage::kFlow;
+  v.reason = why;
+  emitDrop(&b.meta[i], v, b.ts[i]);  // verdict forward: an event, not a drop
+}
+
+void Worker::streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledDns* dns) {
+  const PacketMeta& pm = b.meta[i];
+  const int32_t pos = b.pos[i];
+  if (pos < 0 || pm.l4_proto != 6 || !pm.has_l4 || pm.is_fragment) return;
+  const bool dns_flow = dns != nullptr && (dns->isDnsPort(pm.dport) || dns->isDnsPort(pm.sport));
+  if (!dns_flow && dpi_rt_ == nullptr) return;
+  if (dpi_block_[pos] != 0 || (dns_flow && dns_tcp_[size_t(pos) * 2].state == 3)) return;
+  PacketVerdict& v = b.v[i];
+  TcpStreamDir* pair = &tcp_dirs_[size_t(pos) * 2];
+  auto drop = [&](DropReason r) {
+    v.verdict = Verdict::kDrop;
+    v.stage = Stage::kFlow;
+    v.reason = r;
+    v.rule = kNoRule;
+  };
+  if (pair[0].flags & TcpStreamDir::kReset) {
+    drop(DropReason::kTcpStreamReset);
+    return;
+  }
+  c_->tcp_stream[kTcpSegments].add();
+  const rules::DataplaneSettings& dps = snap_->dataplane;
+  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  if (dps.tcp_verify_checksum) {
+    const uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+    bool ok = ck == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+    if (ck != RTE_MBUF_F_RX_L4_CKSUM_GOOD && ck != RTE_MBUF_F_RX_L4_CKSUM_BAD) {
+      // Not offloaded (or not known): in software. The parser checked the lengths against
+      // the frame (l3_len bytes of IP are present).
+      c_->tcp_stream[kTcpChecksumSoftware].add();
+      const uint32_t l4_len = uint32_t(pm.l3_len) - (pm.l4_offset - pm.l3_offset);
+      ok = pm.l4_offset + l4_len <= m->data_len &&
+           tcpChecksumOk(frame + pm.l3_offset, pm.l3 == L3Type::kIpv6, frame + pm.l4_offset, l4_len);
+    }
+    if (!ok) {
+      c_->tcp_stream[kTcpBadChecksums].add();
+      drop(DropReason::kTcpBadChecksum);
+      return;
+    }
+  }
+  const bool fail_closed = (dns_flow && dps.tcp_dns_fail == rules::Policy::kDrop) ||
+                           (dpi_rt_ != nullptr && dps.tcp_dpi_fail == rules::Policy::kDrop);
+  TcpSegment s;
+  s.seq = pm.tcp_seq;
+  s.ack = pm.tcp_ack;
+  s.flags = pm.tcp_flags;
+  s.payload = frame + pm.payload_offset;
+  s.len = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
+  const uint8_t d = b.dir[i] & 1;
+  const TcpSegResult r = tcpStreamSegment(*tcp_pool_, pair[d], pair[d ^ 1], s, fail_closed);
+  if (r.no_window) {
+    c_->tcp_stream[kTcpNoWindow].add();
+    if (r.verdict == TcpSegVerdict::kAccept) streamEvent(b, i, DropReason::kTcpStreamExhausted);
+  }
+  switch (r.verdict) {
+    case TcpSegVerdict::kAccept:
+      if (r.unverified) {
+        c_->tcp_stream[kTcpUnverified].add();
+        streamEvent(b, i, DropReason::kTcpStreamExhausted);
+      }
+      b.st_read[i] = true;
+      b.st_off[i] = static_cast<uint16_t>(r.off);
+      b.st_len[i] = static_cast<uint16_t>(r.len);
+      b.st_seq[i] = r.seq;
+      b.st_peer_known[i] = (pair[d ^ 1].flags & TcpStreamDir::kSeqKnown) != 0;
+      b.st_peer_next[i] = pair[d ^ 1].next_seq;
+      return;
+    case TcpSegVerdict::kOutOfOrder:
+      c_->tcp_stream[kTcpOutOfOrderSegments].add();
+      drop(DropReason::kTcpOutOfOrder);
+      return;
+    case TcpSegVerdict::kOverlapDifferent:
+      c_->tcp_stream[kTcpOverlapDiffering].add();
+      drop(DropReason::kTcpOverlapDifferent);
+      if (dps.tcp_overlap_reset) {
+        v.verdict = Verdict::kReject;  // RSTs both ways (sendReject), later packets dropped
+        pair[0].flags |= TcpStreamDir::kReset;
+      }
+      return;
+    case TcpSegVerdict::kFailClosed:
+      c_->tcp_stream[kTcpFailClosed].add();
+      drop(DropReason::kTcpStreamExhausted);
+      return;
+  }
+}
+
+}  // namespace dpu::dp

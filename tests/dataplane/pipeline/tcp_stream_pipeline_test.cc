@@ -1,0 +1,276 @@
+// TCP stream normalization through the real worker path (Harness), read by DNS over TCP:
+// out-of-order segments, bad-checksum decoys, overlaps with different data (both policies),
+// the answer's sequence numbers for pipelined queries and for a query on a SYN, and window
+// exhaustion under both fail policies.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "dataplane/api/dataplane.h"
+#include "dataplane/packet/parser.h"
+#include "dataplane/stages/dns_message.h"
+#include "tests/dataplane/pipeline/harness.h"
+#include "tests/util/dns_builder.h"
+#include "tests/util/packet_builder.h"
+
+namespace dpu::dp {
+namespace {
+
+using test::Frame;
+using test::PacketBuilder;
+using Bytes = std::vector<uint8_t>;
+
+std::unique_ptr<rules::Snapshot> snap(const rules::DataplaneSettings* dps = nullptr) {
+  auto s = std::make_unique<rules::Snapshot>();
+  if (dps) s->dataplane = *dps;
+  s->dataplane.flow_capacity = 4096;
+  s->dataplane.frag_max_datagrams = 64;
+  rules::DnsModel m;
+  rules::DnsListModel l;
+  l.name = "ads";
+  l.action = rules::DnsAction::kNxdomain;
+  l.names = {"||ads.example^"};
+  m.lists.push_back(l);
+  auto d = rules::compileDns(m, nullptr);
+  EXPECT_TRUE(d.ok()) << d.status();
+  s->dns = *d;
+  return s;
+}
+
+PacketMeta parse(const Frame& f) {
+  PacketMeta m;
+  EXPECT_EQ(parsePacket(f.data(), static_cast<uint32_t>(f.size()), m), ParseStatus::kOk);
+  return m;
+}
+
+Frame seg(uint16_t sport, uint8_t flags, uint32_t seq, uint32_t ack, const Bytes& payload,
+          bool from_client = true, bool bad_checksum = false) {
+  PacketBuilder b;
+  if (from_client) {
+    b.ipv4("10.0.0.1", "10.0.0.53").tcp(sport, 53, flags, seq, ack);
+  } else {
+    b.ipv4("10.0.0.53", "10.0.0.1").tcp(53, sport, flags, seq, ack);
+  }
+  b.payload(payload);
+  if (bad_checksum) b.corruptL4Checksum();
+  return b.build();
+}
+
+Bytes framed(const char* name, uint16_t id) {
+  Bytes msg = test::dnsQuery(name, kTypeA, id);
+  Bytes v = {uint8_t(msg.size() >> 8), uint8_t(msg.size())};
+  v.insert(v.end(), msg.begin(), msg.end());
+  return v;
+}
+
+Bytes part(const Bytes& v, size_t from, size_t to) { return Bytes(v.begin() + from, v.begin() + to); }
+
+// Client ISN 999 (first byte 1000), server ISN 4999 (first byte 5000).
+void handshake(Harness& h, uint16_t sport) {
+  h.send(0, seg(sport, kTcpSyn, 999, 0, {}));
+  h.send(1, seg(sport, kTcpSyn | kTcpAck, 4999, 1000, {}, false));
+  h.send(0, seg(sport, kTcpAck, 1000, 5000, {}));
+  h.poll();
+  h.out(0);
+  h.out(1);
+}
+
+uint64_t drops(Harness& h, DropReason r) { return h.counters().drops[static_cast<int>(r)]; }
+
+TEST(TcpStreamPipeline, OutOfOrderQueryIsDroppedThenInspectedInOrder) {
+  Harness h(snap());
+  handshake(h, 44000);
+  const Bytes q = framed("www.ads.example", 0x101);
+  h.send(0, seg(44000, kTcpAck | kTcpPsh, 1009, 5000, part(q, 9, q.size())));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 0u);
+  EXPECT_EQ(drops(h, DropReason::kTcpOutOfOrder), 1u);
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 0u);
+  h.send(0, seg(44000, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 9)));
+  h.send(0, seg(44000, kTcpAck | kTcpPsh, 1009, 5000, part(q, 9, q.size())));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 2u);  // the first part, the RST
+  ASSERT_EQ(h.out(0).size(), 1u);  // the answer
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpOutOfOrderSegments], 1u);
+}
+
+TEST(TcpStreamPipeline, BadChecksumDecoyNeverEntersTheStream) {
+  Harness h(snap());
+  handshake(h, 44001);
+  const Bytes clean = framed("www.abc.example", 0x102), blocked = framed("www.ads.example", 0x103);
+  h.send(0, seg(44001, kTcpAck | kTcpPsh, 1000, 5000, clean, true, /*bad_checksum=*/true));
+  h.send(0, seg(44001, kTcpAck | kTcpPsh, 1000, 5000, blocked));
+  h.poll();
+  EXPECT_EQ(drops(h, DropReason::kTcpBadChecksum), 1u);
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+  EXPECT_EQ(h.out(0).size(), 1u);  // answered
+  EXPECT_EQ(h.counters().tcp_stream[kTcpChecksumSoftware], 5u);  // handshake 3 + 2
+}
+
+TEST(TcpStreamPipeline, OverlapWithDifferentDataDropPolicy) {
+  Harness h(snap());
+  handshake(h, 44002);
+  const Bytes clean = framed("www.abc.example", 0x104), blocked = framed("www.ads.example", 0x104);
+  h.send(0, seg(44002, kTcpAck | kTcpPsh, 1000, 5000, clean));
+  h.send(0, seg(44002, kTcpAck | kTcpPsh, 1000, 5000, blocked));
+  h.send(0, seg(44002, kTcpAck | kTcpPsh, 1000, 5000, clean));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 2u);  // the clean copy twice
+  EXPECT_EQ(drops(h, DropReason::kTcpOverlapDifferent), 1u);
+  EXPECT_EQ(h.counters().dns[kDnsQueries], 1u);  // the retransmission is not read again
+}
+
+TEST(TcpStreamPipeline, OverlapWithDifferentDataResetPolicy) {
+  rules::DataplaneSettings d;
+  d.tcp_overlap_reset = true;
+  Harness h(snap(&d));
+  handshake(h, 44003);
+  const Bytes clean = framed("www.abc.example", 0x105), blocked = framed("www.ads.example", 0x105);
+  h.send(0, seg(44003, kTcpAck | kTcpPsh, 1000, 5000, clean));
+  h.send(0, seg(44003, kTcpAck | kTcpPsh, 1000, 5000, blocked));
+  h.poll();
+  auto to_a = h.out(0), to_b = h.out(1);
+  ASSERT_EQ(to_a.size(), 1u);  // RST to the client
+  ASSERT_EQ(to_b.size(), 2u);  // the clean segment, RST to the server
+  EXPECT_TRUE(parse(to_a[0]).tcp_flags & kTcpRst);
+  EXPECT_TRUE(parse(to_b[1]).tcp_flags & kTcpRst);
+  h.send(1, seg(44003, kTcpAck, 5000, 1000 + uint32_t(clean.size()), {}, false));
+  h.poll();
+  EXPECT_EQ(h.out(0).size(), 0u);
+  EXPECT_EQ(drops(h, DropReason::kTcpStreamReset), 1u);
+}
+
+TEST(TcpStreamPipeline, PipelinedAnswerContinuesTheServersBytes) {
+  Harness h(snap());
+  handshake(h, 44004);
+  const Bytes q1 = framed("news.example", 0x106);
+  h.send(0, seg(44004, kTcpAck | kTcpPsh, 1000, 5000, q1));
+  h.poll();  // (a poll reads side A before side B: one side per poll keeps the order)
+  Bytes resp = test::dnsCnameResponse("news.example", {}, 0x106);  // a clean answer
+  resp.insert(resp.begin(), {uint8_t(resp.size() >> 8), uint8_t(resp.size())});
+  h.send(1, seg(44004, kTcpAck | kTcpPsh, 5000, 1000 + uint32_t(q1.size()), resp, false));
+  h.poll();
+  // The second query still acknowledges only the server's SYN.
+  const Bytes q2 = framed("www.ads.example", 0x107);
+  const uint32_t at = 1000 + uint32_t(q1.size());
+  h.send(0, seg(44004, kTcpAck | kTcpPsh, at, 5000, q2));
+  h.poll();
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_a.size(), 2u);  // the server's response, our answer
+  PacketMeta a = parse(to_a[1]);
+  EXPECT_EQ(a.tcp_seq, 5000u + resp.size());  // not the query's ACK (5000)
+  EXPECT_EQ(a.tcp_ack, at + q2.size());
+  EXPECT_TRUE(test::checksumsOk(to_a[1]));
+}
+
+// The stages run after the engine read the whole burst: a server segment later in the same
+// burst must not move the answer's sequence number (real_dns_tcp has this order on one side).
+TEST(TcpStreamPipeline, AnswerTakesTheServersSequenceAsOfTheQuery) {
+  Harness h(snap());
+  handshake(h, 44008);
+  const Bytes q = framed("www.ads.example", 0x109);
+  Bytes resp = test::dnsCnameResponse("www.ads.example", {}, 0x109);
+  resp.insert(resp.begin(), {uint8_t(resp.size() >> 8), uint8_t(resp.size())});
+  h.send(0, seg(44008, kTcpAck | kTcpPsh, 1000, 5000, q));
+  h.send(0, seg(44008, kTcpAck | kTcpPsh, 5000, 1000 + uint32_t(q.size()), resp, false));
+  h.poll();
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_a.size(), 1u);  // the answer (the server's segment: connection closed)
+  EXPECT_EQ(parse(to_a[0]).tcp_seq, 5000u);
+}
+
+TEST(TcpStreamPipeline, QueryOnSynGetsSynAckThenAnswer) {
+  Harness h(snap());
+  const Bytes q = framed("www.ads.example", 0x108);
+  h.send(0, seg(44005, kTcpSyn, 999, 0, q));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 0u);  // the server never sees it
+  auto to_a = h.out(0);
+  ASSERT_EQ(to_a.size(), 2u);
+  PacketMeta sa = parse(to_a[0]), an = parse(to_a[1]);
+  EXPECT_EQ(sa.tcp_flags, kTcpSyn | kTcpAck);
+  EXPECT_EQ(sa.tcp_ack, 1000u + q.size());  // the SYN and its data
+  EXPECT_EQ(sa.payload_len, 0u);
+  EXPECT_TRUE(test::checksumsOk(to_a[0]));
+  EXPECT_EQ(an.tcp_seq, sa.tcp_seq + 1);
+  EXPECT_EQ(an.tcp_ack, sa.tcp_ack);
+  EXPECT_EQ(an.tcp_flags, kTcpAck | kTcpPsh | kTcpFin);
+  EXPECT_EQ(dnsGet16(to_a[1].data() + an.payload_offset + 2), 0x108);
+  EXPECT_TRUE(test::checksumsOk(to_a[1]));
+}
+
+// One window for the worker: the second connection with data in flight finds none.
+TEST(TcpStreamPipeline, WindowExhaustionFollowsTheStagePolicy) {
+  for (rules::Policy p : {rules::Policy::kDrop, rules::Policy::kForward}) {
+    rules::DataplaneSettings d;
+    d.tcp_windows_per_worker = 1;
+    d.tcp_dns_fail = p;
+    Harness h(snap(&d));
+    handshake(h, 44006);
+    handshake(h, 44007);
+    const bool closed = p == rules::Policy::kDrop;
+    const Bytes q1 = framed("one.example", 1);
+    const Bytes q2 = framed(closed ? "www.ads.example" : "two.example", 2);
+    h.send(0, seg(44006, kTcpAck | kTcpPsh, 1000, 5000, q1));
+    h.send(0, seg(44007, kTcpAck | kTcpPsh, 1000, 5000, q2));
+    h.poll();
+    auto c = h.counters();
+    EXPECT_EQ(c.tcp_stream[kTcpNoWindow], 1u);
+    if (closed) {
+      EXPECT_EQ(drops(h, DropReason::kTcpStreamExhausted), 1u);
+      EXPECT_EQ(c.dns[kDnsQueries], 1u);  // q2 was not read
+      EXPECT_EQ(h.out(1).size(), 1u);  // q1 only
+      // The server acknowledges q1: the window is free again, q2's retransmission gets it.
+      h.send(1, seg(44006, kTcpAck, 5000, 1000 + uint32_t(q1.size()), {}, false));
+      h.poll();
+      h.send(0, seg(44007, kTcpAck | kTcpPsh, 1000, 5000, q2));
+      h.poll();
+      EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+    } else {
+      EXPECT_EQ(drops(h, DropReason::kTcpStreamExhausted), 0u);
+      EXPECT_EQ(c.dns[kDnsQueries], 2u);  // inspected all the same
+      EXPECT_EQ(h.out(1).size(), 2u);
+      // Its retransmission cannot be compared (no window): passed, counted.
+      h.send(0, seg(44007, kTcpAck | kTcpPsh, 1000, 5000, q2));
+      h.poll();
+      EXPECT_EQ(h.out(1).size(), 1u);
+      EXPECT_EQ(h.counters().tcp_stream[kTcpUnverified], 1u);
+    }
+  }
+}
+
+// DNS's own per-worker buffers (255 query heads split across segments) follow the same
+// policy: the 256th connection with a split query head fails closed (dropped, the
+// connection closed) or open (passed unread).
+TEST(TcpStreamPipeline, DnsHeadBuffersExhaustedFollowTheStagePolicy) {
+  for (rules::Policy p : {rules::Policy::kDrop, rules::Policy::kForward}) {
+    rules::DataplaneSettings d;
+    d.tcp_dns_fail = p;
+    Harness h(snap(&d));
+    const Bytes q = framed("www.example", 1);
+    for (uint16_t k = 0; k < 256; ++k) {
+      handshake(h, uint16_t(45000 + k));
+      h.send(0, seg(uint16_t(45000 + k), kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 5)));
+      h.poll();
+    }
+    auto c = h.counters();
+    auto last = h.out(1);  // what the 256th segment sent on (handshake() drains the rest)
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(c.dns[kDnsTcpNoBuffer], 1u);
+    if (p == rules::Policy::kDrop) {
+      EXPECT_EQ(c.drops[static_cast<int>(DropReason::kTcpStreamExhausted)], 1u);
+      EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
+      EXPECT_TRUE(parse(last[0]).tcp_flags & kTcpRst);  // the server is reset
+    } else {
+      EXPECT_EQ(c.dns[kDnsTcpUnsynced], 1u);
+      EXPECT_EQ(parse(last[0]).payload_len, 5u);  // the segment itself
+    }
+    EXPECT_EQ(c.verdicts[static_cast<int>(Verdict::kForward)],
+              256u * 3 + (p == rules::Policy::kDrop ? 255u : 256u));
+  }
+}
+
+}  // namespace
+}  // namespace dpu::dp
