@@ -240,6 +240,9 @@ int main(int argc, char** argv) {
     // are only read and checked there (toModel alone passed a list with bad lines).
     auto snap = dpu::rules::compileSnapshot(*m, 0);
     if (!snap.ok()) return fail(cfg + ": " + std::string(snap.status().message()), 1);
+    for (const std::string& w : dpu::ctl::policyWarnings(*m)) {
+      std::fprintf(stderr, "%s: warning: %s\n", cfg.c_str(), w.c_str());
+    }
     std::printf("%s: ok\n", cfg.c_str());
     return 0;
   }
