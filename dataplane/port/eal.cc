@@ -48,7 +48,7 @@ absl::Status initEal(const std::vector<std::string>& args) {
 }
 
 std::vector<std::string> offlineEalArgs(const std::vector<std::string>& vdevs, int mem_mb) {
-  std::vector<std::string> a = {"dpu-appliance", "--no-huge", "--no-pci", "--in-memory",
+  std::vector<std::string> a = {"dpu-appliance", "--no-huge", "--no-pci", "--no-shconf",
                                 absl::StrCat("--file-prefix=dpu", getpid()),
                                 "-m", std::to_string(mem_mb), "-l", "0",
                                 "--no-telemetry", "--log-level=*:warning", "--log-level=pmd.net.pcap:error"};

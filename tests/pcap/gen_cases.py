@@ -2320,6 +2320,10 @@ frames are dropped with their reason.""")
     cut = bytearray(raw(IP(src="10.1.0.10", dst="10.2.0.80", proto=6)))
     c.add(pppoe_raw(MAC_A, MAC_B, 0x11, bytes(cut)), "D truncated_tcp",
           "m4: PPPoE IPv4 protocol TCP, total length 20: no room for the TCP header")
+    c.add(pppoe_raw(MAC_A, MAC_B, 0x11, raw(IP(src="10.1.0.10", dst="10.2.0.53", len=9000) /
+                                            UDP(sport=41005, dport=53) / Raw(payload(20)))),
+          "D bad_ipv4_total_length",
+          "m5: PPPoE IPv4/UDP whose total length (9000) is far beyond the frame")
     # Keepalive: PPP control again.
     c.add(Ether(src=MAC_A, dst=MAC_B) / PPPoE(sessionid=0x11) / PPP(proto=0xC021) /
           Raw(bytes([9, 2, 0, 8, 0, 0, 0, 0])), "F", "LCP Echo-Request: non-IP")

@@ -1,6 +1,6 @@
 // gtest main for tests that need DPDK: initializes EAL once for this process without
 // hugepages or PCI, with a file prefix unique to the process so tests run in parallel, and
-// in memory without telemetry, so EAL's runtime directory (/var/run/dpdk/dputest<pid>) stays
+// without shared files or telemetry, so EAL's runtime directory (/var/run/dpdk/dputest<pid>) stays
 // empty and is removed right away: a test run leaves nothing there.
 #include <gtest/gtest.h>
 #include <rte_eal.h>
@@ -13,7 +13,7 @@
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   std::string prefix = "--file-prefix=dputest" + std::to_string(getpid());
-  std::vector<std::string> args = {"dpu_test", "--no-huge", "--no-pci", "--in-memory",
+  std::vector<std::string> args = {"dpu_test", "--no-huge", "--no-pci", "--no-shconf",
                                    "--no-telemetry", "-m", "512", "-l", "0",
                                    "--log-level=lib.eal:error", prefix};
   std::vector<char*> cargs;
