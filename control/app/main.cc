@@ -58,6 +58,7 @@ constexpr const char* kReplayHelp = R"(usage: dpu-appliance replay --config FILE
 
 Offline mode over DPDK net_pcap ports, same packet path as run. IN arrives on side A,
 B.pcap on side B (merged by timestamp). Deterministic: same inputs, same outputs.
+Input paths cannot contain ',' (DPDK device arguments are comma-separated).
 
 options:
   --in-b B.pcap          frames arriving on side B
