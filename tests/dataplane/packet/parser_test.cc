@@ -1108,6 +1108,19 @@ std::vector<MalformedCase> malformedCases() {
       PacketBuilder().pppoe(5).ipv4("10.0.0.1", "10.0.0.2").udp(1, 2).pppoeLength(2 + 27)
           .padTo(64).build(),
       ParseStatus::kBadIpv4TotalLength);
+  // Issue 18.9: an IPv4/UDP total length of 9000 in a short frame, and IPv4 protocol TCP with
+  // total length 20 in a padded 60-byte frame, plain, tagged and inside PPPoE.
+  add("udp total 9000", b4().udp(1, 2).payload(bytes(20)).ipv4TotalLength(9000).build(),
+      ParseStatus::kBadIpv4TotalLength);
+  add("tagged udp total 9000", PacketBuilder().vlan(7).ipv4("10.0.0.1", "10.0.0.2").udp(1, 2)
+                                   .ipv4TotalLength(9000).padTo(60).build(),
+      ParseStatus::kBadIpv4TotalLength);
+  add("pppoe udp total 9000", PacketBuilder().pppoe(5).ipv4("10.0.0.1", "10.0.0.2").udp(1, 2)
+                                  .ipv4TotalLength(9000).build(),
+      ParseStatus::kBadIpv4TotalLength);
+  add("tcp total 20, padded", b4().l4Raw(6).padTo(60).build(), ParseStatus::kTruncatedTcp);
+  add("tcp total 20, header bytes present", b4().tcp(1, 2, kTcpSyn).ipv4TotalLength(20).build(),
+      ParseStatus::kTruncatedTcp);
   add("pppoe tcp 0 bytes", PacketBuilder().pppoe(5).ipv4("10.0.0.1", "10.0.0.2").l4Raw(6)
                                .padTo(60).build(), ParseStatus::kTruncatedTcp);
   return c;
