@@ -68,6 +68,7 @@ constexpr const char* kReplayHelp = R"(usage: dpu-appliance replay --config FILE
 
 Offline mode over DPDK net_pcap ports, same packet path as run. IN arrives on side A,
 B.pcap on side B (merged by timestamp). Deterministic: same inputs, same outputs.
+Input paths cannot contain ',' (DPDK device arguments are comma-separated).
 
 options:
   --in-b B.pcap          frames arriving on side B
@@ -275,6 +276,9 @@ int main(int argc, char** argv) {
     // are only read and checked there (toModel alone passed a list with bad lines).
     auto snap = dpu::rules::compileSnapshot(*m, 0);
     if (!snap.ok()) return fail(cfg + ": " + std::string(snap.status().message()), 1);
+    for (const std::string& w : dpu::ctl::policyWarnings(*m)) {
+      std::fprintf(stderr, "%s: warning: %s\n", cfg.c_str(), w.c_str());
+    }
     std::printf("%s: ok\n", cfg.c_str());
     return 0;
   }

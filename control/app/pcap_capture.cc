@@ -3,6 +3,12 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -79,17 +85,37 @@ absl::Status checkEthernetPcap(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status writeEmptyPcap(const std::string& path) {
-  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
-  pcap_dumper_t* d = pcap_dump_open(dead, path.c_str());
-  if (!d) {
-    std::string e = pcap_geterr(dead);
-    pcap_close(dead);
-    return absl::InternalError(absl::StrCat(path, ": ", e));
+absl::StatusOr<std::unique_ptr<EmptyPcap>> EmptyPcap::create() {
+  std::unique_ptr<EmptyPcap> e(new EmptyPcap());
+  e->fd_ = memfd_create("dpu-replay-empty.pcap", MFD_CLOEXEC);
+  if (e->fd_ < 0) {
+    return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
   }
-  pcap_dump_close(d);
+  // The file header only: libpcap writes it (magic, version, snaplen, link type).
+  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
+  if (!dead) return absl::InternalError("pcap_open_dead failed");
+  int dup_fd = dup(e->fd_);
+  FILE* f = dup_fd < 0 ? nullptr : fdopen(dup_fd, "wb");
+  if (!f) {
+    if (dup_fd >= 0) close(dup_fd);
+    pcap_close(dead);
+    return absl::InternalError(absl::StrCat("empty pcap: ", std::strerror(errno)));
+  }
+  pcap_dumper_t* d = pcap_dump_fopen(dead, f);
+  if (!d) {
+    std::string err = pcap_geterr(dead);
+    std::fclose(f);
+    pcap_close(dead);
+    return absl::InternalError(absl::StrCat("empty pcap: ", err));
+  }
+  pcap_dump_close(d);  // closes f
   pcap_close(dead);
-  return absl::OkStatus();
+  e->path_ = absl::StrCat("/proc/self/fd/", e->fd_);
+  return e;
+}
+
+EmptyPcap::~EmptyPcap() {
+  if (fd_ >= 0) close(fd_);
 }
 
 }  // namespace dpu::ctl

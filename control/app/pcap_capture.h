@@ -43,7 +43,21 @@ class PcapCapture {
 // Checks that `path` is a readable pcap with Ethernet link type; the error says why not.
 absl::Status checkEthernetPcap(const std::string& path);
 
-// Writes an empty Ethernet pcap (a port with nothing to receive).
-absl::Status writeEmptyPcap(const std::string& path);
+// An empty Ethernet pcap (a port with nothing to receive) that has no name on disk: an
+// anonymous memory file (memfd), readable by path through /proc/self/fd while this object
+// lives. Nothing remains after any exit, a crash included.
+class EmptyPcap {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmptyPcap>> create();
+  ~EmptyPcap();
+  EmptyPcap(const EmptyPcap&) = delete;
+  EmptyPcap& operator=(const EmptyPcap&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  EmptyPcap() = default;
+  int fd_ = -1;
+  std::string path_;
+};
 
 }  // namespace dpu::ctl

@@ -52,6 +52,15 @@ class VerdictWriter : public dp::VerdictSink {
 absl::Status runReplay(const ReplayOptions& o) {
   if (o.config.empty()) return absl::InvalidArgumentError("replay needs --config FILE");
   if (o.in_a.empty()) return absl::InvalidArgumentError("replay needs --in FILE.pcap");
+  // Input paths become DPDK vdev arguments (net_pcap0,rx_pcap=PATH), which are comma-separated:
+  // refused before anything is read or created.
+  for (const std::string* p : {&o.in_a, &o.in_b}) {
+    if (p->find(',') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          *p, ": an input pcap path cannot contain ',' (DPDK device arguments are "
+              "comma-separated); rename the file or link it under a name without ','"));
+    }
+  }
   auto cfg = loadConfigFile(o.config);
   if (!cfg.ok()) return cfg.status();
   auto model = toModel(*cfg);
@@ -59,6 +68,9 @@ absl::Status runReplay(const ReplayOptions& o) {
                                                                   model.status().message()));
   auto snap = rules::compileSnapshot(*model, 1);
   if (!snap.ok()) return snap.status();
+  for (const std::string& w : policyWarnings(*model)) {
+    std::fprintf(stderr, "dpu-appliance: warning: %s: %s\n", o.config.c_str(), w.c_str());
+  }
   // Every change is checked before the first packet, so a bad file fails the run at once.
   std::vector<std::unique_ptr<rules::Snapshot>> change_snaps;
   for (const auto& [at, file] : o.changes) {
@@ -83,20 +95,16 @@ absl::Status runReplay(const ReplayOptions& o) {
   absl::Status st = checkEthernetPcap(o.in_a);
   if (!st.ok()) return st;
   std::string in_b = o.in_b;
-  std::string empty_b;
+  // Side B without an input reads an empty capture that has no name on disk.
+  std::unique_ptr<EmptyPcap> empty_b;
   if (in_b.empty()) {
-    empty_b = absl::StrCat("/tmp/dpu-replay-empty-", getpid(), ".pcap");
-    st = writeEmptyPcap(empty_b);
-    if (!st.ok()) return st;
-    in_b = empty_b;
+    auto e = EmptyPcap::create();
+    if (!e.ok()) return e.status();
+    empty_b = std::move(*e);
+    in_b = empty_b->path();
   } else {
     st = checkEthernetPcap(in_b);
     if (!st.ok()) return st;
-  }
-  for (const std::string* p : std::initializer_list<const std::string*>{&o.in_a, &in_b}) {
-    if (p->find_first_of(",") != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(*p, ": pcap paths cannot contain ','"));
-    }
   }
 
   // Memory: the mbuf pool (jumbo-sized buffers) plus the flow and fragment tables.
@@ -229,7 +237,6 @@ absl::Status runReplay(const ReplayOptions& o) {
   }
   if (!o.quiet) std::fputs(formatSummary(sum).c_str(), stdout);
   plane.reset();
-  if (!empty_b.empty()) unlink(empty_b.c_str());
   return absl::OkStatus();
 }
 

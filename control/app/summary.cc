@@ -333,8 +333,11 @@ std::string formatSummary(const SummaryInput& in) {
           t.dpi_pf_confirmed, t.dpi_pf_rejected, t.dpi_pf_errors, t.dpi_no_window));
   }
   if (in.dpi_enabled) {  // --- dpi --- the rule set and the rules that matched
-    absl::StrAppend(&s, absl::StrFormat("dpi rules: %u matched, %u unsupported (not matched)\n",
-                                        in.dpi_accepted, in.dpi_unsupported));
+    uint64_t matched = 0;
+    for (const dp::DpiRuleCounters& r : in.dpi_rules) matched += r.matches != 0;
+    absl::StrAppend(&s, absl::StrFormat(
+                            "dpi rules: %u loaded, %u matched; %u unsupported (not loaded)\n",
+                            in.dpi_accepted, matched, in.dpi_unsupported));
     bool header = false;
     for (const dp::DpiRuleCounters& r : in.dpi_rules) {
       if (!r.matches) continue;

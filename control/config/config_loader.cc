@@ -387,4 +387,17 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   return m;
 }
 
+std::vector<std::string> policyWarnings(const rules::ConfigModel& m) {
+  std::vector<std::string> out;
+  const bool closed = m.firewall.default_a_to_b != rules::FwAction::kAllow ||
+                      m.firewall.default_b_to_a != rules::FwAction::kAllow;
+  if (closed && m.dataplane.non_ip == rules::Policy::kForward) {
+    out.push_back(
+        "dataplane.non_ip: FORWARD while a firewall default is DENY/REJECT: frames without "
+        "IPv4/IPv6 (ARP, LLDP, MPLS, PPPoE discovery, PPP control, ...) pass without a firewall "
+        "verdict; set dataplane.non_ip: DROP unless the network needs them (ARP does)");
+  }
+  return out;
+}
+
 }  // namespace dpu::ctl

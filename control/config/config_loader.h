@@ -50,6 +50,12 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
                                            rules::ConfigErrorList* errors = nullptr,
                                            ModelDetails* details = nullptr);
 
+// Warnings about a valid model whose policies contradict each other (apply returns them,
+// validate and replay print them): a firewall whose default is DENY or REJECT (either
+// direction) with dataplane.non_ip FORWARD lets every frame without IPv4/IPv6 (ARP, LLDP,
+// MPLS, PPPoE discovery and PPP control, ...) through without a verdict.
+std::vector<std::string> policyWarnings(const rules::ConfigModel& m);
+
 // A firewall rule of the config document as a rule spec (index = its position in
 // firewall.rules, -1 when it is not in the document yet), and back.
 rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& rule, int index);

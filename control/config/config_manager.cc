@@ -326,6 +326,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   if (auto was = toModel(store_->current()); was.ok()) {
     startOnlyWarnings(was->dataplane, model->dataplane, result.warnings);
   }
+  for (std::string& w : policyWarnings(*model)) result.warnings.push_back(std::move(w));
 
   // The dataplane builds what it needs for the snapshot (it may refuse it, e.g. a GeoIP
   // database that does not open): a failure here is a failed apply, nothing persisted.

@@ -20,7 +20,8 @@ struct FlowKey {
   uint8_t proto;      // IPPROTO_*
   uint8_t ip_ver;     // 4 or 6
   uint16_t vlan_inner;
-  uint16_t pad[3] = {0, 0, 0};
+  uint16_t pppoe_session;  // PPPoE session id (0 when not inside PPPoE)
+  uint16_t pad[2] = {0, 0};
 };
 static_assert(sizeof(FlowKey) == 48, "FlowKey must be packed without holes");
 
@@ -49,9 +50,10 @@ inline bool makeFlowKey(const PacketMeta& m, FlowKey& k) {
   k.hi_port = src_is_hi ? m.sport : m.dport;
   k.vlan = m.vlan_outer;
   k.vlan_inner = m.vlan_inner;
+  k.pppoe_session = m.pppoe_offset != 0 ? m.pppoe_session : 0;
   k.proto = m.l4_proto;
   k.ip_ver = static_cast<uint8_t>(m.l3);
-  k.pad[0] = k.pad[1] = k.pad[2] = 0;
+  k.pad[0] = k.pad[1] = 0;
   return src_is_hi;
 }
 

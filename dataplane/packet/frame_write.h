@@ -44,14 +44,24 @@ inline void put32(uint8_t* p, uint32_t v) {
   put16(p + 2, static_cast<uint16_t>(v));
 }
 
-// L2 header of the response: the packet's own (tags included), MACs swapped when it goes
-// back to the sender.
-inline void copyL2(const uint8_t* frame, uint16_t l2_len, bool swap, uint8_t* out) {
+// L2 header of an answer that carries `l3_len` bytes of IP: the packet's own (m.l3_offset
+// bytes: tags, and a PPPoE session header with its PPP protocol field), MACs swapped when it
+// goes back to the sender. Inside PPPoE the PPPoE length is set for the answer (the session id
+// stays: one session serves both directions). Returns the L2 length.
+inline uint16_t copyL2(const uint8_t* frame, const PacketMeta& m, bool swap, uint32_t l3_len,
+                       uint8_t* out) {
+  const uint16_t l2_len = m.l3_offset;
   std::memcpy(out, frame, l2_len);
   if (swap) {
     std::memcpy(out, frame + 6, 6);
     std::memcpy(out + 6, frame, 6);
   }
+  if (m.pppoe_offset != 0) {
+    // PPPoE length = PPP protocol field (between the 6-byte PPPoE header and l3) + IP.
+    put16(out + m.pppoe_offset + 4,
+          static_cast<uint16_t>(l2_len - m.pppoe_offset - 6 + l3_len));
+  }
+  return l2_len;
 }
 
 // IPv4 / IPv6 header without options / extension headers; returns its length.

@@ -11,7 +11,8 @@ namespace dpu::dp {
 // is a malformed-packet reason with its own drop counter.
 enum class ParseStatus : uint8_t {
   kOk = 0,
-  kNonIp,                 // valid L2 frame whose ethertype is not IPv4/IPv6 (ARP, LLDP, ...)
+  kNonIp,                 // valid L2 frame carrying no IPv4/IPv6 (ARP, LLDP, PPPoE discovery,
+                          // PPP control protocols in a PPPoE session, ...)
   kTruncatedL2,           // shorter than an Ethernet header
   kTruncatedVlan,         // a VLAN tag cut short
   kTooManyVlans,          // more than two stacked tags
@@ -29,6 +30,8 @@ enum class ParseStatus : uint8_t {
   kBadUdpLength,          // UDP length < 8 or > datagram
   kTruncatedIcmp,
   kBadFragment,           // fragment offset+length beyond 65535, or a zero-length fragment
+  kTruncatedPppoe,        // PPPoE session header + PPP protocol cut short
+  kBadPppoeLength,        // PPPoE length shorter than the PPP protocol field or past the frame
   kCount
 };
 
@@ -44,14 +47,19 @@ struct IpAddr {
 
 struct PacketMeta {
   uint32_t frame_len = 0;        // bytes in the frame as received
-  uint16_t l3_offset = 0;        // start of the IP header (after L2 + tags)
+  uint16_t l3_offset = 0;        // start of the IP header (after L2, tags and a PPPoE header)
   uint16_t l4_offset = 0;        // start of the L4 header (after IPv4 options / IPv6 ext headers)
   uint16_t payload_offset = 0;   // start of L4 payload (valid when has_l4)
   uint16_t payload_len = 0;      // L4 payload bytes (by IP lengths, not frame padding)
-  uint16_t ether_type = 0;       // innermost ethertype (host order)
+  uint16_t ether_type = 0;       // ethertype after the tags (host order; 0x8864 for PPPoE)
   uint16_t vlan_outer = 0;       // VID of the outer tag (0 when untagged)
   uint16_t vlan_inner = 0;       // VID of the inner tag (QinQ), else 0
   uint8_t vlan_count = 0;        // 0, 1 or 2
+  // PPPoE session (RFC 2516) carrying the IP packet: offset of the 6-byte PPPoE header (0 when
+  // the IP packet is not inside PPPoE; it is always >= 14 otherwise) and its session id.
+  // The PPP protocol field (2 bytes, or 1 when compressed) lies between it and l3_offset.
+  uint16_t pppoe_offset = 0;
+  uint16_t pppoe_session = 0;
   L3Type l3 = L3Type::kNone;
   uint8_t l4_proto = 0;          // IPPROTO_* of the transport (after IPv6 extension headers)
   uint8_t ttl = 0;               // IPv4 TTL / IPv6 hop limit

@@ -24,6 +24,8 @@ const char* parseStatusName(ParseStatus s) {
     case ParseStatus::kBadUdpLength: return "bad_udp_length";
     case ParseStatus::kTruncatedIcmp: return "truncated_icmp";
     case ParseStatus::kBadFragment: return "bad_fragment";
+    case ParseStatus::kTruncatedPppoe: return "truncated_pppoe";
+    case ParseStatus::kBadPppoeLength: return "bad_pppoe_length";
     case ParseStatus::kCount: break;
   }
   return "unknown";

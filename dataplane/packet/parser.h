@@ -1,5 +1,5 @@
-// Frame parser: Ethernet, 802.1Q / 802.1ad (up to two tags), IPv4 (with options),
-// IPv6 (with extension headers), IPv4/IPv6 fragments, TCP, UDP, ICMP, ICMPv6.
+// Frame parser: Ethernet, 802.1Q / 802.1ad (up to two tags), PPPoE sessions, IPv4 (with
+// options), IPv6 (with extension headers), IPv4/IPv6 fragments, TCP, UDP, ICMP, ICMPv6.
 // Pure function over bytes: never reads outside [data, data+len), never allocates.
 //
 // Inline: it runs once per packet on every worker. Header fields are read with memcpy and a
@@ -20,6 +20,14 @@
 //   fragment it is the protocol found after walking the remaining extension headers. An IPv6
 //   fragment header with offset 0 and M clear (atomic fragment) still marks a fragment.
 // - IPv6 payload length 0 is taken literally (jumbograms are not supported).
+// - PPPoE session frames (ethertype 0x8864 after the tags, version/type 0x11, code 0) whose PPP
+//   protocol is IPv4 (0x0021) or IPv6 (0x0057), 2 bytes or compressed to 1 (RFC 1661 PFC), are
+//   parsed like a tag: l3_offset points past the PPP protocol field and the IP packet must fit
+//   in the PPPoE payload (the PPPoE length bounds it like the frame does; bytes after it are
+//   padding). Every other PPPoE frame (discovery 0x8863, PPP control protocols such as LCP,
+//   IPCP, PAP, another version/type or code) is kNonIp. A PPPoE session header cut short
+//   is kTruncatedPppoe, a PPPoE length past the frame or shorter than the protocol field
+//   kBadPppoeLength. No VLAN tag is looked for inside PPPoE.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +49,12 @@ constexpr uint16_t kTpid8021Q = 0x8100;
 constexpr uint16_t kTpid8021Ad = 0x88A8;
 constexpr uint16_t kTpidQinQLegacy = 0x9100;
 constexpr uint16_t kVlanVidMask = 0x0FFF;
+constexpr uint16_t kEtherTypePppoeSession = 0x8864;
+constexpr uint32_t kPppoeHeaderLen = 6;
+constexpr uint8_t kPppoeVerType = 0x11;
+constexpr uint8_t kPppoeCodeSession = 0x00;
+constexpr uint16_t kPppIpv4 = 0x0021;
+constexpr uint16_t kPppIpv6 = 0x0057;
 
 constexpr uint32_t kIpv4MinHeaderLen = 20;
 constexpr uint16_t kIpv4FlagMf = 0x2000;
@@ -323,7 +337,29 @@ inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m)
 
   if (type == kEtherTypeIpv4) return parseIpv4(data, off, n, m);
   if (type == kEtherTypeIpv6) return parseIpv6(data, off, n, m);
-  return ParseStatus::kNonIp;
+  if (type != kEtherTypePppoeSession) return ParseStatus::kNonIp;
+
+  // PPPoE session header: ver/type, code, session id, length (of the PPP frame: protocol
+  // field + information), then the PPP protocol field.
+  if (n - off < kPppoeHeaderLen + 1) return ParseStatus::kTruncatedPppoe;
+  const uint8_t* pp = data + off;
+  if (pp[0] != kPppoeVerType || pp[1] != kPppoeCodeSession) return ParseStatus::kNonIp;
+  // A protocol value's low byte is odd and its high byte even, so an odd first byte is a
+  // compressed (1-byte) field.
+  const uint32_t proto_len = (pp[6] & 1) ? 1 : 2;
+  if (n - off < kPppoeHeaderLen + proto_len) return ParseStatus::kTruncatedPppoe;
+  const uint16_t proto = proto_len == 1 ? pp[6] : loadBe16(pp + 6);
+  if (proto != kPppIpv4 && proto != kPppIpv6) return ParseStatus::kNonIp;
+  const uint32_t ppp_len = loadBe16(pp + 4);
+  if (ppp_len < proto_len || ppp_len > n - off - kPppoeHeaderLen) {
+    return ParseStatus::kBadPppoeLength;
+  }
+  m.pppoe_offset = static_cast<uint16_t>(off);
+  m.pppoe_session = loadBe16(pp + 2);
+  const uint32_t end = off + kPppoeHeaderLen + ppp_len;  // the IP packet ends by here
+  off += kPppoeHeaderLen + proto_len;
+  m.l3_offset = static_cast<uint16_t>(off);
+  return proto == kPppIpv4 ? parseIpv4(data, off, end, m) : parseIpv6(data, off, end, m);
 }
 
 }  // namespace dpu::dp

@@ -31,6 +31,7 @@ std::string summarize(const PacketMeta& m) {
   std::string s;
   if (m.vlan_count) absl::StrAppend(&s, "vlan ", m.vlan_outer, m.vlan_count > 1 ? "/" : "",
                                     m.vlan_count > 1 ? absl::StrCat(m.vlan_inner) : "", " ");
+  if (m.pppoe_offset != 0) absl::StrAppend(&s, "pppoe session ", m.pppoe_session, " ");
   if (m.l3 == L3Type::kNone) {
     return absl::StrCat(s, absl::StrFormat("ethertype 0x%04x, %u bytes", m.ether_type,
                                            m.frame_len));

@@ -90,7 +90,7 @@ uint32_t dnsBuildFrame(const uint8_t* frame, const PacketMeta& m, bool back_to_s
   const IpAddr& dst = back_to_sender ? m.src : m.dst;
   uint16_t sport = back_to_sender ? m.dport : m.sport;
   uint16_t dport = back_to_sender ? m.sport : m.dport;
-  copyL2(frame, l2, back_to_sender, out);
+  copyL2(frame, m, back_to_sender, len - l2, out);
   uint8_t* ip = out + l2;
   uint16_t iph = writeIpHeader(ip, v6, src, dst, tcp ? 6 : 17, static_cast<uint16_t>(l4_len), 0);
   uint8_t* l4 = ip + iph;

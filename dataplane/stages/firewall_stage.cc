@@ -594,7 +594,7 @@ uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMet
   }
   const IpAddr& src = to_sender ? m.dst : m.src;
   const IpAddr& dst = to_sender ? m.src : m.dst;
-  copyL2(frame, l2, to_sender, out);
+  copyL2(frame, m, to_sender, len - l2, out);
   uint8_t* ip = out + l2;
   uint16_t iph = writeIpHeader(ip, v6, src, dst, 6, 20, 0);
   uint8_t* tcp = ip + iph;
@@ -639,7 +639,7 @@ uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const Pa
   }
   uint32_t len = l2 + ip_len + 8 + quote;
   if (len > cap) return 0;
-  copyL2(frame, l2, true, out);
+  copyL2(frame, m, true, len - l2, out);
   uint8_t* ip = out + l2;
   uint16_t l4_len = static_cast<uint16_t>(8 + quote);
   // The response comes from the packet's destination (the appliance is transparent).

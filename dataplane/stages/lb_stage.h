@@ -3,7 +3,7 @@
 //   NAT   destination address/port := backend's (forward), source := VIP's (return traffic),
 //         IPv4 header and TCP/UDP checksums fixed incrementally (RFC 1624)
 //   IPIP  the IP packet wrapped in an outer IPv4 (proto 4) / IPv6 (next header 41) header to
-//         the backend, the L2 header (and VLAN tags) kept in front
+//         the backend, the L2 header (VLAN tags, a PPPoE session header) kept in front
 // Every function reads and writes only inside the frame it is given (plus, for IPIP, the
 // headroom the caller prepended and said so).
 #pragma once
@@ -119,7 +119,12 @@ inline uint32_t lbIpipEncap(uint8_t* newf, uint32_t old_len, const PacketMeta& m
     std::memcpy(o + 8, outer_src, 16);
     std::memcpy(o + 24, outer_dst, 16);
   }
-  // The (innermost) ethertype stays: IPv4 in IPv4, IPv6 in IPv6.
+  // The (innermost) ethertype, or PPP protocol, stays: IPv4 in IPv4, IPv6 in IPv6. Inside
+  // PPPoE the session's length grows by the outer header.
+  if (m.pppoe_offset != 0) {
+    uint8_t* len_field = newf + m.pppoe_offset + 4;
+    st16(len_field, uint16_t(ld16(len_field) + ov));
+  }
   return old_len + ov;
 }
 

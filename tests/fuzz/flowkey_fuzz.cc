@@ -72,7 +72,8 @@ void checkFlowKey(const PacketMeta& m, const FlowKey& k, bool src_is_hi) {
   FUZZ_CHECK(k.proto == m.l4_proto);
   FUZZ_CHECK(k.ip_ver == (m.l3 == L3Type::kIpv4 ? 4 : 6));
   FUZZ_CHECK(k.vlan == m.vlan_outer && k.vlan_inner == m.vlan_inner);
-  FUZZ_CHECK(k.pad[0] == 0 && k.pad[1] == 0 && k.pad[2] == 0);
+  FUZZ_CHECK(k.pppoe_session == (m.pppoe_offset != 0 ? m.pppoe_session : 0));
+  FUZZ_CHECK(k.pad[0] == 0 && k.pad[1] == 0);
 }
 
 void checkFragKey(const PacketMeta& m, const FragKey& k) {
@@ -158,6 +159,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FlowKey kn;
   FUZZ_CHECK(buildFlowKey(mn, kn) == dir);
   FUZZ_CHECK(std::memcmp(&k, &kn, sizeof(k)) == 0);
+
+  // Another PPPoE session is another flow (the session id is in the key, like a VLAN id).
+  if (m.pppoe_offset != 0) {
+    std::vector<uint8_t> other = frame;
+    other[m.pppoe_offset + 3] ^= 0x01;
+    PacketMeta mo;
+    FUZZ_CHECK(reparse(other, mo) == ParseStatus::kOk);
+    FlowKey ko;
+    buildFlowKey(mo, ko);
+    FUZZ_CHECK(std::memcmp(&k, &ko, sizeof(k)) != 0);
+  }
 
   // Another source port is another flow.
   if (ports) {

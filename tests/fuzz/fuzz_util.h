@@ -32,7 +32,8 @@ inline bool sameMeta(const dp::PacketMeta& a, const dp::PacketMeta& b, bool with
          a.l4_offset == b.l4_offset && a.payload_offset == b.payload_offset &&
          a.payload_len == b.payload_len && a.ether_type == b.ether_type &&
          a.vlan_outer == b.vlan_outer && a.vlan_inner == b.vlan_inner &&
-         a.vlan_count == b.vlan_count && a.l3 == b.l3 && a.l4_proto == b.l4_proto &&
+         a.vlan_count == b.vlan_count && a.pppoe_offset == b.pppoe_offset &&
+         a.pppoe_session == b.pppoe_session && a.l3 == b.l3 && a.l4_proto == b.l4_proto &&
          a.ttl == b.ttl && a.l3_len == b.l3_len && a.src == b.src && a.dst == b.dst &&
          a.sport == b.sport && a.dport == b.dport && a.tcp_flags == b.tcp_flags &&
          a.tcp_seq == b.tcp_seq && a.tcp_ack == b.tcp_ack && a.icmp_type == b.icmp_type &&

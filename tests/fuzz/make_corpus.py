@@ -267,7 +267,17 @@ def edge_frames():
         'three-vlan-tags': _eth(0x0800, ((0x88A8, 1), (0x8100, 2), (0x8100, 3))) + _ipv4(17, _udp()),
         'arp': _eth(0x0806) + bytes.fromhex('0001080006040001') + bytes(20),
         'v4-tcp-data-offset-15': e4 + _ipv4(6, _tcp()[:12] + bytes([0xF0, 0x18]) + bytes(46)),
+        # PPPoE sessions: IPv4 / IPv6 inside (2-byte and compressed PPP protocol), LCP (non-IP)
+        'pppoe-v4-tcp': _pppoe(_ipv4(6, _tcp(data=b'GET /')), 0x0021) + bytes(6),
+        'pppoe-v6-udp-compressed': _pppoe(_ipv6(17, _udp(data=b'dns?')), 0x57, 1),
+        'pppoe-lcp-echo': _pppoe(bytes([9, 1, 0, 8, 0, 0, 0, 0]), 0xC021),
     }
+
+
+def _pppoe(ppp_payload, proto, proto_len=2, session=0x11):
+    """A PPPoE session frame (ethertype 0x8864) carrying one PPP frame."""
+    ppp = (struct.pack('>H', proto) if proto_len == 2 else bytes([proto])) + ppp_payload
+    return _eth(0x8864) + struct.pack('>BBHH', 0x11, 0, session, len(ppp)) + ppp
 
 
 def cmd_edge(a):

@@ -12,7 +12,9 @@
 //   fragment with has_l4 false);
 // - metamorphic: the same bytes at an odd address give the same meta; a kOk / kNonIp result
 //   does not change when Ethernet padding is appended, when the frame is cut to the end of the
-//   IP datagram, or when the frame grows past 64 KiB (only the first 65535 bytes count).
+//   IP datagram (of the PPPoE payload that holds it), or when the frame grows past 64 KiB
+//   (only the first 65535 bytes count).
+// - PPPoE sessions carrying IPv4 / IPv6 are re-derived like tags (other PPPoE frames: kNonIp).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,8 +45,11 @@ bool isV6Ext(uint8_t nh) {
 struct Early {
   ParseStatus status;
   uint32_t l3_off = 0;
-  uint16_t type = 0;
+  uint16_t type = 0;     // ethertype after the tags (m.ether_type)
   uint32_t tags = 0;
+  uint16_t ip_type = 0;  // 0x0800 / 0x86DD: the IP version found (inside PPPoE or not)
+  uint32_t end = 0;      // where the IP packet must end by: the frame, or the PPPoE payload
+  uint32_t pppoe_off = 0;
 };
 
 Early earlyChecks(const uint8_t* d, uint32_t n) {
@@ -61,15 +66,39 @@ Early earlyChecks(const uint8_t* d, uint32_t n) {
   }
   e.l3_off = off;
   e.type = type;
-  const uint32_t avail = n - off;
+  e.ip_type = type;
+  e.end = n;
+  if (type == 0x8864) {  // PPPoE session: IPv4 / IPv6 inside is parsed, the rest is non-IP
+    const uint8_t* s = d + off;
+    if (n - off < 7) return {ParseStatus::kTruncatedPppoe};
+    if (s[0] != 0x11 || s[1] != 0) {
+      e.status = ParseStatus::kNonIp;
+      return e;
+    }
+    const uint32_t plen = (s[6] & 1) ? 1 : 2;
+    if (n - off < 6 + plen) return {ParseStatus::kTruncatedPppoe};
+    const uint16_t proto = plen == 1 ? s[6] : be16(s + 6);
+    if (proto != 0x21 && proto != 0x57) {
+      e.status = ParseStatus::kNonIp;
+      return e;
+    }
+    const uint32_t len = be16(s + 4);
+    if (len < plen || len > n - off - 6) return {ParseStatus::kBadPppoeLength};
+    e.pppoe_off = off;
+    e.end = off + 6 + len;
+    e.ip_type = proto == 0x21 ? 0x0800 : 0x86DD;
+    off += 6 + plen;
+    e.l3_off = off;
+  }
+  const uint32_t avail = e.end - off;
   const uint8_t* p = d + off;
-  if (type == 0x0800) {
+  if (e.ip_type == 0x0800) {
     if (avail < 20) e.status = ParseStatus::kTruncatedIpv4;
     else if ((p[0] >> 4) != 4) e.status = ParseStatus::kBadIpv4Version;
     else if ((p[0] & 15) * 4u < 20 || (p[0] & 15) * 4u > avail) e.status = ParseStatus::kBadIpv4Ihl;
     else if (be16(p + 2) < (p[0] & 15) * 4u || be16(p + 2) > avail)
       e.status = ParseStatus::kBadIpv4TotalLength;
-  } else if (type == 0x86DD) {
+  } else if (e.ip_type == 0x86DD) {
     if (avail < 40) e.status = ParseStatus::kTruncatedIpv6;
     else if ((p[0] >> 4) != 6) e.status = ParseStatus::kBadIpv6Version;
     else if (40u + be16(p + 4) > avail) e.status = ParseStatus::kBadIpv6PayloadLength;
@@ -154,11 +183,13 @@ void checkOk(const uint8_t* d, uint32_t len, const Early& e, const PacketMeta& m
   FUZZ_CHECK(m.ether_type == e.type);
   FUZZ_CHECK(m.vlan_outer == (e.tags >= 1 ? (be16(d + 14) & 0x0FFF) : 0));
   FUZZ_CHECK(m.vlan_inner == (e.tags == 2 ? (be16(d + 18) & 0x0FFF) : 0));
+  FUZZ_CHECK(m.pppoe_offset == e.pppoe_off);
+  FUZZ_CHECK(m.pppoe_session == (e.pppoe_off ? be16(d + e.pppoe_off + 2) : 0));
   // L3.
   const uint32_t off = m.l3_offset;
   const uint8_t* p = d + off;
   L3Expect x;
-  if (e.type == 0x0800) {
+  if (e.ip_type == 0x0800) {
     FUZZ_CHECK(m.l3 == L3Type::kIpv4);
     FUZZ_CHECK(m.l3_len == be16(p + 2));
     FUZZ_CHECK(m.ttl == p[8]);
@@ -169,7 +200,7 @@ void checkOk(const uint8_t* d, uint32_t len, const Early& e, const PacketMeta& m
     FUZZ_CHECK(std::memcmp(m.dst.b + 4, kZero, 12) == 0);
     x = expectIpv4(p, off);
   } else {
-    FUZZ_CHECK(e.type == 0x86DD);
+    FUZZ_CHECK(e.ip_type == 0x86DD);
     FUZZ_CHECK(m.l3 == L3Type::kIpv6);
     FUZZ_CHECK(m.l3_len == 40u + be16(p + 4));
     FUZZ_CHECK(m.ttl == p[7]);
@@ -178,7 +209,7 @@ void checkOk(const uint8_t* d, uint32_t len, const Early& e, const PacketMeta& m
     x = expectIpv6(d, off);
   }
   const uint32_t l3_end = off + m.l3_len;
-  FUZZ_CHECK(l3_end <= n);
+  FUZZ_CHECK(l3_end <= n && l3_end <= e.end);
   FUZZ_CHECK(m.l4_offset == x.l4_off);
   FUZZ_CHECK(m.l4_proto == x.proto);
   FUZZ_CHECK(off < m.l4_offset && m.l4_offset <= l3_end);
@@ -369,8 +400,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint32_t pad = 1 + (len % 61);
     FUZZ_CHECK(parseCopy(data, len + pad, len, 0, m2) == s);
     FUZZ_CHECK(sameMeta(m, m2, false) && m2.frame_len == len + pad);
-    // Cut right after the IP datagram (non-IP: after the L2 header): same result.
-    const uint32_t cut = s == ParseStatus::kOk ? m.l3_offset + m.l3_len : m.l3_offset;
+    // Cut right after the IP datagram or the PPPoE payload that holds it (non-IP: after the
+    // L2 header; a non-IP PPPoE frame is not cut, its header decides): same result.
+    uint32_t cut = s == ParseStatus::kOk ? m.l3_offset + m.l3_len : m.l3_offset;
+    if (m.pppoe_offset != 0) cut = m.pppoe_offset + 6u + be16(data + m.pppoe_offset + 4);
+    if (s == ParseStatus::kNonIp && m.ether_type == 0x8864) cut = len;
     FUZZ_CHECK(parseCopy(data, cut, cut, 0, m2) == s);
     FUZZ_CHECK(sameMeta(m, m2, false) && m2.frame_len == cut);
   }

@@ -65,12 +65,20 @@ def read_pcap(path):
 
 def l3l4(frame):
     """(src, dst, proto, sport, dport, tcp_flags, icmp_type) of an Ethernet frame with up to
-    two VLAN tags and IPv4 / IPv6 (extension headers skipped); None when not IP."""
+    two VLAN tags, optionally a PPPoE session, and IPv4 / IPv6 (extension headers skipped);
+    None when not IP."""
     off, et = 12, int.from_bytes(frame[12:14], "big")
     while et in (0x8100, 0x88A8) and len(frame) >= off + 6:
         off += 4
         et = int.from_bytes(frame[off:off + 2], "big")
     off += 2
+    if et == 0x8864:  # PPPoE session (RFC 2516): IPv4 / IPv6 inside, 2- or 1-byte PPP protocol
+        if len(frame) < off + 7 or frame[off] != 0x11 or frame[off + 1] != 0:
+            return None
+        plen = 1 if frame[off + 6] & 1 else 2
+        ppp = int.from_bytes(frame[off + 6:off + 6 + plen], "big")
+        et = {0x21: 0x0800, 0x57: 0x86DD}.get(ppp)
+        off += 6 + plen
     if et == 0x0800 and len(frame) >= off + 20:
         ihl = (frame[off] & 15) * 4
         proto, src, dst = frame[off + 9], frame[off + 12:off + 16], frame[off + 16:off + 20]
@@ -113,11 +121,30 @@ def answer_keys(frame, in_side):
     return [(in_side, (dst, src, icmp, None, None, "unreach"))]
 
 
+def pppoe_length_ok(frame):
+    """A frame the appliance made inside a PPPoE session carries a PPPoE length that is
+    exactly its PPP protocol field plus its IP packet (other frames: True)."""
+    off, et = 12, int.from_bytes(frame[12:14], "big")
+    while et in (0x8100, 0x88A8) and len(frame) >= off + 6:
+        off += 4
+        et = int.from_bytes(frame[off:off + 2], "big")
+    off += 2
+    if et != 0x8864:
+        return True
+    plen = 1 if frame[off + 6] & 1 else 2
+    ip = off + 6 + plen
+    v = frame[ip] >> 4
+    ip_len = int.from_bytes(frame[ip + 2:ip + 4], "big") if v == 4 else \
+        40 + int.from_bytes(frame[ip + 4:ip + 6], "big")
+    return int.from_bytes(frame[off + 4:off + 6], "big") == plen + ip_len
+
+
 def answer_key_of(frame):
     """The key of a frame the appliance made, in answer_keys' terms; None if it is neither
-    a TCP RST nor an ICMP / ICMPv6 destination unreachable."""
+    a TCP RST nor an ICMP / ICMPv6 destination unreachable (or, inside PPPoE, its PPPoE
+    length does not fit it)."""
     p = l3l4(frame)
-    if p is None:
+    if p is None or not pppoe_length_ok(frame):
         return None
     src, dst, proto, sport, dport, flags, itype = p
     if proto == 6 and flags is not None and flags & 0x04:

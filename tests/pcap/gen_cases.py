@@ -29,6 +29,7 @@ from scapy.all import (ARP, ICMP, IP, TCP, UDP, Dot1AD, Dot1Q, Ether, ICMPv6Echo
                        IPv6ExtHdrHopByHop, IPv6ExtHdrRouting, Raw, raw)
 from scapy.all import conf as scapy_conf
 from scapy.layers.dns import DNS, DNSQR, DNSRR
+from scapy.layers.ppp import PPP, PPPoE, PPPoED
 
 scapy_conf.verb = 0
 
@@ -2586,6 +2587,160 @@ d7: the payload across the sequence-number wrap. Clean flows k1..k4: the same de
     base = t.cseq
     tcp_at(t, True, "PA", base, good, None, "k8: harmless bytes")
     tcp_at(t, True, "PA", base, good, None, "k8: the same bytes again: forwarded (nothing new)")
+# ---- PPPoE sessions ----------------------------------------------------------------------
+
+PPPOE_DPI_RULES = r"""
+rule split_drop { meta: action = "drop" strings: $a = "EVIL-PAYLOAD-SPLIT" condition: $a }
+rule udp_alert { strings: $a = "UDP-BAD" condition: $a }
+"""
+
+
+def pppoe_l2(mac_src, mac_dst, session, v6=False):
+    """Ethernet + PPPoE session header + PPP protocol (scapy computes the PPPoE length)."""
+    return Ether(src=mac_src, dst=mac_dst) / PPPoE(sessionid=session) / PPP(proto=0x57 if v6 else 0x21)
+
+
+def pppoe_raw(mac_src, mac_dst, session, ip_bytes, proto_bytes=b"\x00\x21", length=None):
+    """A PPPoE session frame built byte by byte (compressed protocol field, lying lengths)."""
+    ppp = proto_bytes + ip_bytes
+    return raw(Ether(src=mac_src, dst=mac_dst, type=0x8864)) + struct.pack(
+        ">BBHH", 0x11, 0, session, len(ppp) if length is None else length) + ppp
+
+
+def case_pppoe_sessions():
+    rules = [
+        {"id": "rej-smtp", "priority": 5, "action": "REJECT", "protocols": ["tcp"],
+         "dst_ports": ["25"]},
+        {"id": "rej-snmp", "priority": 5, "action": "REJECT", "protocols": ["udp"],
+         "dst_ports": ["161"]},
+        {"id": "allow-web", "priority": 10, "action": "ALLOW", "protocols": ["tcp"],
+         "dst": ["10.2.0.0/16", "2001:db8:b::/64"], "dst_ports": ["80"]},
+        {"id": "allow-dns", "priority": 10, "action": "ALLOW", "protocols": ["udp"],
+         "dst_ports": ["53"]},
+    ]
+    c = FwCase("pppoe_sessions", {
+        "firewall": {"default_a_to_b": "DENY", "default_b_to_a": "DENY", "rules": rules},
+        "dns": DNS_LISTS,
+        "dpi": {"rule_files": ["rules.yar"]}}, """
+IPv4 and IPv6 inside PPPoE sessions (RFC 2516, ethertype 0x8864, PPP protocol 0x0021 /
+0x0057) are judged by every stage exactly as without PPPoE, and forwarded unchanged when they
+pass; answers the appliance makes go back inside the same session with a PPPoE length that
+fits them. PPPoE discovery (0x8863) and PPP control protocols (LCP, IPCP, PAP) are non-IP:
+forwarded without a flow under the default dataplane.non_ip FORWARD, whatever the firewall
+says (replay and validate warn about that combination). Subscribers on side A (sessions 0x11
+and 0x22), the access concentrator and servers on side B. Firewall: defaults DENY both ways;
+rules 0 rej-smtp REJECT tcp :25, 1 rej-snmp REJECT udp :161, 2 allow-web tcp to 10.2.0.0/16 and
+2001:db8:b::/64 :80, 3 allow-dns udp :53. DNS lists as in dns_udp_actions (0 ads NXDOMAIN,
+2 sinkhole *.malware.example). DPI (rules.yar): 0 split_drop (drop, "EVIL-PAYLOAD-SPLIT"),
+1 udp_alert ("UDP-BAD", alert). The PPPoE session id is part of the flow key (like a VLAN
+id): the same 5-tuple outside PPPoE or in another session is another flow. Malformed PPPoE
+frames are dropped with their reason.""")
+    os.makedirs(os.path.join(HERE, "pppoe_sessions"), exist_ok=True)
+    with open(os.path.join(HERE, "pppoe_sessions", "rules.yar"), "w") as f:
+        f.write(PPPOE_DPI_RULES.lstrip())
+    A = lambda v6=False, ses=0x11: pppoe_l2(MAC_A, MAC_B, ses, v6)
+    B = lambda v6=False, ses=0x11: pppoe_l2(MAC_B, MAC_A, ses, v6)
+    # Session set-up: discovery and PPP control frames, non-IP.
+    c.add(Ether(src=MAC_A, dst=BCAST) / PPPoED(code=0x09, sessionid=0) /
+          Raw(bytes([1, 1, 0, 0])), "F", "PADI (discovery, 0x8863): non-IP, forwarded")
+    c.add(Ether(src=MAC_B, dst=MAC_A) / PPPoED(code=0x65, sessionid=0x11) /
+          Raw(bytes([1, 1, 0, 0])), "F", "PADS session 0x11 (discovery): non-IP", side="B")
+    c.add(Ether(src=MAC_A, dst=MAC_B) / PPPoE(sessionid=0x11) / PPP(proto=0xC021) /
+          Raw(bytes([1, 1, 0, 10, 1, 4, 5, 0xD4, 0, 0])), "F",
+          "LCP Configure-Request in session 0x11: PPP control, non-IP")
+    c.add(Ether(src=MAC_B, dst=MAC_A) / PPPoE(sessionid=0x11) / PPP(proto=0x8021) /
+          Raw(bytes([1, 1, 0, 10, 3, 6, 10, 1, 0, 10])), "F",
+          "IPCP Configure-Request from the AC: PPP control, non-IP", side="B")
+    # Firewall: allowed web flow in the session, forwarded unchanged both ways.
+    ipc = lambda: IP(src="10.1.0.10", dst="10.2.0.80")
+    ips = lambda: IP(src="10.2.0.80", dst="10.1.0.10")
+    t = Tcp(c, A, B, ipc, ips, 40001, 80, "w1", side_c="A", side_s="B")
+    t.handshake("w1: PPPoE IPv4 tcp :80, rule 2 allow-web")
+    t.c("PA", note="w1: request", data=payload(40, 1))
+    t.s("PA", note="w1: answer (return traffic)", data=payload(60, 2))
+    # The same 5-tuple outside PPPoE, and in session 0x22: other flows, same verdict.
+    c.add(eth_a() / ipc() / TCP(sport=40001, dport=80, flags="S", seq=1000), "F w2 new",
+          "w2: the same SYN outside PPPoE: another flow (no session), allow-web")
+    c.add(A(ses=0x22) / ipc() / TCP(sport=40001, dport=80, flags="S", seq=1000), "F w3 new",
+          "w3: the same SYN in session 0x22: another flow, allow-web")
+    # Default deny applies inside PPPoE as outside.
+    c.add(A() / ipc() / TCP(sport=40002, dport=22, flags="S"), "D firewall_deny x1 new",
+          "x1: PPPoE IPv4 SYN :22, default deny")
+    c.add(eth_a() / ipc() / TCP(sport=40002, dport=22, flags="S"), "D firewall_deny x2 new",
+          "x2: the same SYN outside PPPoE, default deny")
+    c.add(pppoe_raw(MAC_A, MAC_B, 0x11, raw(ipc() / TCP(sport=40003, dport=22, flags="S")),
+                    proto_bytes=b"\x21"), "D firewall_deny x3 new",
+          "x3: PPP protocol field compressed to one byte (0x21): still IPv4, default deny")
+    c.add(A(v6=True) / IPv6(src="2001:db8:a::10", dst="2001:db8:b::80") /
+          ICMPv6EchoRequest(id=7, seq=1), "D firewall_deny x4 new",
+          "x4: PPPoE IPv6 ICMPv6 echo, default deny (no rule for icmpv6)")
+    c.add(B() / ips() / TCP(sport=80, dport=40009, flags="S"), "D firewall_deny x5 new",
+          "x5: PPPoE IPv4 SYN from side B, default deny (B_TO_A)", side="B")
+    # Reject: the answers go back inside the session (RST / ICMP(v6) unreachable).
+    c.add(A() / IP(src="10.1.0.10", dst="10.2.0.25") / TCP(sport=40004, dport=25, flags="S",
+                                                           seq=700),
+          "R r1 new", "r1: PPPoE IPv4 SYN :25, rule 0 rej-smtp: RST+ACK inside session 0x11 out of A")
+    c.add(A(v6=True) / IPv6(src="2001:db8:a::10", dst="2001:db8:b::25") /
+          TCP(sport=40005, dport=25, flags="S", seq=900), "R r2 new",
+          "r2: PPPoE IPv6 SYN :25, rule 0: RST+ACK inside the session")
+    c.add(A() / IP(src="10.1.0.10", dst="10.2.0.161") / UDP(sport=40006, dport=161) /
+          Raw(payload(30)), "R r3 new",
+          "r3: PPPoE IPv4 udp :161, rule 1 rej-snmp: ICMP unreachable inside the session")
+    c.add(A(v6=True) / IPv6(src="2001:db8:a::10", dst="2001:db8:b::161") /
+          UDP(sport=40007, dport=161) / Raw(payload(12)), "R r4 new",
+          "r4: PPPoE IPv6 udp :161, rule 1: ICMPv6 unreachable inside the session")
+    # DNS filtering (allowed by allow-dns): answers inside the session.
+    c.add(A() / IP(src="10.1.0.10", dst="10.2.0.53") / UDP(sport=41001, dport=53) /
+          Raw(dns_q("www.ads.example", ident=0x0301)), "D dns_answered q1 new",
+          "q1: PPPoE IPv4 query www.ads.example -> NXDOMAIN inside the session")
+    c.add(A(v6=True) / IPv6(src="2001:db8:a::10", dst="2001:db8:b::53") /
+          UDP(sport=41002, dport=53) / Raw(dns_q("y.malware.example", "AAAA", ident=0x0302)),
+          "D dns_answered q2 new", "q2: PPPoE IPv6 AAAA y.malware.example -> sinkhole 2001:db8::66")
+    c.add(A() / IP(src="10.1.0.10", dst="10.2.0.53") / UDP(sport=41003, dport=53) /
+          Raw(dns_q("clean.example", ident=0x0303)), "F q3 new", "q3: clean.example: forwarded")
+    c.add(B() / IP(src="10.2.0.53", dst="10.1.0.10") / UDP(sport=53, dport=41003) /
+          Raw(dns_resp("clean.example", [], 0x0303)), "F q3", "q3: the resolver's answer",
+          side="B")
+    c.add(eth_a() / IP(src="10.1.0.10", dst="10.2.0.53") / UDP(sport=41001, dport=53) /
+          Raw(dns_q("www.ads.example", ident=0x0304)), "D dns_answered q4 new",
+          "q4: the same query outside PPPoE -> NXDOMAIN (plain Ethernet answer)")
+    # DPI: a drop rule matched over two segments in the session; an alert on UDP.
+    t = Tcp(c, A, B, lambda: IP(src="10.1.0.11", dst="10.2.0.80"),
+            lambda: IP(src="10.2.0.80", dst="10.1.0.11"), 40010, 80, "t1", side_c="A", side_s="B")
+    t.handshake("t1: PPPoE IPv4, split DPI match -> drop")
+    t.c("PA", note="t1: GET ... EVIL-PAY (first half)", data=b"GET /x HTTP/1.1\r\nX: EVIL-PAY")
+    t.c("PA", "D dpi_drop t1", "t1: LOAD-SPLIT completes the match: dropped (rule 0)",
+        data=b"LOAD-SPLIT\r\n\r\n")
+    t.s("PA", "D dpi_drop t1", "t1: server answer: the flow is blocked", data=b"HTTP/1.1 200 OK\r\n\r\n")
+    t = Tcp(c, lambda: A(v6=True), lambda: B(v6=True),
+            lambda: IPv6(src="2001:db8:a::11", dst="2001:db8:b::80"),
+            lambda: IPv6(src="2001:db8:b::80", dst="2001:db8:a::11"), 40011, 80, "t2",
+            side_c="A", side_s="B")
+    t.handshake("t2: PPPoE IPv6, DPI match in one segment -> drop")
+    t.c("PA", "D dpi_drop t2", "t2: EVIL-PAYLOAD-SPLIT in one segment: dropped (rule 0)",
+        data=b"POST / HTTP/1.1\r\n\r\nEVIL-PAYLOAD-SPLIT")
+    c.add(A() / IP(src="10.1.0.12", dst="10.2.0.53") / UDP(sport=41004, dport=53) /
+          Raw(b"data UDP-BAD data"), "F u1 new",
+          "u1: PPPoE udp :53, not DNS (malformed, forwarded by dns.malformed), UDP-BAD: alert (rule 1)")
+    # Malformed PPPoE frames: dropped with their reason.
+    ip_ok = raw(IP(src="10.1.0.10", dst="10.2.0.80") / TCP(sport=40020, dport=80, flags="S"))
+    c.add(pppoe_raw(MAC_A, MAC_B, 0x11, ip_ok, length=2 + 30), "D bad_ipv4_total_length",
+          "m1: PPPoE length shorter than the IPv4 packet it carries")
+    c.add(pppoe_raw(MAC_A, MAC_B, 0x11, ip_ok, length=200), "D bad_pppoe_length",
+          "m2: PPPoE length past the frame")
+    c.add(raw(Ether(src=MAC_A, dst=MAC_B, type=0x8864)) + bytes([0x11, 0, 0, 0x11, 0, 2]),
+          "D truncated_pppoe", "m3: PPPoE session header without its PPP protocol field (20 bytes, unpadded)",
+          pad=False)
+    cut = bytearray(raw(IP(src="10.1.0.10", dst="10.2.0.80", proto=6)))
+    c.add(pppoe_raw(MAC_A, MAC_B, 0x11, bytes(cut)), "D truncated_tcp",
+          "m4: PPPoE IPv4 protocol TCP, total length 20: no room for the TCP header")
+    c.add(pppoe_raw(MAC_A, MAC_B, 0x11, raw(IP(src="10.1.0.10", dst="10.2.0.53", len=9000) /
+                                            UDP(sport=41005, dport=53) / Raw(payload(20)))),
+          "D bad_ipv4_total_length",
+          "m5: PPPoE IPv4/UDP whose total length (9000) is far beyond the frame")
+    # Keepalive: PPP control again.
+    c.add(Ether(src=MAC_A, dst=MAC_B) / PPPoE(sessionid=0x11) / PPP(proto=0xC021) /
+          Raw(bytes([9, 2, 0, 8, 0, 0, 0, 0])), "F", "LCP Echo-Request: non-IP")
     return c
 
 
@@ -2632,6 +2787,7 @@ CASES = {
     # --- tcp stream ---
     "evasion_tcp_dns": case_evasion_tcp_dns,
     "evasion_tcp_dpi": case_evasion_tcp_dpi,
+    "pppoe_sessions": case_pppoe_sessions,
 }
 
 

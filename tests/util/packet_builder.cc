@@ -216,6 +216,17 @@ PacketBuilder& PacketBuilder::vlanTag(uint16_t tpid, uint16_t vid, uint8_t pcp) 
   return *this;
 }
 
+PacketBuilder& PacketBuilder::pppoe(uint16_t session, bool compressed_protocol) {
+  pppoe_session_ = session;
+  pppoe_compressed_ = compressed_protocol;
+  return *this;
+}
+
+PacketBuilder& PacketBuilder::pppoeLength(uint16_t len) {
+  pppoe_len_override_ = len;
+  return *this;
+}
+
 PacketBuilder& PacketBuilder::etherType(uint16_t type) {
   l3_ = L3Kind::kRaw;
   raw_ether_type_ = type;
@@ -524,7 +535,23 @@ Frame PacketBuilder::build() const {
   uint8_t proto = 0;
   Frame l4 = buildL4(&proto);
   const bool v6 = l3_ == L3Kind::kIpv6;
-  put16(f, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
+  size_t pppoe_off = 0;
+  if (pppoe_session_) {
+    put16(f, 0x8864);
+    pppoe_off = f.size();
+    f.push_back(0x11);  // version 1, type 1
+    f.push_back(0);     // code: session data
+    put16(f, *pppoe_session_);
+    put16(f, 0);        // length, set below
+    const uint16_t ppp = v6 ? 0x0057 : 0x0021;
+    if (pppoe_compressed_) {
+      f.push_back(static_cast<uint8_t>(ppp));
+    } else {
+      put16(f, ppp);
+    }
+  } else {
+    put16(f, v6 ? kEtherTypeIpv6 : kEtherTypeIpv4);
+  }
   const size_t l3_off = f.size();
 
   if (!v6) {
@@ -581,6 +608,10 @@ Frame PacketBuilder::build() const {
     set16(&l4[csum_pos], corrupt_l4_csum_ ? damaged(csum) : csum);
   }
   append(f, l4.data(), l4.size());
+  if (pppoe_session_) {
+    set16(&f[pppoe_off + 4], pppoe_len_override_ ? *pppoe_len_override_
+                                                 : static_cast<uint16_t>(f.size() - pppoe_off - 6));
+  }
   if (f.size() < pad_to_) f.resize(pad_to_, 0);
   return f;
 }

@@ -74,6 +74,13 @@ class PacketBuilder {
   PacketBuilder& vlan(uint16_t vid, uint8_t pcp = 0);
   PacketBuilder& vlanTag(uint16_t tpid, uint16_t vid, uint8_t pcp = 0);
 
+  // PPPoE session header (RFC 2516: ethertype 0x8864, version/type 0x11, code 0, `session`,
+  // the length of the PPP frame) and the PPP protocol of the IP packet (0x0021 / 0x0057; one
+  // byte when `compressed_protocol`) between the tags and the IP header. The length counts the
+  // IP packet (not padTo() bytes) unless pppoeLength() overrides it.
+  PacketBuilder& pppoe(uint16_t session, bool compressed_protocol = false);
+  PacketBuilder& pppoeLength(uint16_t len);
+
   // Raw L2 payload with the given ethertype (use payload() for the bytes).
   PacketBuilder& etherType(uint16_t type);
   // ARP over Ethernet/IPv4 (op 1 request, 2 reply); sender MAC is the eth() source.
@@ -146,6 +153,9 @@ class PacketBuilder {
   MacAddr src_mac_ = kDefaultSrcMac;
   MacAddr dst_mac_ = kDefaultDstMac;
   std::vector<VlanTag> vlans_;
+  std::optional<uint16_t> pppoe_session_;
+  bool pppoe_compressed_ = false;
+  std::optional<uint16_t> pppoe_len_override_;
   L3Kind l3_ = L3Kind::kNone;
   uint16_t raw_ether_type_ = 0;
   dp::IpAddr src_ip_{};

@@ -491,6 +491,26 @@ TEST_F(ConfigManagerTest, StartOnlyChangesAreCommittedWithAWarning) {
   EXPECT_TRUE(same->warnings.empty());
 }
 
+// A firewall whose default is DENY lets non-IP frames (ARP, PPPoE discovery, PPP control)
+// through under the default dataplane.non_ip FORWARD: apply says so, and not once non_ip is
+// DROP or the defaults are ALLOW.
+TEST_F(ConfigManagerTest, DefaultDenyWithNonIpForwardIsCommittedWithAWarning) {
+  start();
+  v1::ApplianceConfig next = withUdpTimeout(30);
+  next.mutable_firewall()->set_default_a_to_b(v1::DENY);
+  auto r = mgr_->apply(next, 1, false, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("dataplane.non_ip: FORWARD while a firewall default is DENY"),
+            std::string::npos)
+      << r->warnings[0];
+  EXPECT_NE(r->warnings[0].find("PPPoE"), std::string::npos) << r->warnings[0];
+  next.mutable_dataplane()->set_non_ip(v1::DROP);
+  auto dropped = mgr_->apply(next, 2, false, nullptr);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_TRUE(dropped->warnings.empty());
+}
+
 TEST_F(ConfigManagerTest, WithoutADataplaneApplyPersistsOnly) {
   start(nullptr, /*with_plane=*/false);
   auto r = mgr_->apply(withUdpTimeout(30), 1, false, nullptr);

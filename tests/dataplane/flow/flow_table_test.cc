@@ -107,7 +107,8 @@ TEST(FlowKeyTest, BothDirectionsShareOneKey) {
     if (!identical_endpoints) {
       EXPECT_NE(hi_f, hi_r);
     }
-    EXPECT_EQ(kf.pad[0] | kf.pad[1] | kf.pad[2], 0);
+    EXPECT_EQ(kf.pad[0] | kf.pad[1], 0);
+    EXPECT_EQ(kf.pppoe_session, 0);  // none of the cases is inside PPPoE
     EXPECT_EQ(kf.proto, c.fwd.l4_proto);
     EXPECT_EQ(kf.ip_ver, static_cast<uint8_t>(c.fwd.l3));
     // lo endpoint is the smaller (address, port).
@@ -144,6 +145,20 @@ TEST(FlowKeyTest, FieldsThatSeparateFlows) {
   m = base;
   m.vlan_inner = 20;
   EXPECT_TRUE(differs(m));
+  // A PPPoE session id separates flows like a VLAN id; without a PPPoE header it is ignored.
+  m = base;
+  m.pppoe_offset = 14;
+  m.pppoe_session = 0x11;
+  EXPECT_TRUE(differs(m));
+  PacketMeta other_session = m;
+  other_session.pppoe_session = 0x22;
+  FlowKey k1, k2;
+  makeFlowKey(m, k1);
+  makeFlowKey(other_session, k2);
+  EXPECT_FALSE(sameKey(k1, k2));
+  m = base;
+  m.pppoe_session = 0x11;  // stale field, no PPPoE header
+  EXPECT_FALSE(differs(m));
   m = base;
   m.l4_proto = 17;
   EXPECT_TRUE(differs(m));

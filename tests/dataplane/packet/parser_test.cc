@@ -59,7 +59,8 @@ bool sameMeta(const PacketMeta& a, const PacketMeta& b) {
   return a.frame_len == b.frame_len && a.l3_offset == b.l3_offset && a.l4_offset == b.l4_offset &&
          a.payload_offset == b.payload_offset && a.payload_len == b.payload_len &&
          a.ether_type == b.ether_type && a.vlan_outer == b.vlan_outer &&
-         a.vlan_inner == b.vlan_inner && a.vlan_count == b.vlan_count && a.l3 == b.l3 &&
+         a.vlan_inner == b.vlan_inner && a.vlan_count == b.vlan_count &&
+         a.pppoe_offset == b.pppoe_offset && a.pppoe_session == b.pppoe_session && a.l3 == b.l3 &&
          a.l4_proto == b.l4_proto && a.ttl == b.ttl && a.l3_len == b.l3_len && a.src == b.src &&
          a.dst == b.dst && a.sport == b.sport && a.dport == b.dport &&
          a.tcp_flags == b.tcp_flags && a.tcp_seq == b.tcp_seq && a.tcp_ack == b.tcp_ack &&
@@ -522,6 +523,123 @@ TEST(ParserVlan, AllTpidCombinations) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// PPPoE sessions: the IP packet inside is parsed like one behind a tag.
+
+TEST(ParserPppoe, Ipv4Session) {
+  Frame f = PacketBuilder().pppoe(0x1234).ipv4("10.0.0.1", "10.0.0.2").tcp(1000, 80, kTcpSyn, 7)
+                .payload(bytes(5)).padTo(80).build();
+  EXPECT_EQ(be16At(f, 12), 0x8864);
+  EXPECT_EQ(f[14], 0x11);
+  EXPECT_EQ(be16At(f, 18), 2 + 20 + 20 + 5);  // PPPoE length: protocol + IP, no padding
+  EXPECT_EQ(be16At(f, 20), 0x0021);
+  PacketMeta m = parseOk(f);
+  EXPECT_EQ(m.ether_type, 0x8864);
+  EXPECT_EQ(m.pppoe_offset, 14);
+  EXPECT_EQ(m.pppoe_session, 0x1234);
+  EXPECT_EQ(m.l3, L3Type::kIpv4);
+  EXPECT_EQ(m.l3_offset, 22);
+  EXPECT_EQ(m.l4_offset, 42);
+  EXPECT_EQ(m.l3_len, 45);
+  EXPECT_TRUE(m.has_l4);
+  EXPECT_EQ(m.sport, 1000);
+  EXPECT_EQ(m.dport, 80);
+  EXPECT_EQ(m.tcp_seq, 7u);
+  EXPECT_EQ(m.payload_offset, 62);
+  EXPECT_EQ(m.payload_len, 5);
+  EXPECT_EQ(m.src, ip("10.0.0.1"));
+  EXPECT_TRUE(test::checksumsOk(f));
+}
+
+TEST(ParserPppoe, Ipv6SessionBehindTagsAndCompressedProtocol) {
+  Frame f = PacketBuilder().vlan(10).vlan(20).pppoe(7).ipv6("2001:db8::1", "2001:db8::2")
+                .ipv6HopByHop().udp(5353, 53).payload(bytes(12)).build();
+  PacketMeta m = parseOk(f);
+  EXPECT_EQ(m.vlan_count, 2);
+  EXPECT_EQ(m.vlan_inner, 20);
+  EXPECT_EQ(m.pppoe_offset, 22);
+  EXPECT_EQ(m.pppoe_session, 7);
+  EXPECT_EQ(m.l3, L3Type::kIpv6);
+  EXPECT_EQ(m.l3_offset, 30);
+  EXPECT_EQ(m.l4_offset, 30 + 40 + 8);
+  EXPECT_EQ(m.dport, 53);
+  EXPECT_EQ(m.payload_len, 12);
+  // PPP protocol field compression (one byte, 0x21 / 0x57): the IP header starts one byte
+  // earlier, at an odd offset.
+  Frame c = PacketBuilder().pppoe(9, true).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).build();
+  EXPECT_EQ(c[20], 0x21);
+  PacketMeta mc = parseOk(c);
+  EXPECT_EQ(mc.l3_offset, 21);
+  EXPECT_EQ(mc.l3, L3Type::kIpv4);
+  EXPECT_EQ(mc.sport, 1);
+  Frame c6 = PacketBuilder().pppoe(9, true).ipv6("::1", "::2").udp(1, 2).build();
+  EXPECT_EQ(c6[20], 0x57);
+  EXPECT_EQ(parseOk(c6).l3, L3Type::kIpv6);
+}
+
+TEST(ParserPppoe, LengthBoundsTheIpPacket) {
+  // Bytes after the PPPoE payload are padding, as after an IP datagram.
+  Frame f = PacketBuilder().pppoe(1).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).payload(bytes(4))
+                .padTo(100).build();
+  EXPECT_EQ(parseOk(f).payload_len, 4);
+  // An IP packet longer than the PPPoE payload that carries it is malformed, even when the
+  // frame holds its bytes.
+  PacketMeta m;
+  EXPECT_EQ(parse(PacketBuilder().pppoe(1).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).payload(bytes(4))
+                      .pppoeLength(2 + 31).build(), m),
+            ParseStatus::kBadIpv4TotalLength);
+  EXPECT_EQ(parse(PacketBuilder().pppoe(1).ipv6("::1", "::2").udp(1, 2).pppoeLength(2 + 47)
+                      .build(), m),
+            ParseStatus::kBadIpv6PayloadLength);
+  EXPECT_EQ(parse(PacketBuilder().pppoe(1).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2)
+                      .pppoeLength(2 + 19).build(), m),
+            ParseStatus::kTruncatedIpv4);
+}
+
+TEST(ParserPppoe, DiscoveryAndControlFramesAreNonIp) {
+  // Discovery (PADI), LCP, IPCP, IP6CP, PAP in a session, a session with another version or
+  // code: no IP to judge.
+  Frame padi = PacketBuilder().etherType(0x8863).payload({0x11, 0x09, 0, 0, 0, 4, 1, 1, 0, 0})
+                   .padTo(60).build();
+  PacketMeta m;
+  EXPECT_EQ(parse(padi, m), ParseStatus::kNonIp);
+  EXPECT_EQ(m.ether_type, 0x8863);
+  for (uint16_t proto : {0xC021, 0x8021, 0x8057, 0xC023, 0x0031, 0x0023}) {
+    SCOPED_TRACE(proto);
+    Frame f = PacketBuilder().etherType(0x8864)
+                  .payload({0x11, 0, 0, 0x11, 0, 6, uint8_t(proto >> 8), uint8_t(proto), 1, 1, 0, 4})
+                  .padTo(60).build();
+    EXPECT_EQ(parse(f, m), ParseStatus::kNonIp);
+    EXPECT_EQ(m.l3, L3Type::kNone);
+    EXPECT_EQ(m.pppoe_offset, 0);
+  }
+  Frame ip4 = PacketBuilder().pppoe(3).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).build();
+  Frame other_ver = ip4;
+  other_ver[14] = 0x21;
+  EXPECT_EQ(parse(other_ver, m), ParseStatus::kNonIp);
+  Frame padt = ip4;
+  padt[15] = 0xA7;  // a discovery code in a session frame
+  EXPECT_EQ(parse(padt, m), ParseStatus::kNonIp);
+}
+
+TEST(ParserPppoe, SessionHeaderCutOrLying) {
+  Frame f = PacketBuilder().pppoe(3).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).build();
+  PacketMeta m;
+  for (size_t n = 14; n < 22; ++n) {
+    SCOPED_TRACE(n);
+    EXPECT_EQ(parse(truncated(f, n), m), ParseStatus::kTruncatedPppoe);
+  }
+  Frame c = PacketBuilder().pppoe(3, true).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).build();
+  EXPECT_EQ(parse(truncated(c, 20), m), ParseStatus::kTruncatedPppoe);
+  EXPECT_EQ(parse(truncated(c, 21), m), ParseStatus::kBadPppoeLength);  // length past the frame
+  EXPECT_EQ(parse(PacketBuilder().pppoe(3).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).pppoeLength(1)
+                      .build(), m),
+            ParseStatus::kBadPppoeLength);
+  EXPECT_EQ(parse(PacketBuilder().pppoe(3).ipv4("1.1.1.1", "2.2.2.2").udp(1, 2).pppoeLength(31)
+                      .build(), m),
+            ParseStatus::kBadPppoeLength);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Non-IP
 
 TEST(ParserNonIp, Arp) {
@@ -978,6 +1096,33 @@ std::vector<MalformedCase> malformedCases() {
                                       .build(), ParseStatus::kBadFragment);
   add("ipv6 empty fragment", b6().ipv6Fragment(1, 0, true).l4Raw(59).build(),
       ParseStatus::kBadFragment);
+
+  const Frame pppoe = PacketBuilder().pppoe(5).ipv4("10.0.0.1", "10.0.0.2").udp(1, 2).build();
+  add("pppoe header cut", truncated(pppoe, 19), ParseStatus::kTruncatedPppoe);
+  add("pppoe protocol cut", truncated(pppoe, 21), ParseStatus::kTruncatedPppoe);
+  add("pppoe length past the frame", truncated(pppoe, pppoe.size() - 1),
+      ParseStatus::kBadPppoeLength);
+  add("pppoe length 0", PacketBuilder().pppoe(5).ipv6("::1", "::2").udp(1, 2).pppoeLength(0)
+                            .build(), ParseStatus::kBadPppoeLength);
+  add("pppoe ipv4 total > pppoe length",
+      PacketBuilder().pppoe(5).ipv4("10.0.0.1", "10.0.0.2").udp(1, 2).pppoeLength(2 + 27)
+          .padTo(64).build(),
+      ParseStatus::kBadIpv4TotalLength);
+  // Issue 18.9: an IPv4/UDP total length of 9000 in a short frame, and IPv4 protocol TCP with
+  // total length 20 in a padded 60-byte frame, plain, tagged and inside PPPoE.
+  add("udp total 9000", b4().udp(1, 2).payload(bytes(20)).ipv4TotalLength(9000).build(),
+      ParseStatus::kBadIpv4TotalLength);
+  add("tagged udp total 9000", PacketBuilder().vlan(7).ipv4("10.0.0.1", "10.0.0.2").udp(1, 2)
+                                   .ipv4TotalLength(9000).padTo(60).build(),
+      ParseStatus::kBadIpv4TotalLength);
+  add("pppoe udp total 9000", PacketBuilder().pppoe(5).ipv4("10.0.0.1", "10.0.0.2").udp(1, 2)
+                                  .ipv4TotalLength(9000).build(),
+      ParseStatus::kBadIpv4TotalLength);
+  add("tcp total 20, padded", b4().l4Raw(6).padTo(60).build(), ParseStatus::kTruncatedTcp);
+  add("tcp total 20, header bytes present", b4().tcp(1, 2, kTcpSyn).ipv4TotalLength(20).build(),
+      ParseStatus::kTruncatedTcp);
+  add("pppoe tcp 0 bytes", PacketBuilder().pppoe(5).ipv4("10.0.0.1", "10.0.0.2").l4Raw(6)
+                               .padTo(60).build(), ParseStatus::kTruncatedTcp);
   return c;
 }
 
@@ -1101,6 +1246,10 @@ std::vector<Frame> corpus() {
                   .payload(bytes(24)).build());
   c.push_back(PacketBuilder().ipv4("1.1.1.1", "2.2.2.2").l4Raw(47).payload(bytes(12)).build());
   c.push_back(PacketBuilder().arp(1, "1.1.1.1", "2.2.2.2").build());
+  c.push_back(PacketBuilder().vlan(3).pppoe(0x22).ipv4("1.1.1.1", "2.2.2.2").tcp(1, 2, kTcpAck)
+                  .payload(bytes(10)).build());
+  c.push_back(PacketBuilder().pppoe(0x23, true).ipv6("::1", "::2").ipv6DestOpts().udp(1, 2)
+                  .payload(bytes(6)).build());
   return c;
 }
 
@@ -1121,6 +1270,13 @@ void checkConsistent(const uint8_t* data, uint32_t len, ParseStatus s, const Pac
   ASSERT_LE(m.l3_offset, m.l4_offset);
   ASSERT_LE(m.l4_offset, m.payload_offset);
   ASSERT_LE(static_cast<uint32_t>(m.payload_offset) + m.payload_len, l3_end);
+  if (m.pppoe_offset != 0) {
+    // The IP packet lies inside the PPPoE payload.
+    ASSERT_GE(m.pppoe_offset, 14);
+    ASSERT_LE(m.pppoe_offset + 7u, m.l3_offset);
+    const uint32_t ppp_len = (data[m.pppoe_offset + 4] << 8) | data[m.pppoe_offset + 5];
+    ASSERT_LE(l3_end, m.pppoe_offset + 6u + ppp_len);
+  }
   if (m.has_l4) {
     ASSERT_TRUE(m.l4_proto == 1 || m.l4_proto == 6 || m.l4_proto == 17 || m.l4_proto == 58);
     ASSERT_FALSE(m.isLaterFragment());
@@ -1197,15 +1353,21 @@ TEST(ParserRobustness, RandomMutations) {
 
 TEST(ParserRobustness, RandomBytesAfterEthernetHeader) {
   std::mt19937 rng(7);
-  const uint16_t types[] = {0x0800, 0x86DD, 0x8100, 0x88A8, 0x9100};
+  const uint16_t types[] = {0x0800, 0x86DD, 0x8100, 0x88A8, 0x9100, 0x8864};
   for (int iter = 0; iter < 3000; ++iter) {
     Frame f(14 + rng() % 200);
     for (uint8_t& b : f) b = static_cast<uint8_t>(rng());
-    const uint16_t t = types[rng() % 5];
+    const uint16_t t = types[rng() % 6];
     f[12] = static_cast<uint8_t>(t >> 8);
     f[13] = static_cast<uint8_t>(t);
     if (f.size() > 14 && t == 0x0800) f[14] = static_cast<uint8_t>(0x40 | (f[14] & 0x0F));
     if (f.size() > 14 && t == 0x86DD) f[14] = static_cast<uint8_t>(0x60 | (f[14] & 0x0F));
+    if (f.size() > 21 && t == 0x8864) {  // a session header carrying IPv4 / IPv6
+      f[14] = 0x11;
+      f[15] = 0;
+      f[20] = 0;
+      f[21] = (rng() & 1) ? 0x21 : 0x57;
+    }
     std::unique_ptr<uint8_t[]> buf(new uint8_t[f.size()]);
     std::memcpy(buf.get(), f.data(), f.size());
     PacketMeta m;

@@ -278,5 +278,62 @@ TEST(DnsMessage, UdpAndTcpFrames) {
   }
 }
 
+// An answer to a query inside a PPPoE session goes back inside the same session, its PPPoE
+// length set for the answer (not copied from the query).
+TEST(DnsMessage, FramesInsidePppoe) {
+  auto msg = dnsQuery("blocked.example");
+  for (bool v6 : {false, true}) {
+    for (bool tcp : {false, true}) {
+      SCOPED_TRACE(std::string(v6 ? "v6" : "v4") + (tcp ? " tcp" : " udp"));
+      test::PacketBuilder pb;
+      pb.vlan(5).pppoe(0x4242);
+      if (v6) pb.ipv6("2001:db8::1", "2001:db8::53"); else pb.ipv4("10.0.0.1", "10.0.0.53");
+      std::vector<uint8_t> body = msg;
+      if (tcp) {
+        body.insert(body.begin(), {static_cast<uint8_t>(msg.size() >> 8), static_cast<uint8_t>(msg.size())});
+        pb.tcp(40001, 53, kTcpAck | kTcpPsh, 1000, 5000);
+      } else {
+        pb.udp(40000, 53);
+      }
+      test::Frame f = pb.payload(body).padTo(128).build();
+      PacketMeta pm;
+      ASSERT_EQ(parsePacket(f.data(), static_cast<uint32_t>(f.size()), pm), ParseStatus::kOk);
+      ASSERT_EQ(pm.pppoe_offset, 18);
+      DnsQuestion q;
+      const uint8_t* dns = f.data() + pm.payload_offset + (tcp ? 2 : 0);
+      ASSERT_EQ(dnsParseQuestion(dns, static_cast<uint16_t>(msg.size()), q), DnsMsgStatus::kOk);
+      uint8_t ans[512];
+      DnsAnswerSpec nx;
+      nx.rcode = 3;
+      uint16_t alen = dnsWriteAnswer(dns, q, nx, ans, sizeof(ans));
+      uint8_t payload[600];
+      uint32_t plen = alen;
+      if (tcp) {
+        plen = 0;
+        ASSERT_TRUE(dnsTcpAppend(ans, alen, payload, sizeof(payload), &plen));
+      } else {
+        std::memcpy(payload, ans, alen);
+      }
+      uint8_t out[1024];
+      uint32_t len = dnsBuildFrame(f.data(), pm, true, payload, static_cast<uint16_t>(plen), tcp,
+                                   out, sizeof(out));
+      ASSERT_GT(len, 0u);
+      PacketMeta om;
+      ASSERT_EQ(parsePacket(out, len, om), ParseStatus::kOk);
+      EXPECT_TRUE(test::checksumsOk(test::Frame(out, out + len)));
+      EXPECT_EQ(om.pppoe_offset, 18);
+      EXPECT_EQ(om.pppoe_session, 0x4242);
+      EXPECT_EQ(om.vlan_outer, 5);
+      EXPECT_EQ(om.l3_offset, pm.l3_offset);
+      // PPPoE length = the 2-byte PPP protocol + the answer's IP packet; no trailing bytes.
+      EXPECT_EQ(dnsGet16(out + 18 + 4), 2u + om.l3_len);
+      EXPECT_EQ(len, om.l3_offset + om.l3_len);
+      EXPECT_EQ(om.src, pm.dst);
+      EXPECT_EQ(om.dport, tcp ? 40001 : 40000);
+      EXPECT_EQ(om.payload_len, plen);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dpu::dp

@@ -648,5 +648,52 @@ TEST(RejectFrames, IcmpQuoteIsCappedAt576And1280Bytes) {
   EXPECT_EQ(ns, 14 + 20 + 8 + 28);
 }
 
+// Answers to packets inside a PPPoE session go back inside it, with a PPPoE length that fits
+// the answer (the query's would be wrong: the answer has another size).
+TEST(RejectFrames, AnswersInsidePppoeCarryTheirOwnLength) {
+  uint8_t out[2048];
+  auto pppoeLen = [&](const uint8_t* f, uint16_t at) { return static_cast<uint16_t>(f[at + 4] << 8 | f[at + 5]); };
+  for (bool v6 : {false, true}) {
+    for (bool compressed : {false, true}) {
+      SCOPED_TRACE(std::string(v6 ? "v6" : "v4") + (compressed ? " compressed" : ""));
+      auto base = [&] {
+        PacketBuilder b;
+        b.pppoe(0x77, compressed);
+        if (v6) b.ipv6("2001:db8::1", "2001:db8::2"); else b.ipv4("10.0.0.1", "10.0.0.2");
+        return b;
+      };
+      Frame syn = base().tcp(1000, 25, kTcpSyn, 41).payload(std::string(30, 's')).padTo(120).build();
+      PacketMeta sm = parsed(syn);
+      uint16_t n = buildTcpReset(syn.data(), static_cast<uint32_t>(syn.size()), sm, true, out, sizeof(out));
+      ASSERT_GT(n, 0);
+      PacketMeta rm;
+      ASSERT_EQ(parsePacket(out, n, rm), ParseStatus::kOk);
+      EXPECT_TRUE(test::checksumsOk(Frame(out, out + n)));
+      EXPECT_EQ(rm.pppoe_offset, 14);
+      EXPECT_EQ(rm.pppoe_session, 0x77);
+      EXPECT_EQ(rm.l3_offset, sm.l3_offset);
+      EXPECT_EQ(pppoeLen(out, 14), (compressed ? 1 : 2) + rm.l3_len);
+      EXPECT_EQ(n, rm.l3_offset + rm.l3_len);
+      EXPECT_EQ(rm.tcp_flags, kTcpRst | kTcpAck);
+      EXPECT_EQ(rm.tcp_ack, 41u + 30 + 1);
+      EXPECT_EQ(rm.dst, sm.src);
+
+      Frame udp = base().udp(1000, 161).payload(std::string(50, 'u')).build();
+      PacketMeta um = parsed(udp);
+      n = buildIcmpUnreachable(udp.data(), static_cast<uint32_t>(udp.size()), um, out, sizeof(out));
+      ASSERT_GT(n, 0);
+      PacketMeta im;
+      ASSERT_EQ(parsePacket(out, n, im), ParseStatus::kOk);
+      EXPECT_TRUE(test::checksumsOk(Frame(out, out + n)));
+      EXPECT_EQ(im.pppoe_session, 0x77);
+      EXPECT_EQ(pppoeLen(out, 14), (compressed ? 1 : 2) + im.l3_len);
+      EXPECT_EQ(im.l4_proto, v6 ? 58 : 1);
+      EXPECT_EQ(im.icmp_type, v6 ? 1 : 3);
+      // The quote is the IP packet, not the PPPoE header.
+      EXPECT_EQ(0, std::memcmp(out + im.payload_offset, udp.data() + um.l3_offset, um.l3_len));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dpu::dp
