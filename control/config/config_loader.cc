@@ -226,7 +226,7 @@ void compileCleanSections(const v1::ApplianceConfig& cfg, rules::ConfigErrorList
         found.push_back(std::move(e));
         ++fresh;
       }
-      if (model.ok() || fresh == 0) break;
+      if (fresh == 0) break;  // clean now, or nothing new behind what was left out
     }
   }
   errors.insert(errors.end(), found.begin(), found.end());

@@ -41,7 +41,7 @@ expect "config dns dpi events explain fw geo lb stats status" _dpuctl dpuctl ""
 expect "--help action add create delete list remove show" _dpuctl dpuctl dpi ""  # --- dpi ---
 expect "--help add create delete list remove show" _dpuctl dpuctl dns ""
 expect "--help add create delete list remove set show" _dpuctl dpuctl lb ""
-expect "drop" _dpuctl dpuctl dpi action incident-42:exfil d
+expect "default drop" _dpuctl dpuctl dpi action incident-42:exfil d
 expect "" _dpuctl dpuctl dpi action d
 expect "nodata nxdomain" _dpuctl dpuctl dns create blocked --action n
 expect "adblock" _dpuctl dpuctl dns create blocked --format ad
