@@ -317,11 +317,43 @@ class Checker {
   int index_ = -1;
 };
 
+// The deepest nesting of objects / arrays in `text` (strings skipped), and the line where
+// it first exceeds `limit`.
+int nestingOver(const std::string& text, int limit) {
+  int depth = 0, line = 1;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{' || c == '[') {
+      if (++depth > limit) return line;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 JsonCheck checkJsonDocument(const std::string& text, const Descriptor* type,
                             const std::string& source) {
   JsonCheck out;
+  // Protobuf refuses documents nested deeper than 100 levels; so does this pass, before
+  // building (and recursively tearing down) a tree of them.
+  constexpr int kMaxDepth = 100;
+  if (int line = nestingOver(text, kMaxDepth)) {
+    out.syntax_error = true;
+    out.errors.push_back({"", "", -1, line, source, "",
+                          absl::StrCat("nested deeper than ", kMaxDepth, " objects / lists")});
+    return out;
+  }
   Json doc;
   try {
     doc = Json::parse(text);

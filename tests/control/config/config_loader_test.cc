@@ -516,6 +516,21 @@ TEST(ConfigLoaderAllErrors, EverySectionIsCompiledAndRefusedFieldsLeftOut) {
   EXPECT_TRUE(validateConfig(*good).empty());
 }
 
+TEST(ConfigLoaderAllErrors, DeepNestingIsOneErrorNotACrash) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  ParsedConfig p = parseConfigAll("{\"x\": " + deep + ", \"dataplane\": {\"nonIp\": " + deep + "}}",
+                                  ConfigFormat::kJson, "d.json");
+  EXPECT_FALSE(p.usable);
+  ASSERT_EQ(p.errors.size(), 1u);
+  EXPECT_THAT(p.errors[0].reason, HasSubstr("nested deeper than 100"));
+  // 100 levels of junk inside a known field are still judged (as one type error).
+  const std::string ok_deep = std::string(90, '[') + std::string(90, ']');
+  ParsedConfig q = parseConfigAll("{\"dataplane\": {\"nonIp\": " + ok_deep + "}}",
+                                  ConfigFormat::kJson, "e.json");
+  ASSERT_EQ(q.errors.size(), 1u) << allText(q.errors);
+  EXPECT_THAT(q.errors[0].reason, HasSubstr("is not one of"));
+}
+
 TEST(ConfigLoaderAllErrors, ClearFieldPath) {
   v1::ApplianceConfig c;
   c.mutable_dns()->add_lists()->set_ttl(5);
