@@ -511,6 +511,39 @@ grpc::Status ApplianceService::WatchEvents(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+namespace {
+
+// Explain with a dns_query: the tuple's blanks filled with the documented defaults and the
+// query as the UDP payload (TCP: length-prefixed, one PSH+ACK segment).
+absl::Status dnsQuerySpec(const v1::DnsQuery& q, FrameSpec* spec) {
+  if (!spec->payload.empty()) return absl::InvalidArgumentError("give either dns_query or payload, not both");
+  const std::string p = absl::AsciiStrToLower(spec->proto);
+  const bool tcp = p == "tcp" || p == "6";
+  if (!p.empty() && p != "udp" && p != "17" && !tcp) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tuple.proto: '", spec->proto, "' with dns_query: udp or tcp"));
+  }
+  spec->proto = tcp ? "tcp" : "udp";
+  if (tcp && spec->tcp_flags.empty()) spec->tcp_flags = "PA";
+  const bool v6 = spec->src_ip.find(':') != std::string::npos ||
+                  spec->dst_ip.find(':') != std::string::npos;
+  if (spec->src_ip.empty()) spec->src_ip = v6 ? "2001:db8::1" : "192.0.2.1";
+  if (spec->dst_ip.empty()) spec->dst_ip = v6 ? "2001:db8::53" : "192.0.2.53";
+  if (spec->src_port == 0) spec->src_port = 53000;
+  if (spec->dst_port == 0) spec->dst_port = 53;
+  if (q.id() > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("dns_query.id: ", q.id(), " is out of range [0, 65535]"));
+  }
+  auto msg = buildDnsQuery(q.name(), q.qtype(), uint16_t(q.id() ? q.id() : 0x1234));
+  if (!msg.ok()) return msg.status();
+  // DNS over TCP: the message with its 2-byte length, as the first segment of the stream.
+  if (tcp) spec->payload = {char(msg->size() >> 8), char(msg->size() & 0xff)};
+  spec->payload += *msg;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRequest* req,
                                        v1::ExplainResponse* resp) {
   uint8_t side = dp::kSideA;
@@ -525,16 +558,16 @@ grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRe
   const uint8_t* frame = nullptr;
   size_t len = 0;
   if (!req->frame().empty()) {
-    if (req->has_tuple() || !req->payload().empty()) {
+    if (req->has_tuple() || !req->payload().empty() || req->has_dns_query()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "give either frame or tuple (+ payload), not both");
+                          "give either frame or tuple (+ payload or dns_query), not both");
     }
     frame = reinterpret_cast<const uint8_t*>(req->frame().data());
     len = req->frame().size();
   } else {
-    if (!req->has_tuple()) {
+    if (!req->has_tuple() && !req->has_dns_query()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "give a frame (Ethernet bytes) or a tuple to build one from");
+                          "give a frame (Ethernet bytes), a tuple or a dns_query to build one from");
     }
     const v1::PacketTuple& t = req->tuple();
     FrameSpec spec;
@@ -546,6 +579,9 @@ grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRe
     spec.vlan = t.vlan();
     spec.tcp_flags = t.tcp_flags();
     spec.payload = req->payload();
+    if (req->has_dns_query()) {
+      if (auto st = dnsQuerySpec(req->dns_query(), &spec); !st.ok()) return toGrpc(st);
+    }
     auto f = buildFrame(spec);
     if (!f.ok()) return toGrpc(f.status());
     built = std::move(*f);

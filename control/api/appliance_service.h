@@ -90,6 +90,10 @@ class ApplianceService final : public v1::Appliance::Service {
                             v1::ApplyConfigResponse* resp) override;
   grpc::Status ListLbServices(grpc::ServerContext* ctx, const v1::ListLbServicesRequest* req,
                               v1::ListLbServicesResponse* resp) override;
+  grpc::Status CreateLbService(grpc::ServerContext* ctx, const v1::CreateLbServiceRequest* req,
+                               v1::ApplyConfigResponse* resp) override;
+  grpc::Status DeleteLbService(grpc::ServerContext* ctx, const v1::DeleteLbServiceRequest* req,
+                               v1::ApplyConfigResponse* resp) override;
   // --- dns --- (dns_service.cc)
   grpc::Status AddDnsNames(grpc::ServerContext* ctx, const v1::DnsNamesRequest* req,
                            v1::ApplyConfigResponse* resp) override;
@@ -97,6 +101,10 @@ class ApplianceService final : public v1::Appliance::Service {
                               v1::ApplyConfigResponse* resp) override;
   grpc::Status ListDnsLists(grpc::ServerContext* ctx, const v1::ListDnsListsRequest* req,
                             v1::ListDnsListsResponse* resp) override;
+  grpc::Status CreateDnsList(grpc::ServerContext* ctx, const v1::CreateDnsListRequest* req,
+                             v1::ApplyConfigResponse* resp) override;
+  grpc::Status DeleteDnsList(grpc::ServerContext* ctx, const v1::DeleteDnsListRequest* req,
+                             v1::ApplyConfigResponse* resp) override;
   // --- dpi --- (dpi_service.cc)
   grpc::Status AddYaraRule(grpc::ServerContext* ctx, const v1::AddYaraRuleRequest* req,
                            v1::ApplyConfigResponse* resp) override;
@@ -104,6 +112,12 @@ class ApplianceService final : public v1::Appliance::Service {
                               v1::ApplyConfigResponse* resp) override;
   grpc::Status ListDpiRules(grpc::ServerContext* ctx, const v1::ListDpiRulesRequest* req,
                             v1::ListDpiRulesResponse* resp) override;
+  grpc::Status CreateDpiRuleSet(grpc::ServerContext* ctx, const v1::CreateDpiRuleSetRequest* req,
+                                v1::ApplyConfigResponse* resp) override;
+  grpc::Status DeleteDpiRuleSet(grpc::ServerContext* ctx, const v1::DeleteDpiRuleSetRequest* req,
+                                v1::ApplyConfigResponse* resp) override;
+  grpc::Status SetDpiRuleAction(grpc::ServerContext* ctx, const v1::SetDpiRuleActionRequest* req,
+                                v1::ApplyConfigResponse* resp) override;
 
  private:
   void fillStats(v1::Stats* out) const;

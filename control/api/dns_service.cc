@@ -107,6 +107,51 @@ grpc::Status ApplianceService::editDnsList(const v1::DnsNamesRequest& req,
       req.expected_version(), req.force(), resp);
 }
 
+grpc::Status ApplianceService::CreateDnsList(grpc::ServerContext*,
+                                             const v1::CreateDnsListRequest* req,
+                                             v1::ApplyConfigResponse* resp) {
+  if (req->list().name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "list.name: required");
+  }
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    if (findList(doc, req->list().name()) != nullptr) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("a DNS list named '", req->list().name(), "' exists already"));
+    }
+    auto* lists = doc.mutable_dns()->mutable_lists();
+    const int n = lists->size();
+    int at = n;
+    if (req->position_case() == v1::CreateDnsListRequest::kIndex) {
+      if (req->index() > uint32_t(n)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("index: ", req->index(), " is past the end (", n, " list(s))"));
+      }
+      at = int(req->index());
+    }
+    *lists->Add() = req->list();
+    for (int k = n; k > at; --k) lists->SwapElements(k, k - 1);
+    return absl::OkStatus();
+  };
+  return updateWith(mutate, req->expected_version(), req->force(), resp);
+}
+
+grpc::Status ApplianceService::DeleteDnsList(grpc::ServerContext*,
+                                             const v1::DeleteDnsListRequest* req,
+                                             v1::ApplyConfigResponse* resp) {
+  if (req->name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name: required");
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    auto* lists = doc.mutable_dns()->mutable_lists();
+    for (int k = 0; k < lists->size(); ++k) {
+      if (lists->Get(k).name() == req->name()) {
+        lists->DeleteSubrange(k, 1);
+        return absl::OkStatus();
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("no DNS list named '", req->name(), "'"));
+  };
+  return updateWith(mutate, req->expected_version(), req->force(), resp);
+}
+
 grpc::Status ApplianceService::ListDnsLists(grpc::ServerContext*, const v1::ListDnsListsRequest*,
                                             v1::ListDnsListsResponse* resp) {
   resp->set_config_version(config_->version());

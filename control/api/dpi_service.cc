@@ -59,6 +59,52 @@ bool noContent(const std::string& text) {
   return true;
 }
 
+// libyara's judgement of `text` appended to `prefix` (the rest of its rule set, so the text
+// may refer to the set's rules): every error, lines and rules named in `text`.
+rules::ConfigErrorList yaraTextErrors(const std::string& set, const std::string& prefix,
+                                      const std::string& text,
+                                      const std::vector<YaraRuleSpan>& spans) {
+  const int base = lineCount(prefix);
+  rules::ConfigErrorList errs;
+  rules::YaraRulesPtr ok = rules::yaraCompile({{set, prefix + text}}, errs);
+  if (ok && errs.empty()) return {};
+  for (rules::ConfigError& e : errs) {
+    if (e.line > base) {
+      e.line -= base;
+      e.rule = yaraRuleAtLine(spans, e.line);
+    }
+    e.file = set;
+    e.field = "text";
+  }
+  if (errs.empty()) errs.push_back({"dpi", "", -1, 0, set, "text", "yara: compilation failed"});
+  return errs;
+}
+
+// A rule named `name` in the source `source` ("" = any) of the dpi section: a rule set's or
+// a rule file's (read now).
+bool ruleExists(const v1::DpiConfig& c, const std::string& source, const std::string& name) {
+  for (const v1::DpiRuleSet& rs : c.rule_sets()) {
+    if (!source.empty() && rs.name() != source) continue;
+    for (const YaraRuleSpan& s : yaraRuleSpans(rs.text())) {
+      if (s.name == name) return true;
+    }
+  }
+  for (int k = 0; k < c.rule_files_size(); ++k) {
+    if (!source.empty() && ruleFileNamed(c, source) != k) continue;
+    for (const YaraRuleSpan& s : yaraRuleSpans(rules::readFileBytes(c.rule_files(k)))) {
+      if (s.name == name) return true;
+    }
+  }
+  return false;
+}
+
+// "<source>:<rule>" or "<rule>" -> {source ("" when none), rule}.
+std::pair<std::string, std::string> splitRuleId(const std::string& id) {
+  size_t c = id.rfind(':');
+  if (c == std::string::npos) return {"", id};
+  return {id.substr(0, c), id.substr(c + 1)};
+}
+
 void fillMeta(const std::vector<std::pair<std::string, std::string>>& meta,
               google::protobuf::RepeatedPtrField<v1::DpiMeta>* out) {
   for (const auto& [k, v] : meta) {
@@ -121,23 +167,8 @@ grpc::Status ApplianceService::AddYaraRule(grpc::ServerContext*, const v1::AddYa
     }
     std::string prefix = existing;
     if (!prefix.empty() && prefix.back() != '\n') prefix.push_back('\n');
-    const int base = lineCount(prefix);
-    // libyara judges the text with the rest of its set (the text may refer to its rules).
-    rules::ConfigErrorList errs;
-    rules::YaraRulesPtr ok = rules::yaraCompile({{set, prefix + text}}, errs);
-    if (!ok || !errs.empty()) {
-      for (rules::ConfigError& e : errs) {
-        if (e.line > base) {
-          e.line -= base;
-          e.rule = yaraRuleAtLine(spans, e.line);
-        }
-        e.file = set;
-        e.field = "text";
-      }
-      text_errors = std::move(errs);
-      if (text_errors.empty()) text_errors.push_back({"dpi", "", -1, 0, set, "text", "yara: compilation failed"});
-      return rules::errorsToStatus(text_errors);
-    }
+    text_errors = yaraTextErrors(set, prefix, text, spans);
+    if (!text_errors.empty()) return rules::errorsToStatus(text_errors);
     if (spans.empty()) return absl::InvalidArgumentError("text: no rule in it");
     if (rs == nullptr) {
       rs = doc.mutable_dpi()->add_rule_sets();
@@ -158,11 +189,8 @@ grpc::Status ApplianceService::RemoveYaraRule(grpc::ServerContext*,
                                               const v1::RemoveYaraRuleRequest* req,
                                               v1::ApplyConfigResponse* resp) {
   if (req->rule().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rule: required");
-  std::string set, name = req->rule();
-  if (size_t c = name.rfind(':'); c != std::string::npos) {
-    set = name.substr(0, c);
-    name = name.substr(c + 1);
-  }
+  const std::pair<std::string, std::string> id = splitRuleId(req->rule());
+  const std::string &set = id.first, &name = id.second;
   auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
     struct Hit {
       v1::DpiRuleSet* rs;
@@ -210,6 +238,112 @@ grpc::Status ApplianceService::RemoveYaraRule(grpc::ServerContext*,
       }
     } else {
       rs->set_text(rest);
+    }
+    return absl::OkStatus();
+  };
+  return updateWith(mutate, req->expected_version(), req->force(), resp);
+}
+
+grpc::Status ApplianceService::CreateDpiRuleSet(grpc::ServerContext*,
+                                                const v1::CreateDpiRuleSetRequest* req,
+                                                v1::ApplyConfigResponse* resp) {
+  const std::string& set = req->rule_set().name();
+  if (absl::Status st = checkRuleSetName(set); !st.ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("rule_set.name: ", st.message()));
+  }
+  const std::string& text = req->rule_set().text();
+  if (text.size() > kMaxTextBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("rule_set.text: at most ", kMaxTextBytes, " bytes"));
+  }
+  const std::vector<YaraRuleSpan> spans = yaraRuleSpans(text);
+  if (spans.empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "rule_set.text: no rule in it (a rule set holds at least one rule)");
+  }
+  rules::ConfigErrorList text_errors;
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    if (int k = ruleFileNamed(doc.dpi(), set); k >= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", set, "' is the rule file dpi.rule_files[", k, "] (", doc.dpi().rule_files(k),
+          "); choose another rule set name"));
+    }
+    if (findSet(doc, set) != nullptr) {
+      return absl::AlreadyExistsError(absl::StrCat("a rule set named '", set,
+                                                   "' exists already (dpuctl dpi add --set ",
+                                                   set, " adds rules to it)"));
+    }
+    text_errors = yaraTextErrors(set, "", text, spans);
+    if (!text_errors.empty()) return rules::errorsToStatus(text_errors);
+    *doc.mutable_dpi()->add_rule_sets() = req->rule_set();
+    return absl::OkStatus();
+  };
+  grpc::Status st = updateWith(mutate, req->expected_version(), req->force(), resp);
+  if (!st.ok() && !text_errors.empty()) {
+    return applyErrorToGrpc(ApplyError{rules::errorsToStatus(text_errors), text_errors});
+  }
+  return st;
+}
+
+grpc::Status ApplianceService::DeleteDpiRuleSet(grpc::ServerContext*,
+                                                const v1::DeleteDpiRuleSetRequest* req,
+                                                v1::ApplyConfigResponse* resp) {
+  if (req->name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name: required");
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    if (int k = ruleFileNamed(doc.dpi(), req->name()); k >= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", req->name(), "' is the rule file dpi.rule_files[", k, "] (",
+          doc.dpi().rule_files(k), "); remove it from dpi.rule_files instead"));
+    }
+    auto* sets = doc.mutable_dpi()->mutable_rule_sets();
+    int at = -1;
+    for (int k = 0; k < sets->size(); ++k) {
+      if (sets->Get(k).name() == req->name()) at = k;
+    }
+    if (at < 0) {
+      return absl::NotFoundError(absl::StrCat("no rule set named '", req->name(), "' in dpi.rule_sets"));
+    }
+    sets->DeleteSubrange(at, 1);
+    // Action overrides of its rules go with it: "<set>:<rule>", and bare rule names no other
+    // source declares any more.
+    auto* actions = doc.mutable_dpi()->mutable_actions();
+    for (int k = actions->size() - 1; k >= 0; --k) {
+      auto [source, rule] = splitRuleId(actions->Get(k).rule());
+      const bool gone = source.empty() ? !ruleExists(doc.dpi(), "", rule) : source == req->name();
+      if (gone) actions->DeleteSubrange(k, 1);
+    }
+    return absl::OkStatus();
+  };
+  return updateWith(mutate, req->expected_version(), req->force(), resp);
+}
+
+grpc::Status ApplianceService::SetDpiRuleAction(grpc::ServerContext*,
+                                                const v1::SetDpiRuleActionRequest* req,
+                                                v1::ApplyConfigResponse* resp) {
+  if (req->rule().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "rule: required");
+  if (!v1::DpiAction_IsValid(req->action())) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("action: ", int(req->action()),
+                                     " is not one of DPI_ACTION_DEFAULT, DPI_ALERT, DPI_DROP, DPI_RESET"));
+  }
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    if (!doc.has_dpi()) return absl::FailedPreconditionError("DPI is off (no dpi section)");
+    auto [source, rule] = splitRuleId(req->rule());
+    if (!ruleExists(doc.dpi(), source, rule)) {
+      return absl::NotFoundError(absl::StrCat("no YARA rule '", req->rule(),
+                                              "' in dpi.rule_files or dpi.rule_sets"));
+    }
+    // One entry per rule (as written): the later entry wins in the compiler, so the old one
+    // goes and the new one is appended.
+    auto* actions = doc.mutable_dpi()->mutable_actions();
+    for (int k = actions->size() - 1; k >= 0; --k) {
+      if (actions->Get(k).rule() == req->rule()) actions->DeleteSubrange(k, 1);
+    }
+    if (req->action() != v1::DPI_ACTION_DEFAULT) {
+      v1::DpiRuleAction* a = actions->Add();
+      a->set_rule(req->rule());
+      a->set_action(req->action());
     }
     return absl::OkStatus();
   };

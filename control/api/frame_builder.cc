@@ -69,6 +69,58 @@ absl::StatusOr<uint8_t> parseTcpFlags(std::string_view letters) {
   return f;
 }
 
+absl::StatusOr<std::string> buildDnsQuery(std::string_view name, std::string_view qtype,
+                                          uint16_t id) {
+  static constexpr std::pair<const char*, uint16_t> kTypes[] = {
+      {"A", 1},     {"NS", 2},     {"CNAME", 5}, {"SOA", 6},   {"PTR", 12},  {"MX", 15},
+      {"TXT", 16},  {"AAAA", 28},  {"SRV", 33},  {"NAPTR", 35}, {"DS", 43},  {"DNSKEY", 48},
+      {"SVCB", 64}, {"HTTPS", 65}, {"ANY", 255}, {"CAA", 257}};
+  uint32_t type = 0;
+  const std::string upper = absl::AsciiStrToUpper(qtype.empty() ? std::string("A") : std::string(qtype));
+  for (const auto& [mnemonic, code] : kTypes) {
+    if (upper == mnemonic) type = code;
+  }
+  if (type == 0 && (!absl::SimpleAtoi(upper, &type) || type == 0 || type > 65535)) {
+    std::string names;
+    for (const auto& t : kTypes) absl::StrAppend(&names, names.empty() ? "" : ", ", t.first);
+    return absl::InvalidArgumentError(absl::StrCat("dns_query.qtype: '", std::string(qtype),
+                                                   "' is not one of ", names,
+                                                   " or a number 1..65535"));
+  }
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  if (name.empty()) return absl::InvalidArgumentError("dns_query.name: required");
+  std::string msg(12, '\0');
+  msg[0] = char(id >> 8);
+  msg[1] = char(id & 0xff);
+  msg[2] = 0x01;  // RD
+  msg[5] = 1;     // QDCOUNT
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) dot = name.size();
+    const size_t len = dot - start;
+    if (len == 0 || len > 63) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dns_query.name: '", std::string(name), "' has a label of ", len,
+                       " bytes (1..63)"));
+    }
+    msg.push_back(char(len));
+    msg.append(name.substr(start, len));
+    start = dot + 1;
+  }
+  msg.push_back('\0');
+  if (msg.size() - 12 > 255) {
+    return absl::InvalidArgumentError(absl::StrCat("dns_query.name: '", std::string(name), "' is ",
+                                                   msg.size() - 12,
+                                                   " bytes on the wire (at most 255)"));
+  }
+  for (uint32_t v : {type, 1u}) {  // QTYPE, QCLASS IN
+    msg.push_back(char(v >> 8));
+    msg.push_back(char(v & 0xff));
+  }
+  return msg;
+}
+
 absl::StatusOr<std::vector<uint8_t>> buildFrame(const FrameSpec& spec) {
   auto src = parseAddr(spec.src_ip, "tuple.src_ip");
   if (!src.ok()) return src.status();

@@ -28,6 +28,13 @@ struct FrameSpec {
 // TCP flag letters -> flag bits (FIN=0x01 ... CWR=0x80). Errors name the bad letter.
 absl::StatusOr<uint8_t> parseTcpFlags(std::string_view letters);
 
+// The DNS message of a standard query (RD set, one question, class IN) for `name` (labels
+// of 1..63 bytes, at most 255 bytes on the wire; a trailing dot is allowed) and `qtype`
+// ("A" when empty, a type mnemonic such as "AAAA", "MX", "TXT", "HTTPS", or a number
+// 1..65535), with message id `id`. Errors name the field ("dns_query.name: ...").
+absl::StatusOr<std::string> buildDnsQuery(std::string_view name, std::string_view qtype,
+                                          uint16_t id);
+
 // The frame; an error names the field (e.g. "tuple.src_ip: 'x' is not an IP address").
 absl::StatusOr<std::vector<uint8_t>> buildFrame(const FrameSpec& spec);
 

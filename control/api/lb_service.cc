@@ -130,6 +130,72 @@ grpc::Status ApplianceService::SetLbBackend(grpc::ServerContext*,
   return st;
 }
 
+grpc::Status ApplianceService::CreateLbService(grpc::ServerContext*,
+                                               const v1::CreateLbServiceRequest* req,
+                                               v1::ApplyConfigResponse* resp) {
+  if (req->service().id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "service.id: required");
+  }
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    if (findService(doc, req->service().id()) != nullptr) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("an lb service with id '", req->service().id(), "' exists already"));
+    }
+    auto* services = doc.mutable_lb()->mutable_services();
+    const int n = services->size();
+    int at = n;
+    switch (req->position_case()) {
+      case v1::CreateLbServiceRequest::kIndex:
+        if (req->index() > uint32_t(n)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("index: ", req->index(), " is past the end (", n, " service(s))"));
+        }
+        at = int(req->index());
+        break;
+      case v1::CreateLbServiceRequest::kBeforeId:
+      case v1::CreateLbServiceRequest::kAfterId: {
+        const bool before = req->position_case() == v1::CreateLbServiceRequest::kBeforeId;
+        const std::string& id = before ? req->before_id() : req->after_id();
+        at = -1;
+        for (int k = 0; k < n; ++k) {
+          if (services->Get(k).id() == id) at = before ? k : k + 1;
+        }
+        if (at < 0) return noService(id);
+        break;
+      }
+      default:
+        break;
+    }
+    *services->Add() = req->service();
+    for (int k = n; k > at; --k) services->SwapElements(k, k - 1);
+    return absl::OkStatus();
+  };
+  grpc::Status st = updateWith(mutate, req->expected_version(), req->force(), resp);
+  if (st.ok() && events_) {
+    events_->publish(lbEvent("create", req->service().id(), "", resp->version(), ""));
+  }
+  return st;
+}
+
+grpc::Status ApplianceService::DeleteLbService(grpc::ServerContext*,
+                                               const v1::DeleteLbServiceRequest* req,
+                                               v1::ApplyConfigResponse* resp) {
+  if (req->id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "id: required");
+  auto mutate = [&](v1::ApplianceConfig& doc) -> absl::Status {
+    auto* services = doc.mutable_lb()->mutable_services();
+    for (int k = 0; k < services->size(); ++k) {
+      if (services->Get(k).id() == req->id()) {
+        services->DeleteSubrange(k, 1);
+        return absl::OkStatus();
+      }
+    }
+    return noService(req->id());
+  };
+  grpc::Status st = updateWith(mutate, req->expected_version(), req->force(), resp);
+  if (st.ok() && events_) events_->publish(lbEvent("delete", req->id(), "", resp->version(), ""));
+  return st;
+}
+
 grpc::Status ApplianceService::ListLbServices(grpc::ServerContext*,
                                               const v1::ListLbServicesRequest*,
                                               v1::ListLbServicesResponse* resp) {

@@ -92,7 +92,11 @@ examples:
 constexpr const char* kValidateHelp = R"(usage: dpu-appliance validate --config FILE [--state-dir DIR]
 
 Checks a config file (and the rule files, lists and databases it names) without running
-anything: prints "FILE: ok", or every error with its field path, rule id and line.
+anything: prints "FILE: ok", or every error of the file at once, one per line, with its
+field path, rule id and line (a JSON file: syntax, type, enum and unknown-field errors,
+enums with their valid values, together with the validation errors of what parsed).
+
+exit codes: 0 valid, 1 the file cannot be read, 2 usage, 4 invalid (as dpuctl).
 
 With --state-dir, checks the configuration `run --state-dir DIR --config FILE` would run:
 the committed DIR/config.json when there is one (FILE then only seeds an empty state
@@ -268,16 +272,23 @@ int main(int argc, char** argv) {
         return fail(state_dir + " holds no committed config and no --config FILE was given", 1);
       }
     }
-    auto c = dpu::ctl::loadConfigFile(cfg);
+    auto c = dpu::ctl::loadConfigFileAll(cfg);
     if (!c.ok()) return fail(std::string(c.status().message()), 1);
-    auto m = dpu::ctl::toModel(*c);
-    if (!m.ok()) return fail(cfg + ": " + std::string(m.status().message()), 1);
-    // --- ops --- compiled as an apply compiles it: DNS list files, YARA rules and LB tables
-    // are only read and checked there (toModel alone passed a list with bad lines).
-    auto snap = dpu::rules::compileSnapshot(*m, 0);
-    if (!snap.ok()) return fail(cfg + ": " + std::string(snap.status().message()), 1);
-    for (const std::string& w : dpu::ctl::policyWarnings(*m)) {
-      std::fprintf(stderr, "%s: warning: %s\n", cfg.c_str(), w.c_str());
+    // Every error at once: parse errors (types, enums, unknown fields) and, on what parsed,
+    // validation and compilation as an apply does them (DNS list files, YARA rules, LB
+    // tables are only read and checked there).
+    const dpu::rules::ConfigErrorList errors = dpu::ctl::allErrors(*c);
+    if (!errors.empty()) {
+      std::fprintf(stderr, "%s: invalid, %zu error(s)\n", cfg.c_str(), errors.size());
+      for (const auto& e : errors) {
+        std::fprintf(stderr, "  error: %s\n", dpu::rules::formatError(e).c_str());
+      }
+      return 4;
+    }
+    if (auto m = dpu::ctl::toModel(c->config); m.ok()) {
+      for (const std::string& w : dpu::ctl::policyWarnings(*m)) {
+        std::fprintf(stderr, "%s: warning: %s\n", cfg.c_str(), w.c_str());
+      }
     }
     std::printf("%s: ok\n", cfg.c_str());
     return 0;

@@ -1,4 +1,5 @@
-// dpuctl dns ...: DNS filtering subcommands (list stats, add / remove list entries). The
+// dpuctl dns ...: DNS filtering subcommands (list stats, show / create / delete a list, add /
+// remove list entries). The
 // dispatch and the connection stay in dpuctl.cc; what the commands need from it comes in a
 // DnsCmdEnv.
 #pragma once
@@ -33,5 +34,8 @@ int cmdDns(const DnsCmdEnv& env, const std::vector<std::string>& args);
 
 // The list table of `dpuctl dns list`.
 std::string formatDnsLists(const dpu::v1::ListDnsListsResponse& r);
+// `dpuctl dns show`: one list as configured and its running stats (null: not running).
+std::string formatDnsList(const dpu::v1::DnsList& l, const dpu::v1::DnsListStats* running,
+                          uint64_t version, bool json);
 
 }  // namespace dpu::cli

@@ -1,6 +1,7 @@
 // --- dpi --- `dpuctl dpi ...`: the YARA rules of the running configuration (list, with
-// unsupported rules and match counters), and rules added to / removed from the rule sets of
-// the config (AddYaraRule / RemoveYaraRule). The dispatch and the connection stay in
+// unsupported rules and match counters; show: one source), rules added to / removed from the
+// rule sets of the config (AddYaraRule / RemoveYaraRule), rule sets created / deleted whole
+// (CreateDpiRuleSet / DeleteDpiRuleSet) and per-rule actions (SetDpiRuleAction). The dispatch and the connection stay in
 // dpuctl.cc; what the commands need from it comes in a DnsCmdEnv (control/cli/dns_cmd.h).
 #pragma once
 

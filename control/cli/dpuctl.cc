@@ -28,6 +28,7 @@
 #include "control/cli/fw_format.h"
 #include "control/cli/lb_cmd.h"
 #include "control/config/config_loader.h"
+#include "control/config/json_check.h"
 #include "proto/appliance_api.grpc.pb.h"
 
 namespace {
@@ -68,7 +69,8 @@ commands:
   stats [--watch [--interval MS] [--count N] [--full]]
   events [--types drop,flow,config] [--count N] [--buffer N]
   explain (--frame-hex HEX | --src IP --dst IP --proto P [--sport N] [--dport N]
-           [--flags F] [--vlan N] [--payload TEXT]) [--side A|B]
+           [--flags F] [--vlan N] [--payload TEXT] | --dns-query NAME [--qtype T])
+           [--side A|B]
   fw list                                   firewall rules in evaluation order, with counters
   fw add "RULE" [--index N | --before ID | --after ID] [--expected-version N | --force]
   fw remove ID [--expected-version N | --force]
@@ -77,15 +79,25 @@ commands:
   geo clear [--expected-version N | --force]
   geo lookup IP [--database FILE.mmdb]
   lb list                                   load balancer services, backends and counters
+  lb show SERVICE                           one service: match, key, policies, backends
+  lb create SERVICE --dst VIP[,VIP] [--proto P] [--ports N] [--mode M] [--key F,..] [...]
+  lb delete SERVICE [--expected-version N | --force]
   lb add SERVICE BACKEND [--ipv4 A] [--ipv6 A] [--mac M] [--port N] [--weight W] [...]
   lb remove SERVICE BACKEND [--drain | --flush [--reset]] [--expected-version N | --force]
   lb set SERVICE BACKEND [--weight W] [--state active|draining|down] [...]
   dns list                                  DNS lists with their sizes and counters
+  dns show LIST                             one list as configured, with its stats
+  dns create LIST [ENTRY...] [--action A] [--format F] [--list-file PATH] [...]
+  dns delete LIST [--expected-version N | --force]
   dns add LIST ENTRY... [--file FILE] [--expected-version N | --force]
   dns remove LIST ENTRY... [--file FILE] [--expected-version N | --force]
   dpi list                                  YARA rules: action, tags, matches, unsupported ones
   dpi add [FILE.yar | -] [--set NAME] [--expected-version N | --force]
   dpi remove RULE [--expected-version N | --force]
+  dpi show SET                              the rules of one rule set or rule file
+  dpi create SET [FILE.yar | -] [--expected-version N | --force]
+  dpi delete SET [--expected-version N | --force]
+  dpi action RULE alert|drop|reset|default [--expected-version N | --force]
 
 'dpuctl <command> --help' shows each command's options and examples.
 
@@ -188,13 +200,22 @@ constexpr const char* kExplainHelp = R"(usage:
   dpuctl explain --frame-hex HEX [--side A|B]
   dpuctl explain --src IP --dst IP --proto tcp|udp|icmp|icmpv6|N [--sport N] [--dport N]
                  [--flags F] [--vlan N] [--payload TEXT] [--side A|B]
+  dpuctl explain --dns-query NAME [--qtype T] [--proto udp|tcp] [--src IP] [--dst IP]
+                 [--sport N] [--dport N] [--vlan N] [--side A|B]
 
 Runs one packet through the running configuration without side effects (no flow is
 created, no counter moves) and shows each stage's decision. With a tuple the server builds
-an Ethernet frame (TCP flags letters F S R P A U E C, default S). --side is the ingress side
+an Ethernet frame (TCP flags letters F S R P A U E C, default S). With --dns-query the server
+builds a UDP DNS query for NAME (type --qtype: A by default, AAAA, MX, TXT, HTTPS ... or a
+number) from --src (default 192.0.2.1, or 2001:db8::1 with an IPv6 --dst) port --sport
+(53000) to --dst (192.0.2.53 / 2001:db8::53) port --dport (53), over UDP (default) or, with
+--proto tcp, as the first message of a DNS-over-TCP stream. --side is the ingress side
 (default A).
 
 examples:
+  dpuctl explain --dns-query ads.example
+  dpuctl explain --dns-query ads.example --qtype AAAA --src 10.0.0.5 --dst 10.0.0.53
+  dpuctl explain --dns-query ads.example --proto tcp
   dpuctl explain --src 10.0.0.1 --dst 10.0.0.2 --proto tcp --sport 40000 --dport 443 --flags S
   dpuctl explain --src 2001:db8::1 --dst 2001:db8::2 --proto udp --sport 5353 --dport 53
   dpuctl explain --frame-hex ffffffffffff020000000001080600010800060400010200000000010a0000010000000000000a000002
@@ -476,16 +497,47 @@ bool wantsHelp(const std::vector<std::string>& a) {
   return false;
 }
 
-// Loads a config file; prints the error and sets rc when it cannot.
-bool loadFile(const std::string& path, dpu::v1::ApplianceConfig* out, int* rc) {
-  auto c = dpu::ctl::loadConfigFile(path);
-  if (!c.ok()) {
-    std::fprintf(stderr, "dpuctl: %s\n", std::string(c.status().message()).c_str());
-    *rc = c.status().code() == absl::StatusCode::kNotFound ? kFailed : kInvalid;
+// Loads a config file; prints the error and sets rc when it cannot. A file with parse
+// errors (types, enums, unknown fields) is refused with every one of them, together with the
+// server's validation of what parsed when `c` is given (ValidateConfig, nothing committed):
+// the whole list in one answer, rc 4.
+bool loadFile(const std::string& path, dpu::v1::ApplianceConfig* out, int* rc,
+              Client* c = nullptr) {
+  auto p = dpu::ctl::loadConfigFileAll(path);
+  if (!p.ok()) {
+    std::fprintf(stderr, "dpuctl: %s\n", std::string(p.status().message()).c_str());
+    *rc = p.status().code() == absl::StatusCode::kNotFound ? kFailed : kInvalid;
     return false;
   }
-  *out = std::move(*c);
-  return true;
+  if (p->errors.empty()) {
+    *out = std::move(p->config);
+    return true;
+  }
+  std::vector<std::string> lines;
+  for (const auto& e : p->errors) lines.push_back(dpu::rules::formatError(e));
+  if (c != nullptr && p->usable) {
+    dpu::v1::ValidateConfigRequest req;
+    *req.mutable_config() = p->config;
+    dpu::v1::ValidateConfigResponse resp;
+    grpc::ClientContext ctx;
+    c->unary(&ctx);
+    grpc::Status st = c->stub().ValidateConfig(&ctx, req, &resp);
+    if (st.ok()) {
+      for (const auto& e : resp.errors()) {
+        if (!dpu::ctl::shadowedByParseError(p->errors, e.field())) {
+          lines.push_back(dpu::cli::formatConfigError(e));
+        }
+      }
+    } else {
+      lines.push_back("(the rest of the file was not validated: ValidateConfig failed: " +
+                      st.error_message() + ")");
+    }
+  }
+  std::fprintf(stderr, "dpuctl: %s: invalid, %zu error(s); nothing changed\n", path.c_str(),
+               lines.size());
+  for (const auto& l : lines) std::fprintf(stderr, "  error: %s\n", l.c_str());
+  *rc = kInvalid;
+  return false;
 }
 
 struct VersionOpts {
@@ -650,7 +702,7 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
     if (sub == "apply") {
       if (pos.size() != 1) return usage("config apply: give exactly one FILE", kConfigHelp);
       dpu::v1::ApplianceConfig cfg;
-      if (!loadFile(pos[0], &cfg, &rc)) return rc;
+      if (!loadFile(pos[0], &cfg, &rc, &c)) return rc;
       if ((rc = resolveExpected(c, v)) != kOk) return rc;
       dpu::v1::ApplyConfigRequest req;
       *req.mutable_config() = cfg;
@@ -691,7 +743,7 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
     }
     int rc = kOk;
     dpu::v1::ApplianceConfig cfg;
-    if (!loadFile(a[1], &cfg, &rc)) return rc;
+    if (!loadFile(a[1], &cfg, &rc, sub == "validate" ? &c : nullptr)) return rc;
     if (sub == "validate") {
       dpu::v1::ValidateConfigRequest req;
       *req.mutable_config() = cfg;
@@ -876,6 +928,8 @@ int cmdExplain(Client& c, const std::vector<std::string>& a) {
     else if (o == "--proto") tuple()->set_proto(v);
     else if (o == "--flags") tuple()->set_tcp_flags(v);
     else if (o == "--payload") req.set_payload(v);
+    else if (o == "--dns-query") req.mutable_dns_query()->set_name(v);
+    else if (o == "--qtype") req.mutable_dns_query()->set_qtype(v);
     else if ((o == "--sport" || o == "--dport" || o == "--vlan") && absl::SimpleAtoi(v, &n)) {
       if (o == "--sport") tuple()->set_src_port(n);
       else if (o == "--dport") tuple()->set_dest_port(n);
@@ -885,14 +939,24 @@ int cmdExplain(Client& c, const std::vector<std::string>& a) {
     }
   }
   if (!frame_hex.empty()) {
-    if (t) return usage("explain: --frame-hex excludes the tuple options", kExplainHelp);
+    if (t || req.has_dns_query()) {
+      return usage("explain: --frame-hex excludes the tuple and --dns-query options", kExplainHelp);
+    }
     auto bytes = dpu::cli::parseHex(frame_hex);
     if (!bytes.ok()) {
       return usage("explain: --frame-hex: " + std::string(bytes.status().message()), kExplainHelp);
     }
     req.set_frame(*bytes);
+  } else if (req.has_dns_query()) {
+    if (req.dns_query().name().empty()) {
+      return usage("explain: --qtype goes with --dns-query NAME", kExplainHelp);
+    }
+    if (!req.payload().empty()) {
+      return usage("explain: --dns-query excludes --payload", kExplainHelp);
+    }
   } else if (!t || t->src_ip().empty() || t->dest_ip().empty() || t->proto().empty()) {
-    return usage("explain: give --frame-hex, or --src, --dst and --proto", kExplainHelp);
+    return usage("explain: give --frame-hex, --dns-query NAME, or --src, --dst and --proto",
+                 kExplainHelp);
   }
   grpc::ClientContext ctx;
   c.unary(&ctx);

@@ -1,6 +1,6 @@
-// --- lb --- `dpuctl lb ...`: backend add / remove (drain or flush) / set, and the service
-// listing with table shares and counters. dpuctl.cc only dispatches here; what the command
-// needs from dpuctl's client comes in LbCmdContext.
+// --- lb --- `dpuctl lb ...`: service create / delete / show, backend add / remove (drain or
+// flush) / set, and the service listing with table shares and counters. dpuctl.cc only
+// dispatches here; what the command needs from dpuctl's client comes in LbCmdContext.
 #pragma once
 
 #include <cstdint>
@@ -32,5 +32,7 @@ int runLbCommand(LbCmdContext& c, const std::vector<std::string>& args);
 
 // The text table of `dpuctl lb list`.
 std::string formatLbServices(const v1::ListLbServicesResponse& r);
+// `dpuctl lb show`: the table plus each service's key, policies and options.
+std::string formatLbService(const v1::ListLbServicesResponse& r);
 
 }  // namespace dpu::cli

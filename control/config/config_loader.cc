@@ -5,8 +5,10 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -18,7 +20,9 @@
 #include "control/config/dns_config.h"
 #include "rules/compile/firewall_compiler.h"
 #include "rules/compile/geoip_db.h"
+#include "control/config/json_check.h"
 #include "control/config/lb_loader.h"
+#include "rules/compiled/snapshot.h"
 
 namespace dpu::ctl {
 namespace {
@@ -73,10 +77,168 @@ absl::StatusOr<v1::ApplianceConfig> parseConfig(const std::string& text, ConfigF
   opts.ignore_unknown_fields = false;
   auto st = google::protobuf::util::JsonStringToMessage(std::string(text), &cfg, opts);
   if (!st.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": invalid config: ", std::string(st.message())));
+    // Every problem of the document, not only the first protobuf met.
+    ParsedConfig all = parseConfigAll(text, format, source);
+    std::vector<std::string> parts;
+    for (const rules::ConfigError& e : all.errors) {
+      rules::ConfigError shown = e;
+      shown.file.clear();  // the source prefixes the message
+      parts.push_back(rules::formatError(shown));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": invalid config: ",
+        parts.size() > 1 ? absl::StrCat(parts.size(), " errors: ") : "", absl::StrJoin(parts, "; ")));
   }
   return cfg;
+}
+
+ParsedConfig parseConfigAll(const std::string& text, ConfigFormat format,
+                            const std::string& source) {
+  ParsedConfig out;
+  if (format == ConfigFormat::kText) {
+    google::protobuf::TextFormat::Parser parser;
+    TextErrors errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(std::string(text), &out.config)) {
+      out.usable = false;
+      for (const std::string& m : errors.errors) {
+        rules::ConfigError e;
+        e.file = source;
+        e.reason = m;
+        out.errors.push_back(std::move(e));
+      }
+      if (out.errors.empty()) out.errors.push_back({"", "", -1, 0, source, "", "not a config"});
+    }
+    return out;
+  }
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(std::string(text), &out.config, opts);
+  if (st.ok()) return out;
+  out.config.Clear();
+  JsonCheck check = checkJsonDocument(text, v1::ApplianceConfig::descriptor(), source);
+  out.errors = std::move(check.errors);
+  if (check.syntax_error) {
+    out.usable = false;
+    return out;
+  }
+  // What is left parses (unless the check missed something protobuf refuses: then that is
+  // reported as protobuf says it, and nothing more).
+  auto rest = google::protobuf::util::JsonStringToMessage(check.cleaned, &out.config, opts);
+  if (!rest.ok() || out.errors.empty()) {
+    out.usable = false;
+    const auto& why = rest.ok() ? st : rest;
+    out.errors.push_back({"", "", -1, 0, source, "", std::string(why.message())});
+  }
+  return out;
+}
+
+absl::StatusOr<ParsedConfig> loadConfigFileAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open config file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ParsedConfig p = parseConfigAll(ss.str(), formatForPath(path), path);
+  if (p.usable) resolveRelativePaths(&p.config, std::filesystem::path(path).parent_path().string());
+  return p;
+}
+
+rules::ConfigErrorList validateConfig(const v1::ApplianceConfig& cfg) {
+  rules::ConfigErrorList errors;
+  auto model = toModel(cfg, &errors);
+  absl::Status st = model.status();
+  if (model.ok()) {
+    st = rules::compileSnapshot(*model, 0, &errors).status();
+    if (!errors.empty()) compileCleanSections(cfg, errors, /*compiled_already=*/true);
+  } else {
+    compileCleanSections(cfg, errors);
+  }
+  if (!st.ok() && errors.empty()) {
+    // A failure that did not come with a per-field error still has to be reported.
+    rules::ConfigError e;
+    e.reason = std::string(st.message());
+    errors.push_back(std::move(e));
+  }
+  return errors;
+}
+
+void compileCleanSections(const v1::ApplianceConfig& cfg, rules::ConfigErrorList& errors,
+                          bool compiled_already) {
+  auto named = [&](std::initializer_list<const char*> sections) {
+    for (const rules::ConfigError& e : errors) {
+      for (const char* s : sections) {
+        if (e.section == s) return true;
+      }
+    }
+    return false;
+  };
+  const bool dataplane_ok = !named({"dataplane"});
+  struct Section {
+    std::initializer_list<const char*> names;
+    bool present;
+    std::function<void(const v1::ApplianceConfig&, v1::ApplianceConfig&)> copy;
+  };
+  const Section sections[] = {
+      {{"firewall", "geoip"}, cfg.has_firewall() || cfg.has_geoip(),
+       [](const v1::ApplianceConfig& from, v1::ApplianceConfig& to) {
+         if (from.has_firewall()) *to.mutable_firewall() = from.firewall();
+         if (from.has_geoip()) *to.mutable_geoip() = from.geoip();
+       }},
+      {{"lb"}, cfg.has_lb(),
+       [](const v1::ApplianceConfig& from, v1::ApplianceConfig& to) { *to.mutable_lb() = from.lb(); }},
+      {{"dpi"}, cfg.has_dpi(),
+       [](const v1::ApplianceConfig& from, v1::ApplianceConfig& to) { *to.mutable_dpi() = from.dpi(); }},
+      {{"dns"}, cfg.has_dns(),
+       [](const v1::ApplianceConfig& from, v1::ApplianceConfig& to) { *to.mutable_dns() = from.dns(); }},
+  };
+  // A section toModel refused is tried again without the fields its errors name (left
+  // out, as the parse pass leaves bad values out), up to a few rounds, so its compile errors
+  // (list entries, YARA, tables) come in the same answer; errors that only repeat one
+  // already reported are not added again.
+  constexpr int kRounds = 4;
+  rules::ConfigErrorList found;
+  std::set<std::string> seen;
+  for (const rules::ConfigError& e : errors) seen.insert(rules::formatError(e));
+  for (const Section& s : sections) {
+    if (!s.present || (compiled_already && !named(s.names))) continue;
+    v1::ApplianceConfig one;
+    if (dataplane_ok && cfg.has_dataplane()) *one.mutable_dataplane() = cfg.dataplane();
+    s.copy(cfg, one);
+    rules::ConfigErrorList reported;  // this section's errors so far
+    for (const rules::ConfigError& e : errors) {
+      for (const char* n : s.names) {
+        if (e.section == n) reported.push_back(e);
+      }
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      bool cleared = reported.empty();
+      for (const rules::ConfigError& e : reported) cleared |= clearFieldPath(&one, e.field);
+      if (!cleared) break;  // nothing more can be left out
+      rules::ConfigErrorList section_errors;
+      auto model = toModel(one, &section_errors);
+      if (model.ok()) (void)rules::compileSnapshot(*model, 0, &section_errors);
+      size_t fresh = 0;
+      for (rules::ConfigError& e : section_errors) {
+        if (e.section == "dataplane") continue;  // reported by the whole document's toModel
+        if (shadowedByParseError(reported, e.field) && !e.field.empty()) continue;
+        if (!seen.insert(rules::formatError(e)).second) continue;
+        reported.push_back(e);
+        found.push_back(std::move(e));
+        ++fresh;
+      }
+      if (fresh == 0) break;  // clean now, or nothing new behind what was left out
+    }
+  }
+  errors.insert(errors.end(), found.begin(), found.end());
+}
+
+rules::ConfigErrorList allErrors(const ParsedConfig& parsed) {
+  rules::ConfigErrorList out = parsed.errors;
+  if (!parsed.usable) return out;
+  for (rules::ConfigError& e : validateConfig(parsed.config)) {
+    if (!shadowedByParseError(parsed.errors, e.field)) out.push_back(std::move(e));
+  }
+  return out;
 }
 
 absl::StatusOr<v1::ApplianceConfig> loadConfigFile(const std::string& path) {

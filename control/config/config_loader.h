@@ -23,6 +23,21 @@ ConfigFormat formatForPath(const std::string& path);
 absl::StatusOr<v1::ApplianceConfig> parseConfig(const std::string& text, ConfigFormat format,
                                                 const std::string& source);
 
+// A document parsed as far as it goes: every syntax, type, enum and unknown-field error
+// (JSON: all of them, see json_check.h; text format: protobuf's first error), and `config`,
+// the document without the bad values. usable is false when nothing could be parsed (a JSON
+// syntax error, any text format error): then only `errors` mean something.
+struct ParsedConfig {
+  v1::ApplianceConfig config;
+  rules::ConfigErrorList errors;
+  bool usable = true;
+};
+ParsedConfig parseConfigAll(const std::string& text, ConfigFormat format,
+                            const std::string& source);
+// loadConfigFile with every error: NotFound when the file cannot be read; relative paths
+// resolved as loadConfigFile does.
+absl::StatusOr<ParsedConfig> loadConfigFileAll(const std::string& path);
+
 // Reads and parses a config file. Relative paths in it (firewall.rule_files,
 // firewall.ip_sets[].file, geoip.database) are made absolute against the file's directory,
 // so the document means the same wherever it is applied or persisted.
@@ -55,6 +70,19 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
 // direction) with dataplane.non_ip FORWARD lets every frame without IPv4/IPv6 (ARP, LLDP,
 // MPLS, PPPoE discovery and PPP control, ...) through without a verdict.
 std::vector<std::string> policyWarnings(const rules::ConfigModel& m);
+// Every error of a document in one list: toModel's, then compileSnapshot's (rule files, DNS
+// list files, YARA rules, LB tables). When toModel refuses some sections, the others are
+// still compiled (each on its own) so their errors come in the same answer.
+rules::ConfigErrorList validateConfig(const v1::ApplianceConfig& cfg);
+// The errors `errors` (toModel's, or compileSnapshot's when compiled_already) kept hidden:
+// each section is compiled on its own, a section with errors again without the fields they
+// name (a few rounds), and what is new is appended to `errors`. compiled_already: only the
+// sections with errors are tried (the others compiled cleanly).
+void compileCleanSections(const v1::ApplianceConfig& cfg, rules::ConfigErrorList& errors,
+                          bool compiled_already = false);
+// Every error of a parsed document: its parse errors, then (when usable) validateConfig's
+// on what parsed, less those that only repeat a parse error (a value left out).
+rules::ConfigErrorList allErrors(const ParsedConfig& parsed);
 
 // A firewall rule of the config document as a rule spec (index = its position in
 // firewall.rules, -1 when it is not in the document yet), and back.

@@ -183,17 +183,7 @@ ApplyStats ConfigManager::applyStats() const {
 }
 
 rules::ConfigErrorList ConfigManager::validate(const v1::ApplianceConfig& cfg) const {
-  rules::ConfigErrorList errors;
-  auto model = toModel(cfg, &errors);
-  absl::Status st = model.status();
-  if (model.ok()) st = rules::compileSnapshot(*model, 0, &errors).status();
-  if (!st.ok() && errors.empty()) {
-    // A failure that did not come with a per-field error still has to be reported.
-    rules::ConfigError e;
-    e.reason = std::string(st.message());
-    errors.push_back(std::move(e));
-  }
-  return errors;
+  return validateConfig(cfg);
 }
 
 void ConfigManager::setOnApplied(std::function<void(const ApplyResult&)> fn) {
@@ -292,6 +282,8 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   auto model = toModel(next, &errors, &details);
   result.validate_ms = msSince(t);
   if (!model.ok()) {
+    // The sections toModel did not refuse are compiled too: every error in one answer.
+    if (!errors.empty()) compileCleanSections(next, errors);
     absl::Status st = errors.empty() ? model.status() : rules::errorsToStatus(errors);
     return fail(error, std::move(st), std::move(errors));
   }
@@ -305,6 +297,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
                                      &published_dpi_, &published_dns_);
   result.compile_ms = msSince(t);
   if (!snap.ok()) {
+    if (!errors.empty()) compileCleanSections(next, errors, /*compiled_already=*/true);
     absl::Status st = errors.empty() ? snap.status() : rules::errorsToStatus(errors);
     return fail(error, std::move(st), std::move(errors));
   }

@@ -7,6 +7,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -639,6 +641,95 @@ TEST_F(ServiceTest, ExplainRejectsBadRequests) {
   st = call(req);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(st.error_message(), HasSubstr("side"));
+}
+
+// Explain by DNS name (issue 19.6): the server builds the query (defaults, qtype, TCP
+// framing); its errors name the field. And DNS lists created / deleted (19.3).
+TEST_F(ServiceTest, ExplainDnsQueryAndDnsListCreateDelete) {
+  auto explain = [&](const v1::ExplainRequest& req, v1::ExplainResponse* resp) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    return stub_->Explain(&ctx, req, resp);
+  };
+  v1::CreateDnsListRequest cr;
+  cr.mutable_list()->set_name("ads");
+  cr.mutable_list()->add_names("ads.example");
+  cr.set_expected_version(1);
+  v1::ApplyConfigResponse ar;
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    grpc::Status st = stub_->CreateDnsList(&ctx, cr, &ar);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_EQ(ar.version(), 2u);
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    EXPECT_EQ(stub_->CreateDnsList(&ctx, cr, &ar).error_code(), grpc::StatusCode::ABORTED);
+  }
+  cr.set_force(true);
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    EXPECT_EQ(stub_->CreateDnsList(&ctx, cr, &ar).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  }
+  v1::ExplainRequest req;
+  req.mutable_dns_query()->set_name("ads.example");
+  v1::ExplainResponse resp;
+  ASSERT_TRUE(explain(req, &resp).ok());
+  EXPECT_EQ(resp.verdict(), "drop");
+  EXPECT_EQ(resp.stage(), "dns");
+  EXPECT_EQ(resp.reason(), "dns_answered");
+  EXPECT_THAT(resp.summary(), HasSubstr("192.0.2.1:53000 -> 192.0.2.53:53 UDP"));
+  // 12-byte header + 13 bytes of name + type + class.
+  EXPECT_THAT(resp.summary(), HasSubstr("payload 29 bytes"));
+  req.mutable_dns_query()->set_qtype("aaaa");
+  req.mutable_tuple()->set_dest_ip("2001:db8::99");
+  req.mutable_tuple()->set_proto("tcp");
+  ASSERT_TRUE(explain(req, &resp).ok());
+  EXPECT_EQ(resp.verdict(), "drop");
+  EXPECT_THAT(resp.summary(), HasSubstr("2001:db8::1"));
+  EXPECT_THAT(resp.summary(), HasSubstr("payload 31 bytes"));  // + the 2-byte length
+  req.clear_tuple();
+  req.mutable_dns_query()->set_name("other.example");
+  ASSERT_TRUE(explain(req, &resp).ok());
+  EXPECT_EQ(resp.verdict(), "forward");
+  for (auto [name, qtype, field] : {std::tuple{"", "A", "dns_query.name"},
+                                    std::tuple{"a..b", "A", "dns_query.name"},
+                                    std::tuple{"a.example", "NOPE", "dns_query.qtype"},
+                                    std::tuple{"a.example", "70000", "dns_query.qtype"}}) {
+    req.mutable_dns_query()->set_name(name);
+    req.mutable_dns_query()->set_qtype(qtype);
+    grpc::Status st = explain(req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name << " " << qtype;
+    EXPECT_THAT(st.error_message(), HasSubstr(field));
+  }
+  req.mutable_dns_query()->set_name("a.example");
+  req.mutable_dns_query()->set_qtype("");
+  req.set_payload("x");
+  EXPECT_EQ(explain(req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req.clear_payload();
+  req.mutable_tuple()->set_proto("icmp");
+  EXPECT_EQ(explain(req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::DeleteDnsListRequest del;
+  del.set_name("ads");
+  del.set_force(true);
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    ASSERT_TRUE(stub_->DeleteDnsList(&ctx, del, &ar).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    EXPECT_EQ(stub_->DeleteDnsList(&ctx, del, &ar).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  req.clear_tuple();
+  req.mutable_dns_query()->set_name("ads.example");
+  ASSERT_TRUE(explain(req, &resp).ok());
+  EXPECT_EQ(resp.verdict(), "forward");
 }
 
 TEST_F(ServiceTest, OversizedRequestIsResourceExhausted) {

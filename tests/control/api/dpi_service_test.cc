@@ -349,5 +349,89 @@ TEST(YaraRuleSpans, SkipsCommentsStringsRegexesAndHex) {
   EXPECT_NE(rest.find("import \"pe\""), std::string::npos);
 }
 
+// Rule sets created / deleted whole, and per-rule actions (issue 19.3).
+TEST_F(DpiServiceTest, CreateDeleteRuleSetsAndSetActions) {
+  v1::CreateDpiRuleSetRequest cr;
+  cr.mutable_rule_set()->set_name("incident-42");
+  cr.mutable_rule_set()->set_text(kRuleA);
+  cr.set_expected_version(store_->version());
+  v1::ApplyConfigResponse resp;
+  grpc::Status st = service_->CreateDpiRuleSet(nullptr, &cr, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(store_->current().dpi().rule_sets_size(), 1);
+  EXPECT_EQ(store_->current().dpi().rule_sets(0).name(), "incident-42");
+  ASSERT_NE(find(list(), "incident-42:evil_ua"), nullptr);
+  EXPECT_EQ(find(list(), "incident-42:evil_ua")->action(), "drop");  // its meta action
+  // Exists already / the name of a rule file / libyara errors (line in the text) / no rule.
+  cr.set_force(true);
+  EXPECT_EQ(service_->CreateDpiRuleSet(nullptr, &cr, &resp).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  cr.mutable_rule_set()->set_name("site.yar");
+  EXPECT_EQ(service_->CreateDpiRuleSet(nullptr, &cr, &resp).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  cr.mutable_rule_set()->set_name("broken");
+  cr.mutable_rule_set()->set_text("rule ok_one { condition: true }\n\nrule bad { condition: $nope }\n");
+  st = service_->CreateDpiRuleSet(nullptr, &cr, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto errs = detailErrors(st);
+  ASSERT_FALSE(errs.empty()) << st.error_message();
+  EXPECT_EQ(errs[0].line(), 3);
+  EXPECT_EQ(errs[0].rule(), "bad");
+  cr.mutable_rule_set()->set_text("// nothing\n");
+  EXPECT_EQ(service_->CreateDpiRuleSet(nullptr, &cr, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(store_->current().dpi().rule_sets_size(), 1);
+
+  // Actions: by id and by bare name; default removes the override; unknown rule: NOT_FOUND.
+  v1::SetDpiRuleActionRequest act;
+  act.set_rule("incident-42:evil_ua");
+  act.set_action(v1::DPI_RESET);
+  act.set_expected_version(store_->version());
+  st = service_->SetDpiRuleAction(nullptr, &act, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(find(list(), "incident-42:evil_ua")->action(), "reset");
+  act.set_force(true);
+  act.set_action(v1::DPI_ALERT);
+  ASSERT_TRUE(service_->SetDpiRuleAction(nullptr, &act, &resp).ok());
+  ASSERT_EQ(store_->current().dpi().actions_size(), 1) << "one entry per rule";
+  EXPECT_EQ(find(list(), "incident-42:evil_ua")->action(), "alert");
+  act.set_rule("site_rule");
+  act.set_action(v1::DPI_DROP);
+  ASSERT_TRUE(service_->SetDpiRuleAction(nullptr, &act, &resp).ok());
+  EXPECT_EQ(find(list(), "site.yar:site_rule")->action(), "drop");
+  act.set_rule("incident-42:evil_ua");
+  act.set_action(v1::DPI_ACTION_DEFAULT);
+  ASSERT_TRUE(service_->SetDpiRuleAction(nullptr, &act, &resp).ok());
+  EXPECT_EQ(find(list(), "incident-42:evil_ua")->action(), "drop");  // meta again
+  ASSERT_EQ(store_->current().dpi().actions_size(), 1);
+  act.set_rule("no_such_rule");
+  act.set_action(v1::DPI_DROP);
+  EXPECT_EQ(service_->SetDpiRuleAction(nullptr, &act, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  act.set_rule("site.yar:evil_ua");  // a name of another source
+  EXPECT_EQ(service_->SetDpiRuleAction(nullptr, &act, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  act.set_rule("evil_ua");
+  act.set_action(static_cast<v1::DpiAction>(9));
+  EXPECT_EQ(service_->SetDpiRuleAction(nullptr, &act, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  act.set_action(v1::DPI_ALERT);
+  ASSERT_TRUE(service_->SetDpiRuleAction(nullptr, &act, &resp).ok());  // bare name
+
+  // Delete: the set goes with the overrides that named only its rules; a rule file's name:
+  // FAILED_PRECONDITION; unknown: NOT_FOUND.
+  v1::DeleteDpiRuleSetRequest del;
+  del.set_name("site.yar");
+  del.set_force(true);
+  EXPECT_EQ(service_->DeleteDpiRuleSet(nullptr, &del, &resp).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  del.set_name("incident-42");
+  st = service_->DeleteDpiRuleSet(nullptr, &del, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(store_->current().dpi().rule_sets_size(), 0);
+  ASSERT_EQ(store_->current().dpi().actions_size(), 1);
+  EXPECT_EQ(store_->current().dpi().actions(0).rule(), "site_rule");
+  EXPECT_EQ(find(list(), "incident-42:evil_ua"), nullptr);
+  EXPECT_EQ(service_->DeleteDpiRuleSet(nullptr, &del, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 }  // namespace
 }  // namespace dpu::ctl

@@ -179,5 +179,83 @@ TEST_F(LbServiceTest, ListShowsCountersByBackendIdentity) {
   EXPECT_EQ(l.services(1).backends(2).packets(), 0u) << "same id, other service: other identity";
 }
 
+// Services are created and deleted through the API (issue 19.3): position (index, before,
+// after), duplicates, validation of the whole document, versions, and the other service's
+// compiled object shared.
+TEST_F(LbServiceTest, CreateAndDeleteServices) {
+  auto web_before = plane_.lb()->services[0];
+  v1::CreateLbServiceRequest cr;
+  cr.mutable_service()->set_id("api");
+  cr.mutable_service()->add_dst("192.0.2.80");
+  cr.mutable_service()->set_protocol("tcp");
+  cr.mutable_service()->set_dst_ports("8080");
+  cr.set_before_id("dns");
+  cr.set_expected_version(store_->version());
+  v1::ApplyConfigResponse resp;
+  grpc::Status st = service_->CreateLbService(nullptr, &cr, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.version(), store_->version());
+  ASSERT_EQ(store_->current().lb().services_size(), 3);
+  EXPECT_EQ(store_->current().lb().services(1).id(), "api");
+  EXPECT_EQ(plane_.lb()->services[0], web_before) << "the unchanged service is not rebuilt";
+  auto l = list();
+  ASSERT_EQ(l.services_size(), 3);
+  EXPECT_EQ(l.services(1).service().id(), "api");
+  EXPECT_EQ(l.services(1).backends_size(), 0);
+  // A backend added to the new service.
+  v1::AddLbBackendRequest add;
+  add.set_service_id("api");
+  *add.mutable_backend() = backend(7);
+  add.set_force(true);
+  ASSERT_TRUE(service_->AddLbBackend(nullptr, &add, &resp).ok());
+  EXPECT_EQ(list().services(1).backends_size(), 1);
+
+  // The same id again: ALREADY_EXISTS; index past the end and an invalid service:
+  // INVALID_ARGUMENT (the latter naming the field); stale version: ABORTED.
+  cr.set_force(true);
+  EXPECT_EQ(service_->CreateLbService(nullptr, &cr, &resp).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+  cr.mutable_service()->set_id("new");
+  cr.set_index(9);
+  EXPECT_EQ(service_->CreateLbService(nullptr, &cr, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  cr.set_after_id("nope");
+  EXPECT_EQ(service_->CreateLbService(nullptr, &cr, &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  cr.clear_position();
+  cr.mutable_service()->clear_dst();
+  cr.mutable_service()->add_dst("not-an-address");
+  st = service_->CreateLbService(nullptr, &cr, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("lb.services[3]"), std::string::npos) << st.error_message();
+  EXPECT_FALSE(st.error_details().empty()) << "ConfigErrors in the details";
+  cr.set_force(false);
+  cr.set_expected_version(1);
+  EXPECT_EQ(service_->CreateLbService(nullptr, &cr, &resp).error_code(), grpc::StatusCode::ABORTED);
+  cr.set_expected_version(store_->version());
+  cr.mutable_service()->clear_id();
+  EXPECT_EQ(service_->CreateLbService(nullptr, &cr, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_EQ(store_->current().lb().services_size(), 3);
+
+  v1::DeleteLbServiceRequest del;
+  del.set_id("api");
+  del.set_expected_version(store_->version());
+  ASSERT_TRUE(service_->DeleteLbService(nullptr, &del, &resp).ok());
+  ASSERT_EQ(store_->current().lb().services_size(), 2);
+  EXPECT_EQ(store_->current().lb().services(1).id(), "dns");
+  EXPECT_EQ(list().services_size(), 2);
+  del.set_force(true);
+  EXPECT_EQ(service_->DeleteLbService(nullptr, &del, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  // Created first.
+  cr.mutable_service()->set_id("first");
+  cr.mutable_service()->clear_dst();
+  cr.mutable_service()->add_dst("192.0.2.99");
+  cr.set_index(0);
+  cr.set_force(true);
+  ASSERT_TRUE(service_->CreateLbService(nullptr, &cr, &resp).ok());
+  EXPECT_EQ(store_->current().lb().services(0).id(), "first");
+}
+
 }  // namespace
 }  // namespace dpu::ctl

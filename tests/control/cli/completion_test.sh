@@ -38,7 +38,17 @@ expect() {  # expect "WANT" FUNC WORD...
 }
 
 expect "config dns dpi events explain fw geo lb stats status" _dpuctl dpuctl ""
-expect "--help add list remove" _dpuctl dpuctl dpi ""  # --- dpi ---
+expect "--help action add create delete list remove show" _dpuctl dpuctl dpi ""  # --- dpi ---
+expect "--help add create delete list remove show" _dpuctl dpuctl dns ""
+expect "--help add create delete list remove set show" _dpuctl dpuctl lb ""
+expect "default drop" _dpuctl dpuctl dpi action incident-42:exfil d
+expect "" _dpuctl dpuctl dpi action d
+expect "nodata nxdomain" _dpuctl dpuctl dns create blocked --action n
+expect "adblock" _dpuctl dpuctl dns create blocked --format ad
+expect "nat" _dpuctl dpuctl lb create web --mode n
+expect "rehash reset" _dpuctl dpuctl lb create web --orphans re
+expect "--dns-query" _dpuctl dpuctl explain --dns
+expect "AAAA" _dpuctl dpuctl explain --dns-query x.example --qtype AA
 expect "fw" _dpuctl dpuctl f
 expect "--json" _dpuctl dpuctl --j
 expect "--help add list load remove" _dpuctl dpuctl fw ""
@@ -58,6 +68,7 @@ trap 'rm -rf "$TMPD"' EXIT
 touch "$TMPD/site.rules" "$TMPD/site.json"
 expect "$TMPD/site.json $TMPD/site.rules" _dpuctl dpuctl config apply "$TMPD/si"
 expect "$TMPD/site.rules" _dpuctl dpuctl fw load "$TMPD/site.r"
+expect "$TMPD/site.json" _dpuctl dpuctl lb create api --file "$TMPD/site.j"
 # Rule ids come from the server; none answers here: nothing, quickly.
 start=$(date +%s)
 expect "" _dpuctl "$CTL" --server unix:"$TMPD"/none.sock fw remove ""

@@ -52,6 +52,12 @@ class Plane : public test::SnapshotPlane {
                  : std::vector<dp::DnsListCounters>{};
     });
   }
+  // Explain on the published snapshot with the dataplane's own logic (no DPDK needed).
+  dp::ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override {
+    return withCurrent([&](const rules::Snapshot* cur) {
+      return cur ? dp::explainPacket(*cur, frame, len, side) : dp::ExplainResult{};
+    });
+  }
   const rules::CompiledDnsList* dnsList(size_t i) const {
     return withCurrent([i](const rules::Snapshot* cur) -> const rules::CompiledDnsList* {
       return cur && cur->dns && i < cur->dns->lists.size() ? cur->dns->lists[i].get()

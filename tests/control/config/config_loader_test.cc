@@ -1,4 +1,5 @@
 #include "control/config/config_loader.h"
+#include "control/config/json_check.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -187,6 +188,7 @@ namespace dpu::ctl {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 #ifndef DPU_MMDB_DIR
 #define DPU_MMDB_DIR ""
@@ -467,6 +469,113 @@ TEST_F(FirewallLoader, TheEntryCapIsCheckedHere) {
   EXPECT_EQ(errors[0].rule, "huge");
   EXPECT_EQ(errors[0].field, "firewall.rules[0]");
   EXPECT_THAT(errors[0].reason, HasSubstr("expands to 2250000 ACL entries"));
+}
+
+// --- issue 19.4: every error of a document in one answer ---------------------------------
+
+std::string allText(const rules::ConfigErrorList& errors) {
+  std::string s;
+  for (const auto& e : errors) s += rules::formatError(e) + "\n";
+  return s;
+}
+
+TEST(ConfigLoaderAllErrors, TypeEnumAndUnknownFieldErrorsTogetherWithSemanticOnes) {
+  ParsedConfig p = parseConfigAll(R"({
+    "dataplane": {"nonIp": "MAYBE", "flowTable": {"capacityPerWorker": -3, "agingSlise": 5},
+                  "timeouts": {"udpS": true}},
+    "firewall": {"defaultAToB": "deny",
+                 "rules": [{"id": "a", "action": "ALLOW", "dstPorts": ["70000"]}, "junk",
+                           {"id": "c", "action": "DENY", "protocols": "tcp"}]},
+    "bogus": 1})", ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(p.usable);
+  std::string parse = allText(p.errors);
+  EXPECT_EQ(p.errors.size(), 8u) << parse;
+  EXPECT_THAT(parse, HasSubstr("dataplane.non_ip: \"MAYBE\" is not one of POLICY_DEFAULT, FORWARD, DROP"));
+  EXPECT_THAT(parse, HasSubstr("dataplane.flow_table.capacity_per_worker: -3 is out of range for uint32"));
+  EXPECT_THAT(parse, HasSubstr("dataplane.flow_table.agingSlise: unknown field \"agingSlise\" in FlowTableConfig (did you mean aging_slice?)"));
+  EXPECT_THAT(parse, HasSubstr("dataplane.timeouts.udp_s: expected an integer (uint32), got boolean true"));
+  EXPECT_THAT(parse, HasSubstr("firewall.default_a_to_b: \"deny\" is not one of ACTION_DEFAULT, ALLOW, DENY, REJECT (did you mean DENY?)"));
+  EXPECT_THAT(parse, HasSubstr("firewall.rules[1]: expected an object (FirewallRule), got string \"junk\""));
+  EXPECT_THAT(parse, HasSubstr("rule 'c': firewall.rules[2].protocols: expected a list"));
+  EXPECT_THAT(parse, HasSubstr("t.json: bogus: unknown field"));
+  // The rest parsed: the semantic errors come in the same answer, the indices of the rules
+  // after the bad one kept, and nothing repeats a parse error.
+  rules::ConfigErrorList all = allErrors(p);
+  std::string text = allText(all);
+  EXPECT_THAT(text, HasSubstr("rule 'a': firewall.rules[0].dst_ports"));
+  EXPECT_THAT(text, Not(HasSubstr("firewall.rules[2].action")));
+  EXPECT_THAT(text, Not(HasSubstr("firewall.rules[1].action"))) << "left out: not 'required'";
+  // parseConfig (what SIGHUP and the fuzz target use) lists them all in its message.
+  auto st = parseConfig(R"({"dataplane": {"nonIp": "MAYBE", "bogus": 1}})", ConfigFormat::kJson, "u.json");
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.status().message()), HasSubstr("u.json: invalid config: 2 errors"));
+}
+
+TEST(ConfigLoaderAllErrors, SyntaxErrorHasItsLine) {
+  ParsedConfig p = parseConfigAll("{\n  \"dataplane\": {\n    \"nonIp\": DROP\n  }\n}\n",
+                                  ConfigFormat::kJson, "s.json");
+  EXPECT_FALSE(p.usable);
+  ASSERT_EQ(p.errors.size(), 1u);
+  EXPECT_EQ(p.errors[0].line, 3);
+  EXPECT_THAT(p.errors[0].reason, HasSubstr("not JSON"));
+  ParsedConfig ok = parseConfigAll(R"({"dataplane": {"nonIp": "DROP"}})", ConfigFormat::kJson, "o.json");
+  EXPECT_TRUE(ok.usable);
+  EXPECT_TRUE(ok.errors.empty());
+  EXPECT_EQ(ok.config.dataplane().non_ip(), v1::DROP);
+}
+
+// Semantic errors of one section no longer hide the compile errors of the others, nor the
+// compile errors of the same section (a bad ttl hid the bad entries of the list).
+TEST(ConfigLoaderAllErrors, EverySectionIsCompiledAndRefusedFieldsLeftOut) {
+  auto c = parseConfig(R"({
+    "firewall": {"rules": [{"id": "x", "action": "DENY", "dstPorts": ["99999"]}]},
+    "dns": {"lists": [{"name": "ads", "format": "DNS_FORMAT_ADBLOCK", "ttl": 9999999,
+                       "names": ["plain.example", "||ok.example^"]}]},
+    "dpi": {"ruleSets": [{"name": "s", "text": "rule r { condition: $nope }"}]}})",
+                       ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  rules::ConfigErrorList errors = validateConfig(*c);
+  std::string text = allText(errors);
+  EXPECT_THAT(text, HasSubstr("firewall.rules[0].dst_ports"));
+  EXPECT_THAT(text, HasSubstr("dns.lists[0].ttl"));
+  EXPECT_THAT(text, HasSubstr("Adblock rule expected"));
+  EXPECT_THAT(text, HasSubstr("$nope"));
+  EXPECT_EQ(errors.size(), 4u) << text;
+  // A valid document still validates clean.
+  auto good = parseConfig(R"({"dns": {"lists": [{"name": "ads", "names": ["a.example"]}]}})",
+                          ConfigFormat::kJson, "g.json");
+  ASSERT_TRUE(good.ok());
+  EXPECT_TRUE(validateConfig(*good).empty());
+}
+
+TEST(ConfigLoaderAllErrors, DeepNestingIsOneErrorNotACrash) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  ParsedConfig p = parseConfigAll("{\"x\": " + deep + ", \"dataplane\": {\"nonIp\": " + deep + "}}",
+                                  ConfigFormat::kJson, "d.json");
+  EXPECT_FALSE(p.usable);
+  ASSERT_EQ(p.errors.size(), 1u);
+  EXPECT_THAT(p.errors[0].reason, HasSubstr("nested deeper than 100"));
+  // 100 levels of junk inside a known field are still judged (as one type error).
+  const std::string ok_deep = std::string(90, '[') + std::string(90, ']');
+  ParsedConfig q = parseConfigAll("{\"dataplane\": {\"nonIp\": " + ok_deep + "}}",
+                                  ConfigFormat::kJson, "e.json");
+  ASSERT_EQ(q.errors.size(), 1u) << allText(q.errors);
+  EXPECT_THAT(q.errors[0].reason, HasSubstr("is not one of"));
+}
+
+TEST(ConfigLoaderAllErrors, ClearFieldPath) {
+  v1::ApplianceConfig c;
+  c.mutable_dns()->add_lists()->set_ttl(5);
+  c.mutable_dns()->mutable_lists(0)->add_names("a");
+  c.mutable_dns()->mutable_lists(0)->add_names("b");
+  EXPECT_TRUE(clearFieldPath(&c, "dns.lists[0].ttl"));
+  EXPECT_EQ(c.dns().lists(0).ttl(), 0u);
+  EXPECT_TRUE(clearFieldPath(&c, "dns.lists[0].names[0]"));
+  ASSERT_EQ(c.dns().lists(0).names_size(), 2);  // indices kept
+  EXPECT_EQ(c.dns().lists(0).names(0), "");
+  EXPECT_FALSE(clearFieldPath(&c, "dns.lists[3].ttl"));
+  EXPECT_FALSE(clearFieldPath(&c, "dns.nope"));
+  EXPECT_FALSE(clearFieldPath(&c, "dns.lists.ttl"));
 }
 
 }  // namespace
