@@ -29,4 +29,15 @@ rc=0; "$ROOT/scripts/verdict-diff" "$W/a.jsonl" "$W/short.jsonl" >/dev/null 2>&1
 [[ $rc -eq 2 ]] || fail "different captures: rc $rc (want 2)"
 rc=0; "$ROOT/scripts/verdict-diff" --rules --json "$W/a.jsonl" "$W/b.jsonl" >"$W/json" || rc=$?
 [[ $rc -eq 1 && $(wc -l <"$W/json") -eq 100 ]] || fail "--rules --json: rc $rc, $(wc -l <"$W/json") lines (want 100)"
+# A reader that stops early (`verdict-diff ... | head`): no BrokenPipeError traceback. The
+# read end is closed before the script starts, so its first write fails, every time.
+python3 - "$ROOT/scripts/verdict-diff" "$W/a.jsonl" "$W/b.jsonl" <<'PY' || fail "closed pipe: traceback on stderr"
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+p = subprocess.run(sys.argv[1:], stdout=w, stderr=subprocess.PIPE)
+if p.stderr:
+    sys.stderr.write(p.stderr.decode())
+    sys.exit(1)
+PY
 echo "ok   verdict_diff: the example of docs/pcap-regression.md"
