@@ -55,6 +55,7 @@ INTENT = {
     "dpi_reset": {"rule": "EICAR_test_file", "action": "reset", "packets": []},
     "dpi_alert": {"rule": "sqlmap_scanner", "action": "alert", "packets": []},
     "lb": {"service": "web", "vip": "192.0.2.80", "backends": ["web-1", "web-2", "web-3"],
+           "addresses": ["192.0.2.81", "192.0.2.82", "192.0.2.83"], "port": 8080,
            "flows": 8, "packets": []},
     "allowed": {"packets": []},
 }

@@ -217,10 +217,10 @@ void appendHeadline(const SummaryInput& in, std::string& s) {
     std::string text = absl::StrCat(action == "reject" ? "rejected " : "denied ",
                                     nOf(r.flows, "flow", "flows"), " (",
                                     nOf(r.packets, "packet", "packets"), ") by rule ", r.id);
-    if (action == "reject") absl::StrAppend(&text, ", answered with a TCP reset / ICMP unreachable");
     if (i < in.fw_rule_notes.size() && !in.fw_rule_notes[i].description.empty()) {
       absl::StrAppend(&text, ": \"", in.fw_rule_notes[i].description, "\"");
     }
+    if (action == "reject") absl::StrAppend(&text, " (answered: TCP reset / ICMP unreachable)");
     line("firewall", text);
   }
   if (t.fw_denied + t.fw_rejected > by_rules) {
