@@ -8,30 +8,19 @@
 
 #include <cstring>
 
+#include "tests/util/snapshot_plane.h"
+
 namespace dpu::ctl {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A dataplane that only answers the per-rule counter calls.
-class FakePlane : public dp::DataplaneControl {
+// A dataplane that answers the per-rule counter calls with what the test set.
+class FakePlane : public test::SnapshotPlane {
  public:
-  absl::StatusOr<std::unique_ptr<dp::PreparedSnapshot>> prepare(
-      std::unique_ptr<rules::Snapshot>) override {
-    return absl::UnimplementedError("fake");
-  }
-  uint32_t publish(std::unique_ptr<dp::PreparedSnapshot>) override { return 0; }
   std::vector<dp::RuleCounters> ruleCounters() const override { return fw; }
   std::vector<dp::DnsListCounters> dnsLists() const override { return dns; }
-  uint32_t currentGeneration() const override { return 1; }
-  dp::CountersSnapshot counters() const override { return {}; }
-  std::vector<dp::WorkerInfo> workers() const override { return {}; }
-  std::vector<dp::PortInfo> ports() const override { return {}; }
-  uint32_t drainEvents(const std::function<void(const dp::Event&)>&, uint32_t) override {
-    return 0;
-  }
-  dp::ExplainResult explain(const uint8_t*, uint32_t, uint8_t) const override { return {}; }
   std::vector<dp::LbBackendStats> lbBackendStats() const override { return lb; }
   std::vector<dp::DpiRuleCounters> dpiRuleCounters() const override { return dpi; }
 
