@@ -468,9 +468,13 @@ TEST(LatencyHistogram, BucketsAreContiguousAndQuantilesAreUpperBounds) {
                      (1ull << 40) - 1}) {
     int b = latencyBucket(v);
     EXPECT_LT(v, latencyBucketLimit(b)) << v;
-    if (b > 0) EXPECT_GE(v, latencyBucketLimit(b - 1)) << v;
+    if (b > 0) {
+      EXPECT_GE(v, latencyBucketLimit(b - 1)) << v;
+    }
     // 8 buckets per power of two: a bucket is at most 1/8 of its lower limit wide.
-    if (v >= 8) EXPECT_LE(latencyBucketLimit(b) - v, v / 8 + 1) << v;
+    if (v >= 8) {
+      EXPECT_LE(latencyBucketLimit(b) - v, v / 8 + 1) << v;
+    }
   }
   uint64_t hist[kLatencyBuckets] = {};
   EXPECT_EQ(latencyQuantile(hist, 0.5, 0), 0u);
