@@ -120,7 +120,6 @@ void fillPorts(const dp::DataplaneControl& plane, SummaryInput& in) {
   }
 }
 
-
 // --- headline ---
 void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& snap,
                       SummaryInput& in) {
@@ -171,6 +170,10 @@ void noteDnsBlock(const dp::Event& e, SummaryInput& in) {
       ++b.queries;
       return;
     }
+  }
+  if (in.dns_blocked.size() >= SummaryInput::kDnsBlockedNames) {
+    ++in.dns_blocked_other;
+    return;
   }
   in.dns_blocked.push_back(
       {e.dns_name, e.dns_list,
@@ -232,6 +235,10 @@ void appendHeadline(const SummaryInput& in, std::string& s) {
     for (const SummaryInput::DnsBlock& b : in.dns_blocked) {
       line("dns", absl::StrCat("blocked ", b.name, " (", nOf(b.queries, "query", "queries"),
                                "): list ", b.list, ", ", dnsActionWords(b.action)));
+    }
+    if (in.dns_blocked_other) {
+      line("dns", absl::StrCat("blocked ", nOf(in.dns_blocked_other, "more query", "more queries"),
+                               " for other names (the events have them all)"));
     }
   } else {
     for (const dp::DnsListCounters& l : in.dns_lists) {

@@ -48,9 +48,12 @@ struct SummaryInput {
     std::string name, list, action;
     uint64_t queries = 0;
   };
-  // The names DNS filtering blocked, first blocked first (replay collects them from the
-  // events; empty in a live summary, which shows the per-list counts).
+  // The names DNS filtering blocked, first blocked first, at most kDnsBlockedNames of them
+  // (queries for further names count in dns_blocked_other). Replay collects them from the
+  // events; empty in a live summary, which shows the per-list counts.
+  static constexpr size_t kDnsBlockedNames = 10;
   std::vector<DnsBlock> dns_blocked;
+  uint64_t dns_blocked_other = 0;
   struct LbBackendFlows {
     std::string service, backend;
     uint64_t flows = 0, packets = 0;  // flows ever pinned to the backend, packets sent to it

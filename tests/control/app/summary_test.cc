@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "tests/util/snapshot_plane.h"
@@ -114,6 +115,9 @@ TEST(Summary, HeadlineSaysWhatWasBlockedByWhichRuleAndWhyBeforeTheDetails) {
   e.dns_action = static_cast<uint8_t>(rules::DnsAction::kNxdomain);
   noteDnsBlock(e, in);
   noteDnsBlock(e, in);
+  dp::Event other = e;
+  other.type = dp::EventType::kDrop;  // not a DNS block: ignored
+  noteDnsBlock(other, in);
   std::string s = formatSummary(in);
   size_t details = s.find("\ndetails\n");
   ASSERT_NE(details, std::string::npos) << s;
@@ -154,6 +158,25 @@ TEST(Summary, LiveHeadlineNamesTheListsAndTheDnsTableHasRows) {
   SummaryInput bare;
   bare.counters.total.dns[dp::kDnsQueries] = 3;
   EXPECT_THAT(formatSummary(bare), Not(HasSubstr("names    blocked")));
+}
+
+// A capture that blocks thousands of names: the headline names the first ones and counts
+// the rest (and collecting them stays cheap).
+TEST(Summary, BlockedNamesAreCappedInTheHeadline) {
+  SummaryInput in;
+  dp::Event e{};
+  e.type = dp::EventType::kDns;
+  std::strcpy(e.dns_list, "malware");
+  e.dns_action = static_cast<uint8_t>(rules::DnsAction::kNxdomain);
+  for (int i = 0; i < 1000; ++i) {
+    std::snprintf(e.dns_name, sizeof(e.dns_name), "n%d.malware.example", i);
+    noteDnsBlock(e, in);
+  }
+  EXPECT_EQ(in.dns_blocked.size(), SummaryInput::kDnsBlockedNames);
+  EXPECT_EQ(in.dns_blocked_other, 1000 - SummaryInput::kDnsBlockedNames);
+  std::string s = formatSummary(in);
+  EXPECT_THAT(s, HasSubstr("  dns       blocked n0.malware.example (1 query): list malware"));
+  EXPECT_THAT(s, HasSubstr("  dns       blocked 990 more queries for other names"));
 }
 
 TEST(Summary, DenialsWithoutARuleAreTheDefaultPolicy) {
