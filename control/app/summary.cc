@@ -249,11 +249,18 @@ void appendHeadline(const SummaryInput& in, std::string& s) {
   }
   const uint64_t dns_queries = t.dns[dp::kDnsQueries];
   if (dns_queries) {
-    line("dns", absl::StrCat(nOf(dns_queries, "query", "queries"), " inspected: ",
-                             t.dns[dp::kDnsBlocked], " blocked, ",
-                             dns_queries - std::min(dns_queries, t.dns[dp::kDnsBlocked]),
-                             " passed on; ", nOf(t.dns[dp::kDnsAnswersSent], "answer", "answers"),
-                             " sent by the appliance"));
+    // kDnsBlocked counts blocked queries and cloaked resolver answers.
+    const uint64_t cloaked = std::min(t.dns[dp::kDnsCloaked], t.dns[dp::kDnsBlocked]);
+    const uint64_t blocked = std::min(dns_queries, t.dns[dp::kDnsBlocked] - cloaked);
+    std::string text = absl::StrCat(nOf(dns_queries, "query", "queries"), " inspected: ",
+                                    blocked, " blocked, ", dns_queries - blocked, " passed on; ",
+                                    nOf(t.dns[dp::kDnsAnswersSent], "answer", "answers"),
+                                    " sent by the appliance");
+    if (cloaked) {
+      absl::StrAppend(&text, "; ", nOf(cloaked, "resolver answer", "resolver answers"),
+                      " replaced (CNAME to a blocked name)");
+    }
+    line("dns", text);
   }
   // DPI: the rule set, then every rule that matched with what its action did.
   if (in.dpi_enabled) {

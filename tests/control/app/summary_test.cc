@@ -179,6 +179,19 @@ TEST(Summary, BlockedNamesAreCappedInTheHeadline) {
   EXPECT_THAT(s, HasSubstr("  dns       blocked 990 more queries for other names"));
 }
 
+// Cloaked resolver answers count as blocked in the DNS counters, not as blocked queries.
+TEST(Summary, DnsHeadlineTellsBlockedQueriesFromCloakedAnswers) {
+  SummaryInput in;
+  auto& t = in.counters.total;
+  t.dns[dp::kDnsQueries] = 10;
+  t.dns[dp::kDnsBlocked] = 4;
+  t.dns[dp::kDnsCloaked] = 1;
+  t.dns[dp::kDnsAnswersSent] = 4;
+  EXPECT_THAT(formatSummary(in),
+              HasSubstr("  dns       10 queries inspected: 3 blocked, 7 passed on; 4 answers sent "
+                        "by the appliance; 1 resolver answer replaced (CNAME to a blocked name)\n"));
+}
+
 TEST(Summary, DenialsWithoutARuleAreTheDefaultPolicy) {
   SummaryInput in;
   in.counters.total.fw_denied = 4;
