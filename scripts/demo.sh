@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# README command 1: installs dependencies, builds, and replays the example capture through
-# the appliance with the example config, printing the summary.
+# README command 1: installs dependencies, builds, and replays the demo capture
+# (examples/example.pcap, from examples/gen_example.py) through the demo config
+# (examples/config.json: firewall, DNS list, YARA rules, load balancer), printing the summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -10,5 +11,6 @@ build/control/dpu-appliance replay --config examples/config.json --in examples/e
   --out "$out/out_b.pcap" --out-a "$out/out_a.pcap" --verdicts "$out/verdicts.jsonl" \
   --events "$out/events.jsonl"
 echo
-echo "outputs in $out: out_b.pcap (sent out of side B), out_a.pcap (side A),"
-echo "verdicts.jsonl (one line per input packet), events.jsonl (drops and flows)"
+echo "outputs in $out: out_b.pcap (sent out of side B), out_a.pcap (side A: the resets and"
+echo "the NXDOMAIN answer), verdicts.jsonl (one line per input packet), events.jsonl (drops,"
+echo "DNS blocks, DPI alerts, flows)"

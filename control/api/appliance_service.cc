@@ -157,10 +157,10 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
     if (n) {
       v1::LatencySummary* ls = out->mutable_latency();
       ls->set_samples(n);
-      ls->set_p50_ns(dp::latencyQuantile(f.latency, 0.5));
-      ls->set_p90_ns(dp::latencyQuantile(f.latency, 0.9));
-      ls->set_p99_ns(dp::latencyQuantile(f.latency, 0.99));
-      ls->set_p999_ns(dp::latencyQuantile(f.latency, 0.999));
+      ls->set_p50_ns(dp::latencyQuantile(f.latency, 0.5, f.latency_max_ns));
+      ls->set_p90_ns(dp::latencyQuantile(f.latency, 0.9, f.latency_max_ns));
+      ls->set_p99_ns(dp::latencyQuantile(f.latency, 0.99, f.latency_max_ns));
+      ls->set_p999_ns(dp::latencyQuantile(f.latency, 0.999, f.latency_max_ns));
       ls->set_max_ns(f.latency_max_ns);
       for (int k = 0; k < dp::kLatencyBuckets; ++k) {
         if (f.latency[k]) {

@@ -268,6 +268,7 @@ absl::Status runLive(const LiveOptions& o) {
   hub.stop();
   SummaryInput sum;
   sum.counters = plane->counters();
+  fillStageReports(*plane, plane->current(), sum);  // rules, lists, services with counters
   for (uint16_t i = 0; i < plane->workerCount(); ++i) {
     sum.flows_active_at_end += plane->worker(i).flows().size();
   }

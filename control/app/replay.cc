@@ -158,9 +158,11 @@ absl::Status runReplay(const ReplayOptions& o) {
     if (!eout) return absl::InvalidArgumentError(absl::StrCat(o.events, ": cannot write"));
   }
   VerdictWriter verdicts(o.verdicts.empty() ? nullptr : &vout, plane.get());
+  SummaryInput sum;
   auto drain = [&]() {
     plane->drainEvents([&](const dp::Event& e) {
-      if (eout.is_open()) eout << eventJson(e, 0, plane.get()) << '\n';
+      noteDnsBlock(e, sum);  // the names DNS filtering blocked, for the summary's headline
+      if (eout.is_open()) eout << eventJson(e, 0, plane.get(), /*replay_index=*/true) << '\n';
     });
   };
 
@@ -188,17 +190,8 @@ absl::Status runReplay(const ReplayOptions& o) {
   while (!w.drainFragments(1024)) drain();
   drain();
 
-  SummaryInput sum;
   sum.counters = plane->counters();
-  sum.fw_rules = plane->ruleCounters();
-  sum.dns_lists = plane->dnsLists();  // DNS filtering
-  // --- dpi --- per-rule matches and the rule counts of the running rule set
-  sum.dpi_rules = plane->dpiRuleCounters();
-  if (auto d = plane->dpiRules(plane->currentGeneration())) {
-    sum.dpi_enabled = true;
-    sum.dpi_accepted = d->rules.size();
-    sum.dpi_unsupported = d->unsupported.size();
-  }
+  fillStageReports(*plane, plane->current(), sum);
   sum.flows_active_at_end = w.flows().size();
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);

@@ -1,11 +1,13 @@
 #include "control/app/summary.h"
 
 #include "rules/compile/dns_parsers.h"  // DNS filtering: action names
+#include "rules/compile/firewall_parsers.h"  // firewall action names
 
 #include <arpa/inet.h>
 
 #include <algorithm>
 #include <ctime>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -133,6 +135,197 @@ static void appendTcpStreamSummary(const SummaryInput& in, std::string& s, bool 
   if (json) absl::StrAppend(&s, "}");
 }
 
+// --- headline ---
+void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& snap,
+                      SummaryInput& in) {
+  in.fw_rules = plane.ruleCounters();
+  in.fw_rule_notes.assign(in.fw_rules.size(), {});
+  for (size_t i = 0; i < in.fw_rules.size(); ++i) {
+    // ruleCounters() is in rank order, as the compiled rules.
+    if (snap.firewall && i < snap.firewall->rules.size() &&
+        snap.firewall->rules[i].id == in.fw_rules[i].id) {
+      in.fw_rule_notes[i].action = rules::actionName(snap.firewall->rules[i].action);
+      in.fw_rule_notes[i].description = snap.firewall->rules[i].description;
+    }
+  }
+  in.dns_lists = plane.dnsLists();
+  in.dpi_rules = plane.dpiRuleCounters();
+  in.dpi_rule_actions.assign(in.dpi_rules.size(), "");
+  in.dpi_enabled = snap.dpi != nullptr;
+  if (snap.dpi) {
+    in.dpi_accepted = snap.dpi->rules.size();
+    in.dpi_unsupported = snap.dpi->unsupported.size();
+    for (size_t i = 0; i < in.dpi_rules.size() && i < snap.dpi->rules.size(); ++i) {
+      if (snap.dpi->rules[i].id() == in.dpi_rules[i].id) {
+        in.dpi_rule_actions[i] = rules::dpiActionName(snap.dpi->rules[i].action);
+      }
+    }
+  }
+  in.lb_backends.clear();
+  if (snap.lb) {
+    std::map<uint64_t, dp::LbBackendStats> stats;
+    for (const dp::LbBackendStats& b : plane.lbBackendStats()) stats.emplace(b.identity, b);
+    for (const auto& svc : snap.lb->services) {
+      for (const rules::CompiledLbBackend& b : svc->backends) {
+        SummaryInput::LbBackendFlows r{svc->model.id, b.id, 0, 0};
+        if (auto it = stats.find(b.identity); it != stats.end()) {
+          r.flows = it->second.flows_total;
+          r.packets = it->second.packets;
+        }
+        in.lb_backends.push_back(std::move(r));
+      }
+    }
+  }
+}
+
+void noteDnsBlock(const dp::Event& e, SummaryInput& in) {
+  if (e.type != dp::EventType::kDns) return;
+  for (SummaryInput::DnsBlock& b : in.dns_blocked) {
+    if (b.name == e.dns_name && b.list == e.dns_list) {
+      ++b.queries;
+      return;
+    }
+  }
+  if (in.dns_blocked.size() >= SummaryInput::kDnsBlockedNames) {
+    ++in.dns_blocked_other;
+    return;
+  }
+  in.dns_blocked.push_back(
+      {e.dns_name, e.dns_list,
+       rules::dnsActionName(static_cast<rules::DnsAction>(e.dns_action)), 1});
+}
+
+namespace {
+
+std::string nOf(uint64_t n, const char* one, const char* many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+// What a DNS list's action does to the query, for the headline.
+std::string dnsActionWords(const std::string& action) {
+  if (action == "nxdomain") return "answered NXDOMAIN";
+  if (action == "nodata") return "answered with no records";
+  if (action == "sinkhole") return "answered with the sinkhole address";
+  if (action == "refuse") return "answered REFUSED";
+  if (action == "drop") return "dropped";
+  return action;
+}
+
+// The first lines of the summary: one line per rule, list or service that acted, so that
+// "what was blocked, by which rule, why" reads at a glance. Stages that did nothing print
+// nothing; the counters behind each line are in the details below.
+void appendHeadline(const SummaryInput& in, std::string& s) {
+  const auto& t = in.counters.total;
+  const uint64_t in_pkts = t.rx_packets[0] + t.rx_packets[1];
+  absl::StrAppend(&s, absl::StrFormat(
+      "\nwhat happened: %u packets in, %u forwarded, %u dropped, %u rejected\n", in_pkts,
+      t.verdicts[static_cast<int>(dp::Verdict::kForward)],
+      t.verdicts[static_cast<int>(dp::Verdict::kDrop)],
+      t.verdicts[static_cast<int>(dp::Verdict::kReject)]));
+  auto line = [&s](const char* stage, const std::string& text) {
+    absl::StrAppend(&s, absl::StrFormat("  %-9s %s\n", stage, text));
+  };
+  // Firewall: every deny / reject rule that matched, with its description as the why.
+  uint64_t by_rules = 0;
+  for (size_t i = 0; i < in.fw_rules.size(); ++i) {
+    const dp::RuleCounters& r = in.fw_rules[i];
+    const std::string action = i < in.fw_rule_notes.size() ? in.fw_rule_notes[i].action : "";
+    if (r.packets == 0 || action == "allow") continue;
+    by_rules += r.packets;
+    std::string text = absl::StrCat(action == "reject" ? "rejected " : "denied ",
+                                    nOf(r.flows, "flow", "flows"), " (",
+                                    nOf(r.packets, "packet", "packets"), ") by rule ", r.id);
+    if (i < in.fw_rule_notes.size() && !in.fw_rule_notes[i].description.empty()) {
+      absl::StrAppend(&text, ": \"", in.fw_rule_notes[i].description, "\"");
+    }
+    if (action == "reject") absl::StrAppend(&text, " (answered: TCP reset / ICMP unreachable)");
+    line("firewall", text);
+  }
+  if (t.fw_denied + t.fw_rejected > by_rules) {
+    line("firewall", absl::StrCat(nOf(t.fw_denied + t.fw_rejected - by_rules, "packet", "packets"),
+                                  " denied by the default policy (no rule matched)"));
+  }
+  // DNS: the names blocked (replay) or the lists that blocked (live).
+  if (!in.dns_blocked.empty()) {
+    for (const SummaryInput::DnsBlock& b : in.dns_blocked) {
+      line("dns", absl::StrCat("blocked ", b.name, " (", nOf(b.queries, "query", "queries"),
+                               "): list ", b.list, ", ", dnsActionWords(b.action)));
+    }
+    if (in.dns_blocked_other) {
+      line("dns", absl::StrCat("blocked ", nOf(in.dns_blocked_other, "more query", "more queries"),
+                               " for other names (the events have them all)"));
+    }
+  } else {
+    for (const dp::DnsListCounters& l : in.dns_lists) {
+      if (l.blocked == 0) continue;
+      line("dns", absl::StrCat("list ", l.name, " blocked ", nOf(l.blocked, "query", "queries"),
+                               ", ", dnsActionWords(l.action)));
+    }
+  }
+  const uint64_t dns_queries = t.dns[dp::kDnsQueries];
+  if (dns_queries) {
+    // kDnsBlocked counts blocked queries and cloaked resolver answers.
+    const uint64_t cloaked = std::min(t.dns[dp::kDnsCloaked], t.dns[dp::kDnsBlocked]);
+    const uint64_t blocked = std::min(dns_queries, t.dns[dp::kDnsBlocked] - cloaked);
+    std::string text = absl::StrCat(nOf(dns_queries, "query", "queries"), " inspected: ",
+                                    blocked, " blocked, ", dns_queries - blocked, " passed on; ",
+                                    nOf(t.dns[dp::kDnsAnswersSent], "answer", "answers"),
+                                    " sent by the appliance");
+    if (cloaked) {
+      absl::StrAppend(&text, "; ", nOf(cloaked, "resolver answer", "resolver answers"),
+                      " replaced (CNAME to a blocked name)");
+    }
+    line("dns", text);
+  }
+  // DPI: the rule set, then every rule that matched with what its action did.
+  if (in.dpi_enabled) {
+    std::string text = absl::StrCat(nOf(in.dpi_accepted, "YARA rule", "YARA rules"), " loaded");
+    if (in.dpi_unsupported) absl::StrAppend(&text, " (", in.dpi_unsupported, " unsupported, not loaded)");
+    uint64_t matched = 0;
+    for (const dp::DpiRuleCounters& r : in.dpi_rules) matched += r.matches ? 1 : 0;
+    absl::StrAppend(&text, ", ", matched, " matched; ", t.dpi_bytes, " bytes scanned");
+    line("dpi", text);
+    for (size_t i = 0; i < in.dpi_rules.size(); ++i) {
+      const dp::DpiRuleCounters& r = in.dpi_rules[i];
+      if (!r.matches) continue;
+      const std::string action = i < in.dpi_rule_actions.size() ? in.dpi_rule_actions[i] : "";
+      const char* effect = action == "reset"  ? "flow reset (TCP RST both ways)"
+                           : action == "drop" ? "flow dropped"
+                                              : "alert event, traffic forwarded";
+      line("dpi", absl::StrCat("rule ", r.id, " matched ", nOf(r.matches, "time", "times"), ": ",
+                               action.empty() ? "" : action, action.empty() ? "" : ", ", effect));
+    }
+  }
+  // Load balancer: flows per backend, per service that got any.
+  for (size_t i = 0; i < in.lb_backends.size();) {
+    size_t j = i;
+    uint64_t flows = 0;
+    std::string parts;
+    for (; j < in.lb_backends.size() && in.lb_backends[j].service == in.lb_backends[i].service; ++j) {
+      flows += in.lb_backends[j].flows;
+      absl::StrAppend(&parts, j > i ? ", " : "", in.lb_backends[j].backend, " ",
+                      in.lb_backends[j].flows);
+    }
+    if (flows) {
+      line("lb", absl::StrCat("service ", in.lb_backends[i].service, ": ",
+                              nOf(flows, "flow", "flows"), " over its backends: ", parts));
+    }
+    i = j;
+  }
+  // Drops no stage rule explains: malformed frames, fragments, flow table, ...
+  std::string other;
+  uint64_t other_n = 0;
+  for (int r = 1; r < static_cast<int>(dp::DropReason::kFirewallDeny); ++r) {
+    if (!t.drops[r]) continue;
+    other_n += t.drops[r];
+    absl::StrAppend(&other, other.empty() ? "" : ", ",
+                    dp::dropReasonName(static_cast<dp::DropReason>(r)), " ", t.drops[r]);
+  }
+  if (other_n) line("other", absl::StrCat("dropped ", nOf(other_n, "packet", "packets"), ": ", other));
+}
+
+}  // namespace
+
 // DNS filtering: stage counters, blocks by action, per-list counters (only when DNS ran or
 // lists are configured).
 static void appendDnsSummary(const SummaryInput& in, std::string& s) {
@@ -149,8 +342,10 @@ static void appendDnsSummary(const SummaryInput& in, std::string& s) {
     absl::StrAppend(&s, " ", rules::dnsActionName(static_cast<rules::DnsAction>(a)), " ",
                     t.dns_action[a]);
   }
-  absl::StrAppend(&s, "\n", absl::StrFormat("  %-24s %-9s %10s %10s %10s\n", "list", "action",
-                                             "names", "blocked", "allowed"));
+  absl::StrAppend(&s, "\n");
+  if (in.dns_lists.empty()) return;
+  absl::StrAppend(&s, absl::StrFormat("  %-24s %-9s %10s %10s %10s\n", "list", "action",
+                                      "names", "blocked", "allowed"));
   for (const auto& l : in.dns_lists) {
     absl::StrAppend(&s, absl::StrFormat("  %-24s %-9s %10u %10u %10u\n", l.name, l.action, l.names,
                                         l.blocked, l.allowed));
@@ -208,9 +403,9 @@ void appendPerfSummary(const dp::CountersSnapshot::Flat& t, std::string& s) {
   absl::StrAppend(&s, absl::StrFormat(
                           "latency through the workers (%u forwarded packets): p50 %.1f us   "
                           "p99 %.1f us   p99.9 %.1f us   max %.1f us\n",
-                          n, us(dp::latencyQuantile(t.latency, 0.5)),
-                          us(dp::latencyQuantile(t.latency, 0.99)),
-                          us(dp::latencyQuantile(t.latency, 0.999)), us(t.latency_max_ns)));
+                          n, us(dp::latencyQuantile(t.latency, 0.5, t.latency_max_ns)),
+                          us(dp::latencyQuantile(t.latency, 0.99, t.latency_max_ns)),
+                          us(dp::latencyQuantile(t.latency, 0.999, t.latency_max_ns)), us(t.latency_max_ns)));
 }
 
 std::string formatSummary(const SummaryInput& in) {
@@ -221,7 +416,8 @@ std::string formatSummary(const SummaryInput& in) {
                                       in.config_version, in.generation,
                                       in.counters.per_worker.size()));
   for (const std::string& n : in.notes) absl::StrAppend(&s, n, "\n");
-  absl::StrAppend(&s, "\nports\n");
+  appendHeadline(in, s);  // --- headline ---
+  absl::StrAppend(&s, "\ndetails\n\nports\n");
   absl::StrAppend(&s, absl::StrFormat("  %-22s %12s %14s %12s %14s\n", "side", "rx packets",
                                       "rx bytes", "tx packets", "tx bytes"));
   for (int p = 0; p < 2; ++p) {
@@ -485,7 +681,8 @@ std::string verdictJson(const dp::PacketVerdict& v, const dp::DataplaneControl* 
 }
 
 std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
-                      const dp::DataplaneControl* names) {
+                      const dp::DataplaneControl* names, bool replay_index) {
+  const std::string pcap_cnt = replay_index ? absl::StrCat(",\"pcap_cnt\":", e.seq) : "";
   uint64_t ts = static_cast<uint64_t>(static_cast<int64_t>(e.ts_ns) + wall_offset_ns);
   std::string s = absl::StrCat("{\"timestamp\":\"", isoTime(ts), "\",\"event_type\":\"",
                                dp::eventTypeName(e.type), "\"");
@@ -498,11 +695,11 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
   }
   if (e.vlan) absl::StrAppend(&s, ",\"vlan\":[", e.vlan, "]");
   if (e.type == dp::EventType::kUninspected) {
-    absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"uninspected\":{\"reason\":\"",
+    absl::StrAppend(&s, pcap_cnt, ",\"uninspected\":{\"reason\":\"",
                     dp::dropReasonName(e.reason), "\",\"stage\":\"", dp::stageName(e.stage),
                     "\"}");
   } else if (e.type == dp::EventType::kDrop) {
-    absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"drop\":{\"reason\":\"",
+    absl::StrAppend(&s, pcap_cnt, ",\"drop\":{\"reason\":\"",
                     dp::dropReasonName(e.reason), "\",\"stage\":\"", dp::stageName(e.stage),
                     "\",\"action\":\"", dp::verdictName(e.verdict), "\"");
     if (e.rule != dp::kNoRule) {
@@ -510,7 +707,7 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
     }
     absl::StrAppend(&s, "}");
   } else if (e.type == dp::EventType::kDpiAlert) {  // --- dpi ---
-    absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"alert\":{\"rule\":",
+    absl::StrAppend(&s, pcap_cnt, ",\"alert\":{\"rule\":",
                     e.rule == dp::kNoRule
                         ? std::string("null")
                         : absl::StrCat("\"", ruleLabel(names, e.generation, e.stage, e.rule), "\""),

@@ -10,6 +10,7 @@
 #include "dataplane/api/events.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/verdict.h"
+#include "rules/compiled/snapshot.h"
 
 namespace dpu::ctl {
 
@@ -35,13 +36,47 @@ struct SummaryInput {
   bool dpi_enabled = false;
   uint64_t dpi_accepted = 0, dpi_unsupported = 0;
   std::vector<dp::DpiRuleCounters> dpi_rules;
+  // --- headline --- what the summary opens with: per stage, what was blocked, by which
+  // rule and why (fillStageReports fills all but dns_blocked).
+  struct FwRuleNote {
+    std::string action;       // "allow", "deny", "reject"
+    std::string description;  // the rule's description ("" = none)
+  };
+  std::vector<FwRuleNote> fw_rule_notes;     // fw_rules[i]'s action and description
+  std::vector<std::string> dpi_rule_actions;  // dpi_rules[i]'s action: "alert", "drop", "reset"
+  struct DnsBlock {
+    std::string name, list, action;
+    uint64_t queries = 0;
+  };
+  // The names DNS filtering blocked, first blocked first, at most kDnsBlockedNames of them
+  // (queries for further names count in dns_blocked_other). Replay collects them from the
+  // events; empty in a live summary, which shows the per-list counts.
+  static constexpr size_t kDnsBlockedNames = 10;
+  std::vector<DnsBlock> dns_blocked;
+  uint64_t dns_blocked_other = 0;
+  struct LbBackendFlows {
+    std::string service, backend;
+    uint64_t flows = 0, packets = 0;  // flows ever pinned to the backend, packets sent to it
+  };
+  std::vector<LbBackendFlows> lb_backends;  // service order, then backend order
 };
+
+// Fills the per-rule parts of `in` from the running dataplane and the snapshot it runs:
+// firewall rule counters with each rule's action and description, DNS lists, YARA rule
+// matches with their actions, flows per load balancer backend. Used by replay and run alike.
+void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& snap,
+                      SummaryInput& in);
+// Adds a DNS event (a blocked name) to in.dns_blocked; other events are ignored.
+void noteDnsBlock(const dp::Event& e, SummaryInput& in);
 
 // Fills in.ports from the dataplane's port view (name and PMD counters of both sides).
 void fillPorts(const dp::DataplaneControl& plane, SummaryInput& in);
 
-// A readable multi-line summary: packets in/out per port, verdicts, drops by reason,
-// flows, fragments, per-stage counters.
+// A readable multi-line summary. First the headline, one line per stage that did something
+// ("firewall: 2 flows denied by rule ssh-block: ..."; DNS names blocked and by which list;
+// DPI matches by rule with their action; flows per load balancer backend; other drops by
+// reason), then the details: packets in/out per port, verdicts, drops by reason, flows,
+// fragments, per-stage counters.
 std::string formatSummary(const SummaryInput& in);
 // The same content as one JSON object.
 std::string summaryJson(const SummaryInput& in);
@@ -50,8 +85,10 @@ std::string summaryJson(const SummaryInput& in);
 // it, or for a generation it no longer knows, the index is written.
 std::string verdictJson(const dp::PacketVerdict& v, const dp::DataplaneControl* names = nullptr);
 // wall_offset_ns is added to event times (0 when they already are epoch nanoseconds).
+// `pcap_cnt` (the packet's index in the replayed input, as Suricata's eve.json) is written
+// only with replay_index: live packets have no capture to count in.
 std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
-                      const dp::DataplaneControl* names = nullptr);
+                      const dp::DataplaneControl* names = nullptr, bool replay_index = false);
 // The id of the rule behind a verdict or an event: its name, else its index.
 std::string ruleLabel(const dp::DataplaneControl* names, uint32_t generation, dp::Stage stage,
                       uint32_t rule);

@@ -486,17 +486,31 @@ absl::StatusOr<std::vector<DiffLine>> diffConfigs(const v1::ApplianceConfig& com
   if (!a.ok()) return a.status();
   auto b = flatConfig(proposed);
   if (!b.ok()) return b.status();
+  // An empty message or list ("{}", "[]") on one side is no line of its own when the other
+  // side fills it: `firewall: {}` against `firewall.rules[0].id` is an addition of rules,
+  // not the removal of the firewall section.
+  auto filledIn = [](const std::map<std::string, std::string>& m, const std::string& path,
+                     const std::string& v) {
+    if (v != "{}" && v != "[]") return false;
+    auto it = m.lower_bound(path);
+    for (; it != m.end() && absl::StartsWith(it->first, path); ++it) {
+      char next = it->first.size() > path.size() ? it->first[path.size()] : '\0';
+      if (next == '.' || next == '[') return true;
+    }
+    return false;
+  };
   std::vector<DiffLine> out;
   for (const auto& [path, v] : *a) {
     auto it = b->find(path);
     if (it == b->end()) {
+      if (filledIn(*b, path, v)) continue;
       out.push_back({DiffLine::kRemoved, path, v, ""});
     } else if (it->second != v) {
       out.push_back({DiffLine::kChanged, path, v, it->second});
     }
   }
   for (const auto& [path, v] : *b) {
-    if (!a->count(path)) out.push_back({DiffLine::kAdded, path, "", v});
+    if (!a->count(path) && !filledIn(*a, path, v)) out.push_back({DiffLine::kAdded, path, "", v});
   }
   std::sort(out.begin(), out.end(),
             [](const DiffLine& x, const DiffLine& y) { return x.path < y.path; });

@@ -59,7 +59,7 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
 }  // namespace
 
 ConfigManager::ConfigManager(ConfigStore* store, dp::DataplaneControl* plane)
-    : store_(store), plane_(plane), committed_version_(store->version()) {}
+    : committed_version_(store->version()), store_(store), plane_(plane) {}
 
 absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent() const {
   std::lock_guard<std::mutex> lock(mu_);

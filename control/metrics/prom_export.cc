@@ -228,11 +228,11 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.tsc_hz", As::kGauge, "worker_tsc_hertz", "TSC frequency of the worker's lcore (cycles per second)."},
   {"dpu.v1.CounterSet.latency", As::kPrefix, "", nullptr},
   {"dpu.v1.LatencySummary.samples", As::kCounter, "forward_latency_samples_total", "Forwarded packets whose latency through the worker was measured."},
-  {"dpu.v1.LatencySummary.p50_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.5"},
-  {"dpu.v1.LatencySummary.p90_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.9"},
-  {"dpu.v1.LatencySummary.p99_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.99"},
-  {"dpu.v1.LatencySummary.p999_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%).", "quantile=0.999"},
-  {"dpu.v1.LatencySummary.max_ns", As::kGauge, "forward_latency_max_seconds", "Highest latency of a forwarded packet through the worker since start (bucket upper bound)."},
+  {"dpu.v1.LatencySummary.p50_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%, never above the max).", "quantile=0.5"},
+  {"dpu.v1.LatencySummary.p90_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%, never above the max).", "quantile=0.9"},
+  {"dpu.v1.LatencySummary.p99_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%, never above the max).", "quantile=0.99"},
+  {"dpu.v1.LatencySummary.p999_ns", As::kGauge, "forward_latency_seconds", "Latency of forwarded packets through the worker (rx burst returned -> tx burst returned) since start, by quantile (upper bounds of log-linear buckets, within 12.5%, never above the max).", "quantile=0.999"},
+  {"dpu.v1.LatencySummary.max_ns", As::kGauge, "forward_latency_max_seconds", "Highest latency of a forwarded packet through the worker since start (exact)."},
 
   // --- applies, events, progress (Stats) ---
   {"dpu.v1.ConfigApplyStats.refused_by_phase", As::kPrefix, "config_refused_total", "Refused configuration applies, by the phase that refused them (each is also a config event with result refused).", "phase", allRefusalPhases},

@@ -1,5 +1,7 @@
 #include "dataplane/pipeline/counters.h"
 
+#include <algorithm>
+
 #include "dataplane/packet/parser.h"
 
 namespace dpu::dp {
@@ -105,17 +107,21 @@ uint64_t latencyBucketLimit(int idx) {
   return (9 + sub) << (e - 3);
 }
 
-uint64_t latencyQuantile(const uint64_t* hist, double q) {
+uint64_t latencyQuantile(const uint64_t* hist, double q, uint64_t max_ns) {
   uint64_t total = 0;
   for (int i = 0; i < kLatencyBuckets; ++i) total += hist[i];
   if (total == 0) return 0;
   double want = q * static_cast<double>(total);
   uint64_t seen = 0;
+  uint64_t bound = latencyBucketLimit(kLatencyBuckets - 1);
   for (int i = 0; i < kLatencyBuckets; ++i) {
     seen += hist[i];
-    if (hist[i] && static_cast<double>(seen) >= want) return latencyBucketLimit(i);
+    if (hist[i] && static_cast<double>(seen) >= want) {
+      bound = latencyBucketLimit(i);
+      break;
+    }
   }
-  return latencyBucketLimit(kLatencyBuckets - 1);
+  return std::min(bound, max_ns);
 }
 
 const char* stageName(Stage s) {

@@ -72,8 +72,11 @@ inline int latencyBucket(uint64_t ns) {
 }
 // Upper bound (ns, exclusive) of bucket `idx`.
 uint64_t latencyBucketLimit(int idx);
-// The q-quantile (0 < q <= 1) of a histogram as its bucket's upper bound; 0 when empty.
-uint64_t latencyQuantile(const uint64_t* hist, double q);
+// The q-quantile (0 < q <= 1) of a histogram: its bucket's upper bound, but never above
+// max_ns, the largest value recorded (every value of the bucket is <= max_ns, so the bound
+// clamped to it is still an upper bound, and a quantile never reads above the max); 0 when
+// empty.
+uint64_t latencyQuantile(const uint64_t* hist, double q, uint64_t max_ns);
 
 class Counter {
  public:

@@ -331,10 +331,10 @@ struct GenPattern {
   bool anchored = false;
   // Regexes and hex strings: the expression a prefilter candidate is confirmed with (the
   // narrow form for a wide regex, see DpiConfirm); empty = not prefilterable (literals).
-  std::string confirm_expr;
+  std::string confirm_expr{};
   bool confirm_wide = false;
   // Set when the pattern is compiled with HS_FLAG_PREFILTER (see preparePrefilter).
-  std::shared_ptr<pcre2_code> confirm_code;
+  std::shared_ptr<pcre2_code> confirm_code{};
   uint32_t max_width = 0;
 };
 

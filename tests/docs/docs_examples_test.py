@@ -25,11 +25,11 @@ import tempfile
 CHECKED_LANGS = {'json', 'txtpb', 'rules', 'ini', 'systemd'}
 MARKER = re.compile(r'^<!-- example: (examples/\S+) -->\s*$')
 FENCE = re.compile(r'^```(\S*)\s*$')
-# Covered elsewhere: the pcap and its generator (pcap regression suite, README), the systemd
+# Covered elsewhere: the demo capture and its generator (tests/docs/demo_test.py), the systemd
 # unit and its environment file (tests/control/integration/ops_test.sh), the bash completion
 # (tests/control/cli/completion_test.sh), provenance notes.
 OTHER_FILES = {
-    'examples/example.pcap', 'examples/gen_example_pcap.py', 'examples/README.md',
+    'examples/example.pcap', 'examples/gen_example.py', 'examples/README.md',
     'examples/systemd/dpu-appliance.service', 'examples/systemd/dpu-appliance.env',
     'examples/bash-completion/dpuctl', 'examples/geoip/SOURCE.txt',
     # Grafana dashboard (and its generator: check_dashboard) and Prometheus alert rules: every

@@ -358,7 +358,7 @@ ParseStatus parseCopy(const uint8_t* src, uint32_t len, uint32_t copy_len, size_
   const uint32_t c = copy_len < len ? copy_len : len;
   if (c != 0) std::memcpy(buf.data() + align, src, c);
   for (uint32_t i = c; c != 0 && i < len; ++i) buf[align + i] = src[i % c];
-  std::memset(&m, 0xA5, sizeof(m));  // every field must be overwritten
+  std::memset(static_cast<void*>(&m), 0xA5, sizeof(m));  // every field must be overwritten
   return parsePacket(buf.data() + align, len, m);
 }
 

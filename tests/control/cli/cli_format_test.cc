@@ -11,6 +11,7 @@ namespace dpu::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::ApplianceConfig parse(const std::string& json) {
   v1::ApplianceConfig c;
@@ -81,6 +82,35 @@ TEST(ConfigDiff, ListsChangedAddedRemovedLeaves) {
                                        "timeouts":{"udp_s":30}}})"));
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(same->empty());
+}
+
+// An empty section on one side that the other side fills is an addition (or removal) of
+// what fills it, not a line "- firewall: {}   (file: default)" of its own.
+TEST(ConfigDiff, EmptySectionFilledByTheOtherSideIsNoLine) {
+  auto a = parse(R"({"firewall":{},"dataplane":{"timeouts":{}}})");
+  auto b = parse(R"({"firewall":{"rules":[{"id":"ssh","action":"DENY"}]},
+                     "dataplane":{"timeouts":{"udp_s":30}}})");
+  auto d = diffConfigs(a, b);
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::string text = formatDiff(*d);
+  EXPECT_THAT(text, Not(HasSubstr("firewall: {}")));
+  EXPECT_THAT(text, Not(HasSubstr("dataplane.timeouts: {}")));
+  EXPECT_THAT(text, HasSubstr("+ firewall.rules[0].id: \"ssh\""));
+  EXPECT_THAT(text, HasSubstr("+ dataplane.timeouts.udp_s: 30"));
+  for (const auto& l : *d) EXPECT_EQ(l.kind, DiffLine::kAdded) << l.path;
+  // The other way round: the rules are removed, the now empty section is no line either.
+  auto back = diffConfigs(b, a);
+  ASSERT_TRUE(back.ok());
+  for (const auto& l : *back) {
+    EXPECT_EQ(l.kind, DiffLine::kRemoved) << l.path;
+    EXPECT_NE(l.committed, "{}") << l.path;
+  }
+  // An empty section against nothing at all is still a line.
+  auto gone = diffConfigs(a, parse(R"({"dataplane":{"timeouts":{}}})"));
+  ASSERT_TRUE(gone.ok());
+  ASSERT_EQ(gone->size(), 1u);
+  EXPECT_EQ((*gone)[0].path, "firewall");
+  EXPECT_EQ((*gone)[0].kind, DiffLine::kRemoved);
 }
 
 TEST(ErrorDetails, ServerEncodingDecodesOnTheClient) {

@@ -443,7 +443,9 @@ TEST(Pipeline, CycleAccountingAndLatencyCoverEveryForwardedPacket) {
   for (uint64_t v : c.latency) samples += v;
   EXPECT_EQ(samples, uint64_t(kPackets));
   EXPECT_GT(c.latency_max_ns, 0u);
-  EXPECT_GE(latencyQuantile(c.latency, 1.0), c.latency_max_ns);
+  // The largest sample is the max, and no quantile reads above it.
+  EXPECT_EQ(latencyQuantile(c.latency, 1.0, c.latency_max_ns), c.latency_max_ns);
+  EXPECT_LE(latencyQuantile(c.latency, 0.5, c.latency_max_ns), c.latency_max_ns);
   EXPECT_GT(c.tsc_hz, 0u);
   for (int k : {kCyRx, kCyParse, kCyFlow, kCyFinish, kCyTx}) {
     EXPECT_GT(c.cycles[k], 0u) << cycleBucketName(k);
@@ -466,17 +468,41 @@ TEST(LatencyHistogram, BucketsAreContiguousAndQuantilesAreUpperBounds) {
                      (1ull << 40) - 1}) {
     int b = latencyBucket(v);
     EXPECT_LT(v, latencyBucketLimit(b)) << v;
-    if (b > 0) EXPECT_GE(v, latencyBucketLimit(b - 1)) << v;
+    if (b > 0) {
+      EXPECT_GE(v, latencyBucketLimit(b - 1)) << v;
+    }
     // 8 buckets per power of two: a bucket is at most 1/8 of its lower limit wide.
-    if (v >= 8) EXPECT_LE(latencyBucketLimit(b) - v, v / 8 + 1) << v;
+    if (v >= 8) {
+      EXPECT_LE(latencyBucketLimit(b) - v, v / 8 + 1) << v;
+    }
   }
   uint64_t hist[kLatencyBuckets] = {};
-  EXPECT_EQ(latencyQuantile(hist, 0.5), 0u);
+  EXPECT_EQ(latencyQuantile(hist, 0.5, 0), 0u);
   hist[latencyBucket(1000)] = 98;
   hist[latencyBucket(50000)] = 2;
-  EXPECT_EQ(latencyQuantile(hist, 0.5), latencyBucketLimit(latencyBucket(1000)));
-  EXPECT_EQ(latencyQuantile(hist, 0.98), latencyBucketLimit(latencyBucket(1000)));
-  EXPECT_EQ(latencyQuantile(hist, 0.99), latencyBucketLimit(latencyBucket(50000)));
+  EXPECT_EQ(latencyQuantile(hist, 0.5, 50000), latencyBucketLimit(latencyBucket(1000)));
+  EXPECT_EQ(latencyQuantile(hist, 0.98, 50000), latencyBucketLimit(latencyBucket(1000)));
+  // 50000 ns is in a bucket whose upper bound is above it: the quantile is the max, not the
+  // bound (the summary printed "p99.9 114.7 us   max 113.8 us").
+  ASSERT_GT(latencyBucketLimit(latencyBucket(50000)), 50000u);
+  EXPECT_EQ(latencyQuantile(hist, 0.99, 50000), 50000u);
+  EXPECT_EQ(latencyQuantile(hist, 0.999, 50000), 50000u);
+  // A max inside the bucket of the quantile caps it; a max in a higher bucket does not.
+  EXPECT_EQ(latencyQuantile(hist, 0.5, 1001), 1001u);
+  EXPECT_EQ(latencyQuantile(hist, 0.5, 50000), latencyBucketLimit(latencyBucket(1000)));
+}
+
+// The case of the report: 1000 samples, the slowest 113.8 us, the p99.9 sample in the same
+// bucket: every quantile is at most the max.
+TEST(LatencyHistogram, QuantilesNeverExceedTheMax) {
+  uint64_t hist[kLatencyBuckets] = {};
+  const uint64_t max_ns = 113800;
+  hist[latencyBucket(2000)] = 990;
+  hist[latencyBucket(max_ns)] = 10;
+  for (double q : {0.5, 0.9, 0.99, 0.999, 1.0}) {
+    EXPECT_LE(latencyQuantile(hist, q, max_ns), max_ns) << q;
+  }
+  EXPECT_EQ(latencyQuantile(hist, 0.999, max_ns), max_ns);
 }
 
 }  // namespace
