@@ -1737,8 +1737,11 @@ TEST_F(FirewallApiTest, MetricsEndpointMatchesGetStatsAndRuleList) {
                       k.find("version=0.1.0,") != std::string::npos);
   }
   EXPECT_TRUE(build);
-  // Only /metrics is served.
-  EXPECT_NE(httpGet((*srv)->address(), "/").find("404"), std::string::npos);
+  // / is a small page linking /metrics; nothing else is served.
+  const std::string index = httpGet((*srv)->address(), "/");
+  EXPECT_NE(index.find(" 200 "), std::string::npos) << index;
+  EXPECT_NE(index.find("href=\"/metrics\""), std::string::npos) << index;
+  EXPECT_NE(httpGet((*srv)->address(), "/other").find("404"), std::string::npos);
 }
 
 TEST(MetricsAddress, LoopbackByDefault) {
