@@ -39,6 +39,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kDnsCloaked: return "dns_cloaked";
     case DropReason::kDnsMalformed: return "dns_malformed";
     case DropReason::kDnsTcpClosed: return "dns_tcp_closed";
+    case DropReason::kDnsNonstandard: return "dns_nonstandard";
     default: return "unknown";
   }
 }
@@ -62,6 +63,8 @@ const char* dnsCounterName(int c) {
     case kDnsResetsSent: return "resets_sent";
     case kDnsTcpRespOverflow: return "tcp_response_overflow";
     case kDnsTcpNoBuffer: return "tcp_no_buffer";
+    case kDnsNonstandard: return "nonstandard";
+    case kDnsNonstandardForwarded: return "nonstandard_forwarded";
     default: return "unknown";
   }
 }

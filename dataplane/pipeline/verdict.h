@@ -60,6 +60,7 @@ enum class DropReason : uint8_t {
   kDnsCloaked,         // resolver answer whose CNAME chain reached a blocked name
   kDnsMalformed,       // DNS message that does not parse, policy drop
   kDnsTcpClosed,       // TCP DNS connection closed by the appliance after an answer
+  kDnsNonstandard,     // DNS message with opcode != QUERY or QDCOUNT != 1, policy drop
   kCount
 };
 

@@ -56,7 +56,7 @@ grep -q '^dpu_dpi_matches_total{worker="0",action="alert"} [1-9]' "$WORK/metrics
 pass "metrics scraped under traffic match GetStats and ListFirewallRules"
 
 # --- events file rotation: wait for two rotations
-for ((i = 0; i < 100; i++)); do [[ -f $WORK/eve.json.2 ]] && break; sleep 0.1; done
+wait_until test -f "$WORK/eve.json.2" || true
 # (the files are checked once the appliance has stopped: rotation goes on meanwhile)
 
 # --- SIGHUP: the --config file is applied again
@@ -73,7 +73,7 @@ EV_PID=$!
 BG_PIDS+=("$EV_PID")
 sleep 0.5
 kill -HUP "$APP_PID"
-for ((i = 0; i < 100; i++)); do grep -q "SIGHUP: applied" "$APP_LOG" && break; sleep 0.1; done
+wait_until grep -q "SIGHUP: applied" "$APP_LOG" || true
 grep -q "SIGHUP: applied $CFG as config version 2 (generation 2)" "$APP_LOG" || fail "no SIGHUP apply in the log"
 ctl config get >"$WORK/get.json"
 [[ $(jq_py "$WORK/get.json" 'd["version"]') == 2 ]] || fail "version after SIGHUP"
@@ -92,7 +92,7 @@ EV_PID=$!
 BG_PIDS+=("$EV_PID")
 sleep 0.5
 kill -HUP "$APP_PID"
-for ((i = 0; i < 100; i++)); do grep -q "not applied" "$APP_LOG" && break; sleep 0.1; done
+wait_until grep -q "not applied" "$APP_LOG" || true
 grep -q "SIGHUP: $CFG not applied, nothing changed" "$APP_LOG" || fail "invalid file on SIGHUP not reported"
 grep -q "error: .*99999" "$APP_LOG" || fail "the error is not listed: $(tail -5 "$APP_LOG")"
 kill -0 "$APP_PID" || fail "appliance died on an invalid SIGHUP config"
@@ -187,7 +187,8 @@ APP_LOG=$WORK/unit.log
 "${START[@]}" >"$WORK/unit.out" 2>"$APP_LOG" &
 APP_PID=$!
 APP_PIDS+=("$APP_PID")
-for ((i = 0; i < 600; i++)); do grep -q "forwarding between" "$APP_LOG" 2>/dev/null && break; kill -0 "$APP_PID" || fail "unit ExecStart exited"; sleep 0.1; done
+unit_started() { grep -q "forwarding between" "$APP_LOG" 2>/dev/null || { kill -0 "$APP_PID" || fail "unit ExecStart exited"; return 1; }; }
+wait_until unit_started || true
 grep -q "forwarding between" "$APP_LOG" || fail "unit ExecStart did not start"
 [[ -S $WORK/unit-state/api.sock ]] || fail "no API socket in DPU_STATE_DIR"
 [[ $($PY "$(dirname "$0")/systemd_unit.py" "$UNIT" "$ENVF" ExecReload count) == 2 ]] || fail "ExecReload lines"
@@ -198,9 +199,9 @@ for n in 0 1; do
   [[ ${RELOAD[0]} == /bin/kill ]] && RELOAD[0]=kill
   "${RELOAD[@]}" >"$WORK/reload.out" 2>&1 || fail "ExecReload[$n] failed: $(cat "$WORK/reload.out")"
 done
-for ((i = 0; i < 100; i++)); do grep -q "SIGHUP: applied" "$APP_LOG" && break; sleep 0.1; done
+wait_until grep -q "SIGHUP: applied" "$APP_LOG" || true
 grep -q "SIGHUP: applied $WORK/unit-config.json as config version 2" "$APP_LOG" || fail "systemctl reload did not apply the file"
-for ((i = 0; i < 50; i++)); do grep -q '"event_type":"config"' "$WORK/unit-eve.json" && break; sleep 0.1; done
+wait_until grep -q '"event_type":"config"' "$WORK/unit-eve.json" || true
 grep -q '"event_type":"config","config":{"version":2,"generation":2,"duration_ms":' "$WORK/unit-eve.json" \
   || fail "the reload is not a config event in the events file"
 # --- ops --- SIGHUP with an invalid file (the unit's kill line alone: `systemctl reload`
@@ -210,7 +211,7 @@ echo '{"dataplane": {"flow_table": {"capacity_per_worker": 1}}}' >"$WORK/unit-co
 unit_cmd RELOAD ExecReload 1 "MAINPID=$APP_PID"
 [[ ${RELOAD[0]} == /bin/kill ]] && RELOAD[0]=kill
 "${RELOAD[@]}" >"$WORK/reload.out" 2>&1 || fail "ExecReload[1] failed: $(cat "$WORK/reload.out")"
-for ((i = 0; i < 50; i++)); do grep -q '"result":"refused"' "$WORK/unit-eve.json" && break; sleep 0.1; done
+wait_until grep -q '"result":"refused"' "$WORK/unit-eve.json" || true
 grep -q '"event_type":"config","config":{"result":"refused","version":2,"based_on_version":2,"phase":"validate","code":"INVALID_ARGUMENT"' "$WORK/unit-eve.json" \
   || fail "the refused reload is not a config event in the events file: $(grep '"config"' "$WORK/unit-eve.json")"
 cp "$WORK/unit-config.good" "$WORK/unit-config.json"
