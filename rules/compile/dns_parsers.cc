@@ -287,7 +287,7 @@ class LineParser {
     size_t last = rel.rfind('.');
     std::string_view top = std::string_view(rel).substr(last == std::string::npos ? 0 : last + 1);
     if (top == "rpz-ip" || top == "rpz-nsip" || top == "rpz-nsdname" || top == "rpz-client-ip") {
-      return absl::StrCat(top, " triggers are not supported (only query-name policies)");
+      return absl::StrCat(std::string(top), " triggers are not supported (only query-name policies)");
     }
     uint8_t a = static_cast<uint8_t>(action);
     if (rel.size() >= 2 && rel[0] == '*' && rel[1] == '.') {
