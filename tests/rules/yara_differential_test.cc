@@ -291,10 +291,17 @@ TEST(YaraDifferential, PrefilterAllYaraRules) {
   opt.prefilter_all = true;
   SetResult r;
   if (!checkSet("Yara-Rules/* prefiltered", files, opt, &r)) GTEST_SKIP() << "in another shard";
-  // Over the whole set (one shard: its slice, in proportion).
-  const size_t n = shard().n;
-  EXPECT_GT(r.prefiltered * n, 1000u);
-  EXPECT_GT(r.confirmed * n, 10000u);
+  if (shard().n == 1) {
+    // The whole set (2,446 prefiltered expressions, 217,850 candidates confirmed).
+    EXPECT_GT(r.prefiltered, 1000u);
+    EXPECT_GT(r.confirmed, 10000u);
+  } else {
+    // One slice: a few files hold most of the expressions (of 8 slices the smallest has 26
+    // and 1,200 confirmed candidates, the largest 1,831 and 175,070); every slice must
+    // still exercise the prefilter.
+    EXPECT_GE(r.prefiltered, 20u);
+    EXPECT_GE(r.confirmed, 1000u);
+  }
 }
 
 // The rule Hyperscan refuses exactly (a wide regex with [^\n]{0,2000}): prefiltered without
