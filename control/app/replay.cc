@@ -74,6 +74,9 @@ absl::Status runReplay(const ReplayOptions& o) {
     (*s)->dataplane.flow_capacity = (*snap)->dataplane.flow_capacity;
     (*s)->dataplane.frag_max_datagrams = (*snap)->dataplane.frag_max_datagrams;
     (*s)->dataplane.frag_max_fragments = (*snap)->dataplane.frag_max_fragments;
+    (*s)->dataplane.frag_reassembly_buffers = (*snap)->dataplane.frag_reassembly_buffers;
+    (*s)->dataplane.frag_max_datagram_bytes = (*snap)->dataplane.frag_max_datagram_bytes;
+    (*s)->dataplane.frag_max_held = (*snap)->dataplane.frag_max_held;
     change_snaps.push_back(std::move(*s));
   }
 
@@ -99,7 +102,9 @@ absl::Status runReplay(const ReplayOptions& o) {
   // Memory: the mbuf pool (jumbo-sized buffers) plus the flow and fragment tables.
   const auto& d = (*snap)->dataplane;
   uint64_t table_mb = (static_cast<uint64_t>(d.flow_capacity) * 200 +
-                       static_cast<uint64_t>(d.frag_max_datagrams) * (256 + 4 * d.frag_max_fragments)) >> 20;
+                       static_cast<uint64_t>(d.frag_max_datagrams) * (256 + 4 * d.frag_max_fragments) +
+                       static_cast<uint64_t>(d.frag_reassembly_buffers) *
+                           (d.frag_max_datagram_bytes + 1024)) >> 20;
   int mem_mb = static_cast<int>(512 + table_mb);
   st = dp::initEal(dp::offlineEalArgs({absl::StrCat("net_pcap0,rx_pcap=", o.in_a),
                                        absl::StrCat("net_pcap1,rx_pcap=", in_b)},
