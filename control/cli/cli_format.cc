@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "rules/compile/config_errors.h"
 #include "rules/compile/progress.h"
 
 namespace dpu::cli {
@@ -385,7 +386,7 @@ std::string formatEvent(const v1::Event& e) {
     for (const auto& err : c.errors()) {
       absl::StrAppend(&o, "\n  error: ", err.file().empty() ? "" : err.file() + ":",
                       err.line() ? absl::StrCat(err.line(), ": ") : std::string(),
-                      err.rule().empty() ? "" : "rule '" + err.rule() + "': ",
+                      err.rule().empty() ? "" : absl::StrCat(rules::configErrorSubject(err.section()), " '", err.rule(), "': "),
                       err.field().empty() ? "" : err.field() + ": ", err.reason());
     }
     if (c.errors_size() == 0 && !c.message().empty()) absl::StrAppend(&o, ": ", c.message());
@@ -454,7 +455,7 @@ std::string formatConfigError(const v1::ConfigError& e) {
     if (e.line() > 0) absl::StrAppend(&s, ":", e.line());
     absl::StrAppend(&s, ": ");
   }
-  if (!e.rule().empty()) absl::StrAppend(&s, "rule '", e.rule(), "': ");
+  if (!e.rule().empty()) absl::StrAppend(&s, rules::configErrorSubject(e.section()), " '", e.rule(), "': ");
   if (!e.field().empty()) {
     absl::StrAppend(&s, e.field());
     if (e.index() >= 0 && e.rule().empty()) absl::StrAppend(&s, "[", e.index(), "]");

@@ -55,7 +55,8 @@ global options (anywhere on the line):
   --tls-cert FILE      client certificate (PEM) for mTLS; needs --tls-key
   --tls-key FILE       client private key (PEM)
   --tls-server-name N  name expected in the server certificate (default: host of ADDR)
-  --timeout S          deadline of one-shot calls in seconds (default 30)
+  --timeout S          deadline of one-shot calls in seconds (default $DPUCTL_TIMEOUT,
+                       else 30); 0: no deadline, wait for the server's answer
   --json               print the API messages as protobuf JSON instead of tables
 
 commands:
@@ -101,8 +102,9 @@ commands:
 
 'dpuctl <command> --help' shows each command's options and examples.
 
-environment: DPUCTL_SERVER (default --server); DPUCTL_PROGRESS=0|1: the progress line of
-             long applies (on by default when stderr is a terminal)
+environment: DPUCTL_SERVER (default --server); DPUCTL_TIMEOUT (default --timeout);
+             DPUCTL_PROGRESS=0|1: the progress line of long applies (on by default when
+             stderr is a terminal)
 
 exit codes: 0 ok, 1 failure (server unreachable, call failed, file unreadable), 2 usage,
             3 version conflict (the committed version moved), 4 invalid configuration or
@@ -354,6 +356,13 @@ int rpcFail(const Global& g, const std::string& what, const grpc::Status& st) {
       return kFailed;
     case grpc::ABORTED: return kConflict;
     case grpc::INVALID_ARGUMENT: return kInvalid;
+    case grpc::DEADLINE_EXCEEDED:
+      // The server finishes a change it accepted even when the client stopped waiting.
+      std::fprintf(stderr,
+                   "dpuctl: no answer within --timeout %g s; a change may still be committed "
+                   "(see 'dpuctl config get'); --timeout 0 waits as long as it takes\n",
+                   g.timeout_s);
+      return kFailed;
     default: return kFailed;
   }
 }
@@ -401,6 +410,7 @@ class Client {
   }
 
   void unary(grpc::ClientContext* ctx) const {
+    if (g_.timeout_s <= 0) return;  // --timeout 0: no deadline
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(static_cast<int64_t>(g_.timeout_s * 1000)));
   }
@@ -1263,6 +1273,11 @@ int main(int argc, char** argv) {
   Global g;
   const char* env = std::getenv("DPUCTL_SERVER");
   g.server = env && *env ? env : kDefaultServer;
+  if (const char* t = std::getenv("DPUCTL_TIMEOUT"); t && *t) {
+    if (!absl::SimpleAtod(t, &g.timeout_s) || g.timeout_s < 0) {
+      return usage("DPUCTL_TIMEOUT needs a number of seconds (0: no deadline)");
+    }
+  }
   std::vector<std::string> rest;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -1274,8 +1289,8 @@ int main(int argc, char** argv) {
     else if (a == "--tls-server-name") dst = &g.tls_server_name;
     else if (a == "--json") { g.json = true; continue; }
     else if (a == "--timeout") {
-      if (i + 1 >= argc || !absl::SimpleAtod(argv[i + 1], &g.timeout_s) || g.timeout_s <= 0) {
-        return usage("--timeout needs a positive number of seconds");
+      if (i + 1 >= argc || !absl::SimpleAtod(argv[i + 1], &g.timeout_s) || g.timeout_s < 0) {
+        return usage("--timeout needs a number of seconds (0: no deadline)");
       }
       ++i;
       continue;

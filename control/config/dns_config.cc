@@ -40,6 +40,13 @@ void dnsToModel(const v1::ApplianceConfig& cfg, rules::DnsModel* m, rules::Confi
     default:
       errors.push_back(dnsError("", "dns.malformed", absl::StrCat("unknown policy ", dc.malformed())));
   }
+  switch (dc.nonstandard()) {
+    case v1::POLICY_DEFAULT: m->nonstandard = m->malformed; break;
+    case v1::FORWARD: m->nonstandard = rules::Policy::kForward; break;
+    case v1::DROP: m->nonstandard = rules::Policy::kDrop; break;
+    default:
+      errors.push_back(dnsError("", "dns.nonstandard", absl::StrCat("unknown policy ", dc.nonstandard())));
+  }
   m->cname_cloaking = !dc.disable_cname_cloaking();
   if (dc.has_soa()) {
     const v1::DnsSoa& s = dc.soa();

@@ -51,6 +51,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTcpOverlapDifferent: return "tcp_overlap_different";
     case DropReason::kTcpStreamExhausted: return "tcp_stream_exhausted";
     case DropReason::kTcpStreamReset: return "tcp_stream_reset";
+    case DropReason::kDnsNonstandard: return "dns_nonstandard";
     default: return "unknown";
   }
 }
@@ -74,6 +75,8 @@ const char* dnsCounterName(int c) {
     case kDnsResetsSent: return "resets_sent";
     case kDnsTcpRespOverflow: return "tcp_response_overflow";
     case kDnsTcpNoBuffer: return "tcp_no_buffer";
+    case kDnsNonstandard: return "nonstandard";
+    case kDnsNonstandardForwarded: return "nonstandard_forwarded";
     default: return "unknown";
   }
 }

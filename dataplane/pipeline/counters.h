@@ -23,7 +23,8 @@ enum DnsCounter : uint8_t {
   kDnsAnswerNoMbuf,       // answers not sent: no mbuf / did not fit
   kDnsMalformed,          // messages that do not parse (either policy)
   kDnsMalformedForwarded, // of those, forwarded by policy
-  kDnsNotInspected,       // not a standard query/response (opcode, qdcount)
+  kDnsNotInspected,       // passed unread (TCP: beyond 16 per segment, the cut head of a
+                          // long response, a query on the server's side)
   kDnsCloaked,            // responses replaced for a blocked CNAME target
   kDnsTcpSegments,        // TCP segments with DNS stream bytes
   kDnsTcpUnsynced,        // TCP connections passed unread (picked up mid-stream, no head buffer)
@@ -31,6 +32,8 @@ enum DnsCounter : uint8_t {
   kDnsResetsSent,         // TCP RSTs sent to servers of those connections
   kDnsTcpRespOverflow,    // TCP responses split across segments too long to reassemble
   kDnsTcpNoBuffer,        // TCP responses split across segments with no free buffer
+  kDnsNonstandard,        // opcode != QUERY or QDCOUNT != 1 (either dns.nonstandard policy)
+  kDnsNonstandardForwarded, // of those, forwarded by policy
   kDnsCounterCount
 };
 const char* dnsCounterName(int c);

@@ -134,6 +134,13 @@ bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, con
     case DnsOutcome::kNotInspected:
       c_->dns[kDnsNotInspected].add();
       return false;
+    case DnsOutcome::kNonstandard:
+      c_->dns[kDnsNonstandard].add();
+      if (dns.nonstandard == rules::Policy::kForward) {
+        c_->dns[kDnsNonstandardForwarded].add();
+        return false;
+      }
+      return true;
     case DnsOutcome::kMalformed:
       c_->dns[kDnsMalformed].add();
       if (dns.malformed == rules::Policy::kForward) {
@@ -243,8 +250,9 @@ void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kDns;
   v.rule = static_cast<uint32_t>(d.match.list);
-  if (d.outcome == DnsOutcome::kMalformed) {
-    v.reason = DropReason::kDnsMalformed;
+  if (d.outcome == DnsOutcome::kMalformed || d.outcome == DnsOutcome::kNonstandard) {
+    v.reason = d.outcome == DnsOutcome::kMalformed ? DropReason::kDnsMalformed
+                                                   : DropReason::kDnsNonstandard;
     v.rule = kNoRule;
     return;
   }
@@ -329,6 +337,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   int32_t first_list = -1;  // the list of the first block in the segment
   bool malformed_drop = false;
   bool exhausted = false;  // no head buffer, fail closed
+  DropReason malformed_reason = DropReason::kDnsMalformed;  // or kDnsNonstandard
   bool blocked = false;
   uint8_t* answers = dns_buf_.get();
   uint32_t answers_len = 0;
@@ -441,8 +450,12 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
       }
       bool blocks = dnsAccount(d, dns, pm, v.in_side, b.ts[i]);
       ++nj;
-      if (blocks && d.outcome == DnsOutcome::kMalformed) {
-        malformed_drop = true;  // the stream is broken for the server: close it too
+      if (blocks && (d.outcome == DnsOutcome::kMalformed || d.outcome == DnsOutcome::kNonstandard)) {
+        // Dropped by policy: the stream is broken for the server, close it too.
+        if (!malformed_drop && d.outcome == DnsOutcome::kNonstandard) {
+          malformed_reason = DropReason::kDnsNonstandard;
+        }
+        malformed_drop = true;
         continue;
       }
       if (blocks) {
@@ -474,7 +487,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kDns;
   v.reason = exhausted ? DropReason::kTcpStreamExhausted
-           : !blocked ? DropReason::kDnsMalformed
+           : !blocked ? malformed_reason
                       : (resp ? DropReason::kDnsCloaked
                               : (answers_len ? DropReason::kDnsAnswered : DropReason::kDnsDropped));
   if (!blocked || (resp && !at_boundary)) answers_len = 0;

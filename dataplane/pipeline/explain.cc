@@ -167,9 +167,21 @@ bool explainDns(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
                                         dnsNameText(&scratch->q.name), "'");
   switch (d.outcome) {
     case DnsOutcome::kNotInspected:
-      ruleStep(r, Stage::kDns, "pass", absl::StrCat(how, ": not a standard query or response (opcode, "
-                                                    "question count): not inspected"));
+      ruleStep(r, Stage::kDns, "pass", absl::StrCat(how, ": not inspected"));
       return false;
+    case DnsOutcome::kNonstandard:
+      if (dns->nonstandard == rules::Policy::kForward) {
+        ruleStep(r, Stage::kDns, "pass",
+                 absl::StrCat(how, ": not a standard query or response (opcode ",
+                              (scratch->q.flags >> 11) & 0xf, ", question count ", scratch->q.qdcount,
+                              "); policy dns.nonstandard = FORWARD: not inspected"));
+        return false;
+      }
+      ruleDrop(r, Stage::kDns, Verdict::kDrop, DropReason::kDnsNonstandard, kNoRule, "drop",
+               absl::StrCat(how, ": not a standard query or response (opcode ",
+                            (scratch->q.flags >> 11) & 0xf, ", question count ", scratch->q.qdcount,
+                            "); policy dns.nonstandard = DROP"));
+      return true;
     case DnsOutcome::kMalformed:
       if (dns->malformed == rules::Policy::kForward) {
         ruleStep(r, Stage::kDns, "pass", absl::StrCat(how, ": malformed (", dnsMsgStatusName(d.status),

@@ -74,6 +74,7 @@ enum class DropReason : uint8_t {
   kTcpOverlapDifferent,
   kTcpStreamExhausted,
   kTcpStreamReset,
+  kDnsNonstandard,     // DNS message with opcode != QUERY or QDCOUNT != 1, policy drop
   kCount
 };
 

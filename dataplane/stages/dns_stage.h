@@ -7,7 +7,7 @@
 //   query, allowed / no match    -> pass
 //   response, a CNAME target blocked (cname_cloaking) and the question name not allowed
 //                                -> NXDOMAIN onward to the client, the response dropped
-//   not a standard query (opcode, qdcount != 1)   -> pass, counted
+//   not a standard query (opcode, qdcount != 1)   -> the dns.nonstandard policy, counted
 //   malformed                    -> the dns.malformed policy (forward / drop), counted
 #pragma once
 
@@ -20,7 +20,8 @@ namespace dpu::dp {
 
 enum class DnsOutcome : uint8_t {
   kPass = 0,        // forward the message
-  kNotInspected,    // forward: not a standard query / response
+  kNotInspected,    // forward unread (set by the TCP path: a cut head, a query from a server)
+  kNonstandard,     // opcode != QUERY or QDCOUNT != 1; the caller applies CompiledDns::nonstandard
   kMalformed,       // status says why; the caller applies CompiledDns::malformed
   kAnswered,        // drop the message, send `answer` (back to the sender, or onward)
   kDropped,         // drop the message, no answer (action drop)
@@ -118,7 +119,7 @@ inline DnsDecision dnsJudgeQuestion(const rules::CompiledDns& dns, const uint8_t
   DnsDecision d;
   d.status = st;
   if (d.status == DnsMsgStatus::kNotInspected) {
-    d.outcome = DnsOutcome::kNotInspected;
+    d.outcome = DnsOutcome::kNonstandard;
     return d;
   }
   if (d.status != DnsMsgStatus::kOk) {

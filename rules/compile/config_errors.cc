@@ -27,6 +27,10 @@ ConfigError abbreviated(const ConfigError& in) {
   return e;
 }
 
+const char* configErrorSubject(std::string_view section) {
+  return section == "dns" ? "list" : "rule";
+}
+
 std::string formatError(const ConfigError& in) {
   if (in.rule.size() > kMaxRule || in.field.size() > kMaxField || in.file.size() > kMaxFile ||
       in.reason.size() > kMaxReason || in.section.size() > kMaxField) {
@@ -39,7 +43,7 @@ std::string formatError(const ConfigError& in) {
     if (e.line > 0) absl::StrAppend(&s, ":", e.line);
     absl::StrAppend(&s, ": ");
   }
-  if (!e.rule.empty()) absl::StrAppend(&s, "rule '", e.rule, "': ");
+  if (!e.rule.empty()) absl::StrAppend(&s, configErrorSubject(e.section), " '", e.rule, "': ");
   if (!e.field.empty()) {
     absl::StrAppend(&s, e.field);
     if (e.index >= 0 && e.rule.empty()) absl::StrAppend(&s, "[", e.index, "]");

@@ -31,6 +31,9 @@ std::string formatError(const ConfigError& e);
 std::string abbreviate(std::string_view s, size_t max);
 // The error with every text field shortened as formatError shortens it (for the API).
 ConfigError abbreviated(const ConfigError& e);
+// The word that names ConfigError::rule in messages: "list" in section "dns" (the rule is a
+// DNS list's name), "rule" elsewhere.
+const char* configErrorSubject(std::string_view section);
 // InvalidArgument listing every error ("N errors: ...; ..."), or OK when the list is empty.
 absl::Status errorsToStatus(const ConfigErrorList& errors);
 

@@ -226,7 +226,8 @@ class LineParser {
     if (s[0] == '$') {
       std::string_view rest = s;
       std::string d = lowerAscii(nextWord(rest));
-      if (d == "$ttl" || d == "$origin") { ignored = true; return ""; }
+      if (d == "$ttl") { ignored = true; return ""; }
+      if (d == "$origin") { ignored = true; return setOrigin(rest); }
       return absl::StrCat("unsupported directive ", printable(d));
     }
     std::string_view rest = s;
@@ -244,10 +245,20 @@ class LineParser {
     }
     if (type.empty()) return "record type missing";
     if (type == "soa" || type == "ns") {
-      if (continuation || owner == "@") { ignored = true; return ""; }
+      if (continuation) { ignored = true; return ""; }
+      std::string abs = absoluteName(owner);
+      if (!apex_known_ && type == "soa" && owner != "@") {
+        // A fully written SOA owner names the zone (as the zone's name does for a server
+        // loading the file): the implicit origin too.
+        std::string why = checkZoneName(abs);
+        if (!why.empty()) return why;
+        apex_ = origin_ = abs;
+        apex_known_ = true;
+      }
+      if (apex_known_ ? abs == apex_ : owner == "@") { ignored = true; return ""; }
       return absl::StrCat(type, " records are only allowed at the zone apex");
     }
-    if (continuation || owner == "@") return "a policy record needs an owner name";
+    if (continuation) return "a policy record needs an owner name";
     if (type != "cname") return absl::StrCat("unsupported record type ", printable(type), " (only CNAME policy records)");
     std::string target = lowerAscii(nextWord(rest));
     if (!trim(rest).empty()) return "unexpected text after the CNAME target";
@@ -266,11 +277,79 @@ class LineParser {
       return absl::StrCat("unsupported CNAME target '", printable(target),
                           "' (supported: '.', '*.', 'rpz-passthru.', 'rpz-drop.')");
     }
-    uint8_t a = static_cast<uint8_t>(action);
-    if (owner.size() >= 2 && owner[0] == '*' && owner[1] == '.') {
-      return emitName(owner.substr(2), false, 0, true, a);
+    // The policy's name: the owner, resolved against $ORIGIN, without the zone's name.
+    std::string rel;
+    if (!inZone(absoluteName(owner), rel)) {
+      return absl::StrCat("owner '", printable(absoluteName(owner)), ".' is outside the zone '",
+                          printable(apex_), ".'");
     }
-    return emitName(owner, true, a, false, 0);
+    if (rel.empty()) return "a policy record needs an owner name below the zone apex";
+    size_t last = rel.rfind('.');
+    std::string_view top = std::string_view(rel).substr(last == std::string::npos ? 0 : last + 1);
+    if (top == "rpz-ip" || top == "rpz-nsip" || top == "rpz-nsdname" || top == "rpz-client-ip") {
+      return absl::StrCat(std::string(top), " triggers are not supported (only query-name policies)");
+    }
+    uint8_t a = static_cast<uint8_t>(action);
+    if (rel.size() >= 2 && rel[0] == '*' && rel[1] == '.') {
+      return emitName(std::string_view(rel).substr(2), false, 0, true, a);
+    }
+    return emitName(rel, true, a, false, 0);
+  }
+
+  // --- RPZ zone names: lower case, no trailing dot, "" = the root. ---
+  // A zone-file name resolved against the current $ORIGIN: "@" is the origin, a name ending
+  // in '.' is fully qualified, any other is relative to the origin.
+  std::string absoluteName(std::string_view raw) const {
+    std::string n = lowerAscii(raw);
+    if (n == "@") return origin_;
+    if (!n.empty() && n.back() == '.') {
+      n.pop_back();
+      return n;
+    }
+    return origin_.empty() ? n : absl::StrCat(n, ".", origin_);
+  }
+
+  // `abs` relative to the zone's apex (rel "" = the apex itself); false when outside it.
+  // Without a known apex (no $ORIGIN, no named SOA) names are their own policy names.
+  bool inZone(const std::string& abs, std::string& rel) const {
+    if (apex_.empty()) {
+      rel = abs;
+      return true;
+    }
+    if (abs == apex_) {
+      rel.clear();
+      return true;
+    }
+    const size_t k = apex_.size();
+    if (abs.size() > k + 1 && abs[abs.size() - k - 1] == '.' && abs.compare(abs.size() - k, k, apex_) == 0) {
+      rel = abs.substr(0, abs.size() - k - 1);
+      return true;
+    }
+    return false;
+  }
+
+  static std::string checkZoneName(const std::string& abs) {
+    std::string norm, why;
+    if (abs.empty() || normalizeDnsName(abs, norm, &why)) return "";
+    return absl::StrCat("bad zone name: ", why);
+  }
+
+  // "$ORIGIN name": the first one names the zone (its apex); later ones must stay inside it.
+  std::string setOrigin(std::string_view rest) {
+    std::string_view w = nextWord(rest);
+    if (w.empty()) return "$ORIGIN without a name";
+    if (!trim(rest).empty()) return "unexpected text after the $ORIGIN name";
+    std::string abs = absoluteName(w);
+    std::string why = checkZoneName(abs);
+    if (!why.empty()) return why;
+    if (!apex_known_) {
+      apex_ = abs;
+      apex_known_ = true;
+    } else if (std::string rel; !inZone(abs, rel)) {
+      return absl::StrCat("$ORIGIN '", printable(abs), ".' is outside the zone '", printable(apex_), ".'");
+    }
+    origin_ = abs;
+    return "";
   }
 
   std::string parseAuto(std::string_view s, bool& ignored) {
@@ -306,6 +385,9 @@ class LineParser {
   std::string name_;
   uint64_t emitted_ = 0;
   int paren_depth_ = 0;
+  std::string origin_;       // RPZ: the current $ORIGIN
+  std::string apex_;         // RPZ: the zone's name (first $ORIGIN or named SOA owner)
+  bool apex_known_ = false;
 };
 
 }  // namespace

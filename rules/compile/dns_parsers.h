@@ -17,9 +17,15 @@
 //             a bare name is a plain entry
 //   rpz       "name [ttl] [IN] CNAME target", target: "." NXDOMAIN, "*." NODATA,
 //             "rpz-passthru." allow, "rpz-drop." drop; "*.name" owners match the strict
-//             subdomains. $TTL / $ORIGIN, the apex SOA and NS records (owner "@" or a line
-//             starting with blanks, parentheses spanning lines) are ignored; other record
-//             types and targets (local data, rpz-tcp-only.) are bad lines
+//             subdomains. Owners are zone-file names: relative to the current $ORIGIN ("@"
+//             is the origin, a name ending in '.' is fully qualified), and the policy's name
+//             is the owner without the zone's name (its apex: the first $ORIGIN, else the
+//             owner of a fully written SOA record, which is then the origin too); an owner
+//             or $ORIGIN outside the zone is a bad line. Without either, owners are the
+//             names themselves. $TTL, the apex SOA and NS records (owner "@", the apex, or a
+//             line starting with blanks, parentheses spanning lines) are ignored; other
+//             record types and targets (local data, rpz-tcp-only.), and rpz-ip / rpz-nsip /
+//             rpz-nsdname / rpz-client-ip triggers are bad lines
 //   dnsmasq   "address=/example.com/0.0.0.0" or "server=/example.com/" (name and subdomains)
 //   auto      per line: Adblock when it starts with "||" or "@@||", hosts when the first word
 //             is an address, dnsmasq for "address=/" / "server=/", wildcard for "*.", plain

@@ -197,6 +197,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDns>> compileDns(const DnsModel& mo
   auto out = std::make_shared<CompiledDns>();
   out->extra_ports = model.extra_ports;
   out->malformed = model.malformed;
+  out->nonstandard = model.nonstandard;
   out->cname_cloaking = model.cname_cloaking;
   // The SOA of negative answers: both names in wire format.
   for (const auto& [text, field] : {std::pair<const std::string&, const char*>{model.soa.mname, "dns.soa.mname"},

@@ -87,6 +87,7 @@ struct DnsModel {
   DnsSoaModel soa;
   std::vector<uint16_t> extra_ports;       // besides 53 (UDP and TCP)
   Policy malformed = Policy::kForward;     // DNS messages that do not parse
+  Policy nonstandard = Policy::kForward;   // opcode != QUERY or QDCOUNT != 1 (dns.nonstandard)
   bool cname_cloaking = true;              // inspect resolver answers for blocked CNAME targets
   bool operator==(const DnsModel&) const = default;
   bool enabled() const { return !lists.empty(); }

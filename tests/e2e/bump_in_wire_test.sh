@@ -122,12 +122,13 @@ start_appliance() {  # start_appliance PMD
   "$bin" run --duration 300 --state-dir "$work/state_$pmd" -- -l 0,1 --no-huge --no-pci --no-shconf --file-prefix="e2e$id" \
     -m 1024 --vdev "$vdev_a" --vdev "$vdev_b" >"$work/appliance.log" 2>"$work/appliance_err.log" &
   app_pid=$!
-  for _ in $(seq 1 100); do
+  # As long as it takes on a busy machine (the process is watched), up to 300 s.
+  for _ in $(seq 1 3000); do
     if grep -q "dpu-appliance: forwarding between" "$work/appliance_err.log"; then return 0; fi
     kill -0 "$app_pid" 2>/dev/null || { wait "$app_pid" || true; app_pid=; return 1; }
     sleep 0.1
   done
-  fail "appliance ($pmd) did not report ready within 10 s"
+  fail "appliance ($pmd) did not report ready within 300 s"
 }
 
 step "dpu-appliance run (net_af_packet on $host_a, $host_b)"
@@ -141,13 +142,13 @@ grep "forwarding between" "$work/appliance_err.log"
 
 in_a() { ip netns exec "$ns_a" "$@"; }
 in_b() { ip netns exec "$ns_b" "$@"; }
-wait_ready() {  # wait_ready FILE PID
-  for _ in $(seq 1 100); do
+wait_ready() {  # wait_ready FILE PID (the server process is watched; up to 300 s)
+  for _ in $(seq 1 3000); do
     [[ -s $1 ]] && return 0
     kill -0 "$2" 2>/dev/null || fail "server exited before it was ready"
     sleep 0.1
   done
-  fail "server not ready within 10 s"
+  fail "server not ready within 300 s"
 }
 
 step "ICMP echo across the appliance"

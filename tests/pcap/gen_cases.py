@@ -2057,7 +2057,7 @@ DNS_ANSWERS, checked with tshark); clean and allowed queries are forwarded.""")
             "F q15 new", "q15: malformed (self pointer): counted, forwarded (default policy)")
     notify = raw(DNS(id=0x0202, opcode=4, qd=DNSQR(qname="ads.example", qtype="SOA")))
     udp_dns(c, "A", a4, r4, 40016, 53, notify,
-            "F q16 new", "q16: NOTIFY (opcode 4) is not a query: not inspected, forwarded")
+            "F q16 new", "q16: NOTIFY (opcode 4) is not a standard query: counted nonstandard, forwarded uninspected (dns.nonstandard follows dns.malformed: FORWARD)")
     return c
 
 

@@ -158,6 +158,73 @@ TEST(DnsFormats, Rpz) {
   EXPECT_EQ(errs[1].line, 12);
 }
 
+// RPZ owners are zone-file names: relative to $ORIGIN, and the policy's name is the owner
+// without the zone's name (the first $ORIGIN, or a named SOA owner). Feeds write fully
+// qualified owners ("bad.example.rpz.local.") or relative ones under a $ORIGIN; before,
+// $ORIGIN was ignored and such owners became names ending in the zone's name (no match).
+TEST(DnsFormats, RpzOrigin) {
+  const uint8_t nx = static_cast<uint8_t>(DnsAction::kNxdomain);
+  const uint8_t nodata = static_cast<uint8_t>(DnsAction::kNodata);
+  {
+    Collected c;
+    ConfigErrorList errs;
+    auto n = parse(
+        "$ORIGIN rpz.local.\n@ 3600 IN SOA ns.rpz.local. admin.rpz.local. 1 2 3 4 5\n@ NS ns.rpz.local.\n"
+        "bad.example CNAME .\n"                      // relative: bad.example.rpz.local
+        "full.example.rpz.local. CNAME .\n"          // fully qualified
+        "*.wild.example CNAME *.\n"
+        "$ORIGIN sub.example.rpz.local.\n"            // a sub-origin inside the zone
+        "www CNAME .\n@ CNAME *.\n* CNAME .\n"
+        "$ORIGIN deeper\n"                           // relative to the current origin
+        "x CNAME .\n"
+        "other.example. CNAME .\n"                   // fully qualified, outside the zone
+        "$ORIGIN elsewhere.example.\n"               // outside the zone
+        "32.1.2.0.192.rpz-ip.rpz.local. CNAME .\n",  // not a query-name trigger
+        DnsListFormat::kRpz, c, &errs);
+    EXPECT_EQ(n.entries, 7u);
+    EXPECT_EQ(c.entries["bad.example"], DnsEntryBits::make(true, nx, false, 0));
+    EXPECT_EQ(c.entries["full.example"], DnsEntryBits::make(true, nx, false, 0));
+    EXPECT_EQ(c.entries["wild.example"], DnsEntryBits::make(false, 0, true, nodata));
+    EXPECT_EQ(c.entries["www.sub.example"], DnsEntryBits::make(true, nx, false, 0));
+    EXPECT_EQ(c.entries["sub.example"], DnsEntryBits::make(true, nodata, true, nx));
+    EXPECT_EQ(c.entries["x.deeper.sub.example"], DnsEntryBits::make(true, nx, false, 0));
+    EXPECT_EQ(c.entries.count("bad.example.rpz.local"), 0u);
+    ASSERT_EQ(errs.size(), 3u);
+    EXPECT_EQ(errs[0].line, 13);
+    EXPECT_NE(errs[0].reason.find("outside the zone 'rpz.local.'"), std::string::npos) << errs[0].reason;
+    EXPECT_EQ(errs[1].line, 14);
+    EXPECT_NE(errs[1].reason.find("$ORIGIN 'elsewhere.example.'"), std::string::npos) << errs[1].reason;
+    EXPECT_EQ(errs[2].line, 15);
+    EXPECT_NE(errs[2].reason.find("rpz-ip triggers are not supported"), std::string::npos) << errs[2].reason;
+  }
+  {
+    // No $ORIGIN, a fully written SOA owner: it names the zone and is the implicit origin.
+    Collected c;
+    ConfigErrorList errs;
+    auto n = parse(
+        "rpz.example.net. 300 IN SOA ns. admin. 1 2 3 4 5\nrpz.example.net. 300 IN NS ns.\n"
+        "a.example.rpz.example.net. 300 IN CNAME .\nb.example 300 IN CNAME rpz-drop.\n"
+        "rpz.example.net. CNAME .\n",
+        DnsListFormat::kRpz, c, &errs);
+    EXPECT_EQ(n.entries, 2u);
+    EXPECT_EQ(c.entries["a.example"], DnsEntryBits::make(true, nx, false, 0));
+    EXPECT_EQ(c.entries["b.example"],
+              DnsEntryBits::make(true, static_cast<uint8_t>(DnsAction::kDrop), false, 0));
+    ASSERT_EQ(errs.size(), 1u);
+    EXPECT_NE(errs[0].reason.find("needs an owner name"), std::string::npos) << errs[0].reason;
+  }
+  {
+    // Neither (most blocklist feeds): owners are the names, fully qualified or not.
+    Collected c;
+    ConfigErrorList errs;
+    parse("@ SOA localhost. root.localhost. 1 2 3 4 5\nplain.example CNAME .\nfq.example. CNAME .\n",
+          DnsListFormat::kRpz, c, &errs);
+    EXPECT_TRUE(errs.empty());
+    EXPECT_EQ(c.entries["plain.example"], DnsEntryBits::make(true, nx, false, 0));
+    EXPECT_EQ(c.entries["fq.example"], DnsEntryBits::make(true, nx, false, 0));
+  }
+}
+
 TEST(DnsFormats, DnsmasqAndAuto) {
   Collected c;
   ConfigErrorList errs;

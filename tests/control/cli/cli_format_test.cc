@@ -140,6 +140,29 @@ TEST(ErrorDetails, ServerEncodingDecodesOnTheClient) {
   EXPECT_TRUE(configErrorsFromStatus(c).empty());
 }
 
+// A DNS error names its list as a list (it said "rule 'ads'" before), on both sides.
+TEST(ErrorDetails, DnsErrorsNameTheList) {
+  ctl::ApplyError err;
+  rules::ConfigError e;
+  e.section = "dns";
+  e.rule = "ads";
+  e.file = "ads.txt";
+  e.line = 3;
+  e.field = "dns.lists[0].files[0]";
+  e.reason = "Adblock rule expected";
+  rules::ConfigError f = e;
+  f.section = "firewall";
+  f.rule = "web";
+  err.errors = {e, f};
+  err.status = rules::errorsToStatus(err.errors);
+  EXPECT_EQ(rules::formatError(e), "ads.txt:3: list 'ads': dns.lists[0].files[0]: Adblock rule expected");
+  EXPECT_EQ(rules::formatError(f), "ads.txt:3: rule 'web': dns.lists[0].files[0]: Adblock rule expected");
+  auto errs = configErrorsFromStatus(ctl::applyErrorToGrpc(err));
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_EQ(formatConfigError(errs[0]), rules::formatError(e));
+  EXPECT_EQ(formatConfigError(errs[1]), rules::formatError(f));
+}
+
 TEST(Hex, ParsesSeparatedBytes) {
   EXPECT_EQ(*parseHex("0x0a0B"), std::string("\x0a\x0b", 2));
   EXPECT_EQ(*parseHex("de:ad be-ef"), std::string("\xde\xad\xbe\xef", 4));

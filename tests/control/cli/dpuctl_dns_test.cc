@@ -83,6 +83,24 @@ TEST_F(DpuctlDns, AddRemoveList) {
   EXPECT_EQ(l.lists(1).action(), "allow");
 }
 
+// --timeout 0 (and DPUCTL_TIMEOUT=0) mean no deadline: a change on a busy appliance is
+// waited for (before, 0 was a usage error and the default 30 s deadline reported a change
+// the server went on to commit as DEADLINE_EXCEEDED). A bad DPUCTL_TIMEOUT is a usage error.
+TEST_F(DpuctlDns, TimeoutZeroMeansNoDeadline) {
+  auto r = dpuctl({"--timeout", "0", "config", "set", "dataplane.timeouts.udp_s=31"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  ::setenv("DPUCTL_TIMEOUT", "0", 1);
+  r = dpuctl({"dns", "list"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  ::setenv("DPUCTL_TIMEOUT", "soon", 1);
+  r = dpuctl({"dns", "list"});
+  ::unsetenv("DPUCTL_TIMEOUT");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err, HasSubstr("DPUCTL_TIMEOUT needs a number of seconds"));
+  r = dpuctl({"--timeout", "-1", "dns", "list"});
+  EXPECT_EQ(r.rc, 2);
+}
+
 TEST_F(DpuctlDns, Errors) {
   std::string cfg = write("config.json", R"({"dns": {"lists": [
       {"name": "ads", "format": "DNS_FORMAT_ADBLOCK", "names": ["||ads.example^"]}]}})");
@@ -105,7 +123,7 @@ TEST_F(DpuctlDns, Errors) {
   r = dpuctl({"dns", "add", "ads", "plain.example", "||fine.example^", "||bad..example^"});
   EXPECT_EQ(r.rc, 4);
   EXPECT_THAT(r.err, HasSubstr("INVALID_ARGUMENT: 2 errors"));
-  EXPECT_THAT(r.err, HasSubstr("  error: rule 'ads': entries["));
+  EXPECT_THAT(r.err, HasSubstr("  error: list 'ads': entries["));
   EXPECT_THAT(r.err, HasSubstr("entries[0]"));
   EXPECT_THAT(r.err, HasSubstr("entries[2]"));
   EXPECT_THAT(r.err, Not(HasSubstr("entries[1]")));
@@ -127,7 +145,7 @@ TEST_F(DpuctlDns, Errors) {
   }
   r = dpuctl({"dns", "remove", "ads", "no-rule-here"});  // one bad entry: one error
   EXPECT_EQ(r.rc, 4);
-  EXPECT_THAT(r.err, HasSubstr("  error: rule 'ads': entries["));
+  EXPECT_THAT(r.err, HasSubstr("  error: list 'ads': entries["));
   {
     std::lock_guard<std::mutex> lock(mu);
     ASSERT_EQ(refused.size(), 2u);

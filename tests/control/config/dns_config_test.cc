@@ -47,6 +47,7 @@ TEST(DnsConfig, DefaultsAndValues) {
   EXPECT_EQ(d.lists[1].sinkhole_v6[0][15], 1);
   EXPECT_EQ(d.extra_ports, std::vector<uint16_t>{5353});
   EXPECT_EQ(d.malformed, rules::Policy::kDrop);
+  EXPECT_EQ(d.nonstandard, rules::Policy::kDrop);  // unset: the malformed policy
   EXPECT_FALSE(d.cname_cloaking);
   auto snap = rules::compileSnapshot(*m, 1);
   ASSERT_TRUE(snap.ok()) << snap.status();
@@ -56,6 +57,31 @@ TEST(DnsConfig, DefaultsAndValues) {
   auto empty = toModel(*parseConfig("{}", ConfigFormat::kJson, "e.json"));
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ((*rules::compileSnapshot(*empty, 1))->dns, nullptr);
+}
+
+// dns.nonstandard: unset follows dns.malformed; set, it is its own policy.
+TEST(DnsConfig, NonstandardPolicyDefaultsToMalformed) {
+  struct Case { const char* json; rules::Policy malformed, nonstandard; };
+  for (const Case& c : {
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}]}})",
+                rules::Policy::kForward, rules::Policy::kForward},
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}], "malformed": "DROP"}})",
+                rules::Policy::kDrop, rules::Policy::kDrop},
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}], "malformed": "DROP",
+                "nonstandard": "FORWARD"}})",
+                rules::Policy::kDrop, rules::Policy::kForward},
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}], "nonstandard": "DROP"}})",
+                rules::Policy::kForward, rules::Policy::kDrop}}) {
+    auto cfg = parseConfig(c.json, ConfigFormat::kJson, "t.json");
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    auto m = toModel(*cfg);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->dns.malformed, c.malformed) << c.json;
+    EXPECT_EQ(m->dns.nonstandard, c.nonstandard) << c.json;
+    auto snap = rules::compileSnapshot(*m, 1);
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    EXPECT_EQ((*snap)->dns->nonstandard, c.nonstandard) << c.json;
+  }
 }
 
 TEST(DnsConfig, FieldErrors) {

@@ -1,8 +1,27 @@
 # Shared helpers of the control-plane integration tests (sourced, not run).
 #   usage in a test: source common.sh "$@"   (args: DPU_APPLIANCE DPUCTL)
 # Provides: $WORK (temp dir, removed on exit), $APPLIANCE, $DPUCTL, PY (/usr/bin/python3),
-# make_pcap, start_appliance, stop_appliance, kill9_appliance, ctl, fail, pass, skip, jq_py.
+# make_pcap, start_appliance, stop_appliance, kill9_appliance, ctl, fail, pass, skip, jq_py,
+# wait_until.
+#
+# A busy machine (2 cores at load 5, ASan) makes everything slower, never wrong: the tests wait
+# for what they wait for as long as it takes. dpuctl calls have no deadline (DPUCTL_TIMEOUT=0:
+# a 30k-rule apply took longer than dpuctl's default 30 s); waits for something the appliance
+# will do (start-up, a reload, a log line, a counter) poll up to WAIT_S seconds (default 300),
+# under ctest's 600 s TIMEOUT so a real hang still fails with the appliance's log.
 set -euo pipefail
+export DPUCTL_TIMEOUT=0
+WAIT_S=${WAIT_S:-300}
+
+# wait_until CMD...: runs CMD every 0.1 s until it succeeds (0) or WAIT_S seconds have passed
+# (1). The caller checks the outcome itself (so that the failure says what was missing).
+wait_until() {
+  local end=$((SECONDS + WAIT_S))
+  until "$@"; do
+    ((SECONDS < end)) || return 1
+    sleep 0.1
+  done
+}
 
 if [[ $# -lt 2 ]]; then
   echo "usage: $0 DPU_APPLIANCE DPUCTL" >&2
@@ -92,8 +111,8 @@ start_appliance() {
     >"$APP_OUT" 2>"$APP_LOG" &
   APP_PID=$!
   APP_PIDS+=("$APP_PID")
-  local i
-  for ((i = 0; i < 600; i++)); do
+  local end=$((SECONDS + WAIT_S))
+  while ((SECONDS < end)); do
     if grep -q "API listening on" "$APP_LOG" 2>/dev/null && grep -q "forwarding between" "$APP_LOG"; then
       APP_ADDR=$(sed -n 's/^dpu-appliance: API listening on \([^ ]*\) .*/\1/p' "$APP_LOG" | head -1)
       return 0
@@ -104,7 +123,7 @@ start_appliance() {
     fi
     sleep 0.1
   done
-  fail "dpu-appliance did not start listening within 60 s"
+  fail "dpu-appliance did not start listening within $WAIT_S s"
 }
 
 # stop_appliance: SIGTERM, wait, require exit status 0.

@@ -33,11 +33,11 @@ pass "dpi list: the rule file's rules, the unsupported one with its reason"
 printf 'rule udp_q : noisy {\n  meta: ref = "T-1" severity = 2\n  strings: $q = "qqqqqqqqqq"\n  condition: $q\n}\n' |
   ctl dpi add - --set live >"$WORK/add.out" || fail "dpi add: $(cat "$WORK/add.out")"
 grep -q "committed version" "$WORK/add.out" || fail "dpi add: $(cat "$WORK/add.out")"
-for ((i = 0; i < 100; i++)); do
+udp_q_matched() {
   ctl --json dpi list >"$WORK/l2.json"
-  [[ $(jq_py "$WORK/l2.json" 'int([r for r in d["rules"] if r["id"] == "live:udp_q"][0].get("matches", 0))') -gt 0 ]] && break
-  sleep 0.1
-done
+  [[ $(jq_py "$WORK/l2.json" 'int([r for r in d["rules"] if r["id"] == "live:udp_q"][0].get("matches", 0))') -gt 0 ]]
+}
+wait_until udp_q_matched || true
 [[ $(jq_py "$WORK/l2.json" 'int([r for r in d["rules"] if r["id"] == "live:udp_q"][0].get("matches", 0))') -gt 0 ]] ||
   fail "live:udp_q never matched: $(cat "$WORK/l2.json")"
 [[ $(jq_py "$WORK/l2.json" '[r for r in d["rules"] if r["id"] == "live:udp_q"][0]["origin"]') == rule_set ]] ||
@@ -49,10 +49,7 @@ ctl --json stats >"$WORK/s.json" || fail "stats"
 [[ $(jq_py "$WORK/s.json" 'int(d["total"].get("dpi", {}).get("alerts", 0))') -gt 0 ]] || fail "stats dpi.alerts"
 pass "dpi add from stdin: matched in traffic, counted per rule in dpi list and stats"
 
-for ((i = 0; i < 100; i++)); do
-  grep -q '"rule":"live:udp_q"' "$WORK/events.jsonl" 2>/dev/null && break
-  sleep 0.1
-done
+wait_until grep -q '"rule":"live:udp_q"' "$WORK/events.jsonl" 2>/dev/null || true
 line=$(grep -m1 '"rule":"live:udp_q"' "$WORK/events.jsonl") || fail "no alert event for live:udp_q"
 $PY - "$line" <<'PYEOF' || fail "alert event: $line"
 import json, sys

@@ -19,11 +19,11 @@ ctl --json lb list >"$WORK/l1.json" || fail "lb list"
 [[ $(jq_py "$WORK/l1.json" 'len(d["services"][0]["backends"])') == 2 ]] || fail "lb list: $(cat "$WORK/l1.json")"
 [[ $(jq_py "$WORK/l1.json" 'sum(b["table_slots"] for b in d["services"][0]["backends"])') == 65537 ]] ||
   fail "table slots: $(cat "$WORK/l1.json")"
-for ((i = 0; i < 100; i++)); do
+backends_counted() {
   ctl --json lb list >"$WORK/l2.json"
-  [[ $(jq_py "$WORK/l2.json" 'sum(int(b.get("packets", 0)) for b in d["services"][0]["backends"])') -gt 0 ]] && break
-  sleep 0.1
-done
+  [[ $(jq_py "$WORK/l2.json" 'sum(int(b.get("packets", 0)) for b in d["services"][0]["backends"])') -gt 0 ]]
+}
+wait_until backends_counted || true
 [[ $(jq_py "$WORK/l2.json" 'sum(int(b.get("packets", 0)) for b in d["services"][0]["backends"])') -gt 0 ]] ||
   fail "no packets counted on the backends: $(cat "$WORK/l2.json")"
 [[ $(jq_py "$WORK/l2.json" 'sum(int(b.get("total_flows", 0)) for b in d["services"][0]["backends"])') -gt 0 ]] ||

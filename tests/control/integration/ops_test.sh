@@ -65,7 +65,7 @@ $PY "$(dirname "$0")/dashboard_check.py" "$WORK/metrics.txt" "$SRC"/examples/gra
 pass "metrics scraped under traffic match GetStats and ListFirewallRules"
 
 # --- events file rotation: wait for two rotations
-for ((i = 0; i < 100; i++)); do [[ -f $WORK/eve.json.2 ]] && break; sleep 0.1; done
+wait_until test -f "$WORK/eve.json.2" || true
 # (the files are checked once the appliance has stopped: rotation goes on meanwhile)
 
 # --- SIGHUP: the committed configuration is applied again and the files it names are read
@@ -232,12 +232,13 @@ with open(sys.argv[2], "a", buffering=1) as log:
 PYEOF
 NOTIFY_PID=$!
 BG_PIDS+=("$NOTIFY_PID")
-for ((i = 0; i < 100; i++)); do [[ -S $WORK/notify.sock ]] && break; sleep 0.1; done
+wait_until test -S "$WORK/notify.sock" || true
 APP_LOG=$WORK/unit.log
 NOTIFY_SOCKET=$WORK/notify.sock "${START[@]}" >"$WORK/unit.out" 2>"$APP_LOG" &
 APP_PID=$!
 APP_PIDS+=("$APP_PID")
-for ((i = 0; i < 600; i++)); do grep -q "^READY=1" "$WORK/notify.log" 2>/dev/null && break; kill -0 "$APP_PID" || fail "unit ExecStart exited"; sleep 0.1; done
+unit_ready() { grep -q "^READY=1" "$WORK/notify.log" 2>/dev/null || { kill -0 "$APP_PID" || fail "unit ExecStart exited"; return 1; }; }
+wait_until unit_ready || true
 grep -q "^READY=1 STATUS=forwarding, config version 1, API on unix:" "$WORK/notify.log" || fail "no READY=1: $(cat "$WORK/notify.log" 2>&1)"
 # READY=1 comes after the API answers and the workers forward: no wait needed here.
 "$DPUCTL" --server "unix:$WORK/unit-state/api.sock" status >"$WORK/unit-status.out" 2>&1 || fail "dpuctl status right after READY=1: $(cat "$WORK/unit-status.out")"

@@ -189,6 +189,43 @@ TEST(DnsPipeline, MalformedPolicy) {
   }
 }
 
+// Messages that are not a standard query with one question (NOTIFY, UPDATE, QDCOUNT 0 or 2:
+// a blocked name as the second question) by the dns.nonstandard policy: forwarded unread and
+// counted, or dropped (dns_nonstandard) and counted. Before the policy they were always
+// forwarded.
+TEST(DnsPipeline, NonstandardPolicy) {
+  auto notify = test::dnsQuery("a.ads.example", kTypeA, 1, 0x2000);  // opcode 4 (NOTIFY)
+  auto update = test::dnsQuery("a.ads.example", 6, 2, 0x2800);       // opcode 5 (UPDATE)
+  auto none = test::dnsQuery("fine.example", kTypeA, 3);
+  none[5] = 0;  // QDCOUNT 0
+  // QDCOUNT 2: a clean first question, a blocked second one.
+  auto two = test::dnsQuery("fine.example", kTypeA, 4);
+  two[5] = 2;
+  auto second = test::dnsQuery("b.ads.example", kTypeA, 4);
+  two.insert(two.end(), second.begin() + 12, second.end());
+  const std::vector<std::vector<uint8_t>> msgs = {notify, update, none, two};
+  for (rules::Policy p : {rules::Policy::kForward, rules::Policy::kDrop}) {
+    rules::DnsModel m = model();
+    m.nonstandard = p;
+    Harness h(snapWith(m));
+    uint16_t sport = 40100;
+    for (const auto& msg : msgs) {
+      h.send(0, PacketBuilder().ipv4("10.0.0.1", "10.0.0.53").udp(sport++, 53).payload(msg).build());
+    }
+    h.poll();
+    const bool fwd = p == rules::Policy::kForward;
+    EXPECT_EQ(h.out(1).size(), fwd ? msgs.size() : 0u);
+    EXPECT_EQ(h.out(0).size(), 0u);  // never answered
+    auto c = h.counters();
+    EXPECT_EQ(c.dns[kDnsNonstandard], msgs.size());
+    EXPECT_EQ(c.dns[kDnsNonstandardForwarded], fwd ? msgs.size() : 0u);
+    EXPECT_EQ(c.dns[kDnsMalformed], 0u);
+    EXPECT_EQ(c.dns[kDnsBlocked], 0u);
+    EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsNonstandard)], fwd ? 0u : msgs.size());
+    EXPECT_STREQ(dropReasonName(DropReason::kDnsNonstandard), "dns_nonstandard");
+  }
+}
+
 Frame tcpSeg(uint16_t sport, uint8_t flags, uint32_t seq, uint32_t ack, std::vector<uint8_t> payload,
              bool from_client = true) {
   PacketBuilder b;
@@ -305,6 +342,39 @@ TEST(DnsPipeline, TcpBlockedAmongOthersGetsServfailForTheRest) {
   EXPECT_EQ(dnsGet16(p2 + 2), 8);
   EXPECT_EQ(p2[2 + 3] & 0xf, 3);  // NXDOMAIN
   EXPECT_EQ(a.payload_len, 2u + l1 + 2u + dnsGet16(p2));
+}
+
+// Over TCP a non-standard message with policy drop is handled like a malformed one: the
+// segment is dropped, the server gets a RST and the connection is closed; with forward it
+// passes and the stream is still followed (the blocked query after it is answered).
+TEST(DnsPipeline, TcpNonstandardByPolicy) {
+  for (rules::Policy p : {rules::Policy::kForward, rules::Policy::kDrop}) {
+    rules::DnsModel m = model();
+    m.nonstandard = p;
+    Harness h(snapWith(m));
+    handshake(h, 42010);
+    auto n = framed(test::dnsQuery("zone.example", 6, 5, 0x2000));  // NOTIFY
+    h.send(0, tcpSeg(42010, kTcpAck | kTcpPsh, 1000, 5000, n));
+    h.poll();
+    auto c = h.counters();
+    EXPECT_EQ(c.dns[kDnsNonstandard], 1u);
+    if (p == rules::Policy::kForward) {
+      EXPECT_EQ(h.out(1).size(), 1u);
+      EXPECT_EQ(h.out(0).size(), 0u);
+      EXPECT_EQ(c.dns[kDnsNonstandardForwarded], 1u);
+      auto q = framed(test::dnsQuery("c.ads.example", kTypeA, 6));
+      h.send(0, tcpSeg(42010, kTcpAck | kTcpPsh, 1000 + static_cast<uint32_t>(n.size()), 5000, q));
+      h.poll();
+      EXPECT_EQ(h.out(0).size(), 1u);  // the NXDOMAIN
+      EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+    } else {
+      auto to_b = h.out(1);
+      ASSERT_EQ(to_b.size(), 1u);  // the RST to the server, not the segment
+      EXPECT_EQ(parse(to_b[0]).tcp_flags & kTcpRst, kTcpRst);
+      EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsNonstandard)], 1u);
+      EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
+    }
+  }
 }
 
 // A response longer than 300 bytes whose CNAME chain reaches a blocked name past byte 300,

@@ -239,7 +239,10 @@ TEST(DnsStage, MalformedAndNotInspected) {
   EXPECT_EQ(j.d.outcome, DnsOutcome::kMalformed);
   EXPECT_EQ(j.d.status, DnsMsgStatus::kPointerLoop);
   auto notify = test::dnsQuery("nx.example", 6, 1, 0x2000);
-  EXPECT_EQ(judge(*dns, notify).d.outcome, DnsOutcome::kNotInspected);
+  EXPECT_EQ(judge(*dns, notify).d.outcome, DnsOutcome::kNonstandard);
+  auto two = test::dnsQuery("a.nx.example");
+  two[5] = 2;  // QDCOUNT 2
+  EXPECT_EQ(judge(*dns, two).d.outcome, DnsOutcome::kNonstandard);
   // A response whose answer section is broken: malformed (only inspected with cloaking).
   auto r = test::dnsCnameResponse("www.shop.example", {"x.example"});
   r.resize(r.size() - 5);
