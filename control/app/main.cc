@@ -70,6 +70,9 @@ options:
                          before input packet INDEX (0-based, merged order); repeatable, in
                          increasing INDEX. Start-only settings keep their first value.
   --quiet                no summary on stdout
+  --memory MB, -m MB     DPDK memory in MB, 64-1048576 (default: sized from the config:
+                         512 MB, plus the flow and fragment tables, plus 4 KiB per firewall
+                         ACL entry). Only the pages in use are backed by RAM.
 
 examples:
   dpu-appliance replay --config examples/config.json --in examples/example.pcap \
@@ -137,6 +140,17 @@ int main(int argc, char** argv) {
       else if (a == "--events") dst = &o.events;
       else if (a == "--summary-json") dst = &o.summary_json;
       else if (a == "--quiet") { o.quiet = true; continue; }
+      else if (a == "-m" || a == "--memory") {
+        std::string v;
+        if (!takeValue(i, argc, argv, v)) return fail("replay: " + a + " needs a value (MB)");
+        if (!absl::SimpleAtoi(v, &o.memory_mb) || o.memory_mb < dpu::ctl::kMinReplayMemoryMb ||
+            o.memory_mb > dpu::ctl::kMaxReplayMemoryMb) {
+          return fail("replay: " + a + " '" + v + "': expected MB in [" +
+                      std::to_string(dpu::ctl::kMinReplayMemoryMb) + ", " +
+                      std::to_string(dpu::ctl::kMaxReplayMemoryMb) + "]");
+        }
+        continue;
+      }
       else if (a == "--change") {
         std::string v;
         if (!takeValue(i, argc, argv, v)) return fail("replay: --change needs INDEX:FILE");
@@ -234,12 +248,16 @@ int main(int argc, char** argv) {
     if (cfg.empty()) return fail(std::string("validate: --config FILE is required\n") + kValidateHelp);
     auto c = dpu::ctl::loadConfigFile(cfg);
     if (!c.ok()) return fail(std::string(c.status().message()), 1);
-    auto m = dpu::ctl::toModel(*c);
+    dpu::ctl::ModelDetails details;
+    auto m = dpu::ctl::toModel(*c, nullptr, &details);
     if (!m.ok()) return fail(cfg + ": " + std::string(m.status().message()), 1);
     // --- ops --- compiled as an apply compiles it: DNS list files, YARA rules and LB tables
     // are only read and checked there (toModel alone passed a list with bad lines).
     auto snap = dpu::rules::compileSnapshot(*m, 0);
     if (!snap.ok()) return fail(cfg + ": " + std::string(snap.status().message()), 1);
+    for (const std::string& w : details.warnings) {
+      std::fprintf(stderr, "dpu-appliance: warning: %s: %s\n", cfg.c_str(), w.c_str());
+    }
     std::printf("%s: ok\n", cfg.c_str());
     return 0;
   }

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <unordered_set>
 #include <vector>
 
@@ -142,6 +143,37 @@ absl::Status GeoipDb::checkCountryData(size_t max_records) const {
       path_, ": no country data (no record with country.iso_code among the first ",
       records.size(), "; database type '", databaseType(),
       "'): use a country database such as GeoLite2-Country or GeoIP2-City"));
+}
+
+absl::StatusOr<std::vector<std::string>> GeoipDb::countryCodes() const {
+  const uint32_t nodes = db_->metadata.node_count;
+  std::vector<bool> seen(nodes, false);
+  std::unordered_set<uint32_t> records;
+  std::set<std::string> codes;
+  std::vector<uint32_t> stack = {0};
+  while (!stack.empty()) {
+    uint32_t n = stack.back();
+    stack.pop_back();
+    if (n >= nodes || seen[n]) continue;
+    seen[n] = true;
+    MMDB_search_node_s node;
+    if (MMDB_read_node(db_.get(), n, &node) != MMDB_SUCCESS) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": corrupt search tree (node ", n, ")"));
+    }
+    for (int side = 0; side < 2; ++side) {
+      const uint8_t type = side ? node.right_record_type : node.left_record_type;
+      if (type == MMDB_RECORD_TYPE_SEARCH_NODE) {
+        stack.push_back(static_cast<uint32_t>(side ? node.right_record : node.left_record));
+      } else if (type == MMDB_RECORD_TYPE_DATA) {
+        const MMDB_entry_s& entry = side ? node.right_record_entry : node.left_record_entry;
+        if (!records.insert(entry.offset).second) continue;
+        std::string cc = entryString(entry, "country", "iso_code");
+        if (!cc.empty()) codes.insert(std::move(cc));
+      }
+    }
+  }
+  return std::vector<std::string>(codes.begin(), codes.end());
 }
 
 absl::Status checkGeoipDatabase(const std::string& path) {
