@@ -351,7 +351,10 @@ TEST(FirewallCompiler, UnassignedCountryCodesAreErrors) {
   r.src_countries = {CountryCode{'G', 'B'}};
   r.dst_countries = {CountryCode{'X', 'K'}, CountryCode{'Z', 'W'}, CountryCode{'A', 'D'}};
   m.rules = {r};
-  EXPECT_TRUE(compileErrors(m).empty());
+  ConfigErrorList none;
+  auto fw = compileFirewall(m, FirewallCompileOptions{}, &none);
+  EXPECT_TRUE(fw.ok()) << fw.status();
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(FirewallCompiler, CountryIndexAndRanges) {

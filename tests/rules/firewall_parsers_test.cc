@@ -150,7 +150,7 @@ TEST(TextRules, TheIssueExample) {
   EXPECT_EQ(r.line, 1);
 }
 
-TEST(RuleFiles, AUtf8ByteOrderMarkIsSkipped) {
+TEST(ByteOrderMark, AtTheStartOfARuleOrCidrFileIsSkipped) {
   const std::string bom = "\xEF\xBB\xBF";
   auto text = parseTextRules(bom + "deny tcp any any -> any 22 id ssh\n", "bom.rules");
   ASSERT_TRUE(text.ok()) << text.status();
