@@ -234,7 +234,7 @@ absl::Status FirewallTables::buildFamily(const rules::CompiledFirewall& fw,
     if (e->src_len > 0) ++with_src;
     else if (e->dst_len > 0) ++open_src_dst;
   }
-  const bool shapes = with_src >= kShapeSplitMin && open_src_dst >= kShapeSplitMin;
+  const bool shapes = v6 && with_src >= kShapeSplitMin && open_src_dst >= kShapeSplitMin;
   if (shapes) {
     std::stable_partition(sorted.begin(), sorted.end(),
                           [](const rules::AclEntry* e) { return e->src_len > 0; });

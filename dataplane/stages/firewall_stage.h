@@ -111,11 +111,13 @@ struct FirewallTablesStats {
 // Shapes. rte_acl builds a DFA over the fields in order (source before destination): when
 // many entries name a source prefix and leave the destination open, and many others leave
 // the source open and name a destination, every source path must carry a copy of the
-// destination trie (a cross product: 3 rules of 600 IPv6 prefixes built in 53 s instead
-// of 7 s, see docs/firewall.md "Size and memory"). So when both kinds reach
-// kShapeSplitMin entries, a family is built as two groups, entries with a source prefix
-// and entries without, each with its own context(s); a query is classified by both
-// groups and the lower rank wins. Smaller rule sets stay one group (one lookup).
+// destination trie, 16 bytes deep for IPv6 (a cross product: 3 rules over 600 IPv6
+// prefixes built in 53 s instead of 7 s, see docs/firewall.md "Size and memory"). So when
+// both kinds reach kShapeSplitMin IPv6 entries, the IPv6 family is built as two groups,
+// entries with a source prefix and entries without, each with its own context(s); a query
+// is classified by both groups and the lower rank wins. IPv4 (4-byte addresses: ClassBench-
+// like sets build fine as one group, and a second lookup would cost more than it saves)
+// and smaller IPv6 rule sets stay one group (one lookup).
 //
 // Incremental tables. rte_acl_build costs ~3 us per trie node on this machine whatever the
 // layout (a 10k-rule ClassBench-like set: ~110k nodes, ~330 ms, the same in dpdk-test-acl),
