@@ -24,7 +24,13 @@ dpu_require_pkg(NLOHMANN_JSON nlohmann_json nlohmann-json3-dev)
 dpu_require_pkg(GRPCPP grpc++ libgrpc++-dev)
 dpu_require_pkg(PROTOBUF protobuf libprotobuf-dev)
 dpu_require_pkg(PCAP libpcap libpcap-dev)
-dpu_require_pkg(PROMETHEUS_PULL prometheus-cpp-pull prometheus-cpp-dev)  # metrics endpoint
+dpu_require_pkg(PROMETHEUS_PULL prometheus-cpp-pull prometheus-cpp-dev)  # metrics serializer
+dpu_require_pkg(SYSTEMD libsystemd libsystemd-dev)  # sd_notify (Type=notify unit)
+# The metrics endpoint's HTTP server (/metrics and its index page): civetweb's C++ API.
+find_package(civetweb CONFIG QUIET)
+if(NOT TARGET civetweb::civetweb-cpp)
+  message(FATAL_ERROR "Missing dependency: civetweb. Install it with: apt-get install libcivetweb-dev")
+endif()
 
 find_program(PROTOC protoc)
 if(NOT PROTOC)

@@ -8,8 +8,11 @@ PKGS=(
   libpcre2-dev                         # DPI: PCRE2 confirms HS_FLAG_PREFILTER candidates
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
-  prometheus-cpp-dev                   # /metrics endpoint (prometheus-cpp Exposer, civetweb)
+  prometheus-cpp-dev libcivetweb-dev   # /metrics endpoint (prometheus-cpp serializer, civetweb)
+  libsystemd-dev                       # sd_notify: Type=notify readiness for the systemd unit
+  python3-grpcio python3-protobuf python3-grpc-tools  # the Python client and its test
   curl                                 # tests: scrape /metrics
+  bind9-dnsutils                       # dig: scripts/lab.sh and its test
   python3 python3-scapy python3-matplotlib tcpdump iproute2 ethtool
   tshark                               # DNS filtering: pcap cases check the answers decode as DNS
   clang libclang-rt-14-dev             # scripts/fuzz: libFuzzer + ASan/UBSan runtimes for clang 14

@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "control/api/appliance_service.h"
+#include "control/api/reflection_v1.h"
 
 namespace dpu::ctl {
 namespace {
@@ -212,6 +213,11 @@ absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::start(const ApiServerOptio
   int port = 0;
   builder.AddListeningPort(*addr, creds, &port);
   builder.RegisterService(service);
+  // Reflection v1 beside gRPC's v1alpha plugin (control/api/reflection_v1.h).
+  s->reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+      v1::Appliance::service_full_name(), "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"});
+  builder.RegisterService(s->reflection_v1_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_request_bytes));
   // The socket is created by BuildAndStart: create it 0600 (no window where others could
   // connect), then chmod to be sure whatever the umask did.

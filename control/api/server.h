@@ -54,6 +54,8 @@ class ApiServer {
 
  private:
   ApiServer() = default;
+  // Declared before server_: destroyed after it (the server references the service).
+  std::unique_ptr<grpc::Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
   ApplianceService* service_ = nullptr;
   std::string address_;

@@ -3,11 +3,13 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <systemd/sd-daemon.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -34,34 +36,43 @@ std::atomic<bool> g_reload{false};
 void onSignal(int) { g_stop.store(true); }
 void onHangup(int) { g_reload.store(true); }
 
-// SIGHUP: the --config file becomes the committed configuration (next version).
-void reloadConfigFile(const std::string& path, ConfigManager& manager) {
-  if (path.empty()) {
-    std::fprintf(stderr, "dpu-appliance: SIGHUP: no --config file to re-apply (events file "
-                         "reopened); change the configuration with dpuctl\n");
-    return;
+// Tells systemd (NOTIFY_SOCKET, set by a Type=notify unit) about the service state; a no-op
+// when not started by systemd. A failure is told once and never stops the appliance.
+void sdNotify(const char* state) {
+  static std::atomic<bool> told{false};
+  int r = sd_notify(0, state);
+  if (r < 0 && !told.exchange(true)) {
+    std::fprintf(stderr, "dpu-appliance: sd_notify failed: %s\n", std::strerror(-r));
   }
-  auto cfg = loadConfigFile(path);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "dpu-appliance: SIGHUP: %s not applied, nothing changed: %s\n",
-                 path.c_str(), std::string(cfg.status().message()).c_str());
-    manager.reportRefused("load", cfg.status());  // --- ops --- a config event, counted
-    return;
-  }
+}
+
+// SIGHUP (systemctl reload): the committed configuration is applied again as the next
+// version, so the files it names (rule files, IP sets, DNS list files, YARA rule files, the
+// GeoIP database) are read again, e.g. after a feed update. The committed document itself
+// is the source of truth: changes made through the API are kept, and the --config file is
+// not read (it only seeds an empty state directory; `dpuctl config reseed FILE` makes a file
+// the running configuration again, explicitly). A file that no longer loads or compiles
+// refuses the reload: nothing changes, the errors are logged and a config event says so.
+void reloadNamedFiles(ConfigManager& manager) {
+  v1::ApplianceConfig cfg = manager.current();
+  const uint64_t based_on = cfg.version();
   ApplyError err;
-  auto r = manager.apply(*cfg, 0, /*force=*/true, &err);
+  auto r = manager.apply(cfg, based_on, /*force=*/false, &err);
   if (!r.ok()) {
-    std::fprintf(stderr, "dpu-appliance: SIGHUP: %s not applied, nothing changed: %s\n",
-                 path.c_str(), std::string(r.status().message()).c_str());
+    std::fprintf(stderr,
+                 "dpu-appliance: SIGHUP: the files named by config version %lu not applied, "
+                 "nothing changed: %s\n",
+                 static_cast<unsigned long>(based_on), std::string(r.status().message()).c_str());
     for (const auto& e : err.errors) {
       std::fprintf(stderr, "  error: %s\n", rules::formatError(e).c_str());
     }
     return;
   }
   std::fprintf(stderr,
-               "dpu-appliance: SIGHUP: applied %s as config version %lu (generation %u) in "
-               "%.1f ms\n",
-               path.c_str(), static_cast<unsigned long>(r->version), r->generation,
+               "dpu-appliance: SIGHUP: re-read the files named by config version %lu: applied "
+               "as config version %lu (generation %u) in %.1f ms\n",
+               static_cast<unsigned long>(based_on), static_cast<unsigned long>(r->version),
+               r->generation,
                r->validate_ms + r->compile_ms + r->prepare_ms + r->persist_ms + r->publish_ms);
   for (const auto& w : r->warnings) std::fprintf(stderr, "  warning: %s\n", w.c_str());
 }
@@ -200,32 +211,54 @@ absl::Status runLive(const LiveOptions& o) {
                        "Ctrl-C to stop\n",
                livePort(plane->portA(), "A").name.c_str(),
                livePort(plane->portB(), "B").name.c_str(), plane->workerCount());
+  // systemd (Type=notify): ready once the API answers and the workers forward, so
+  // `systemctl start dpu-appliance && dpuctl status` does not race the start.
+  sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version(),
+                        ", API on ", server->address())
+               .c_str());
   auto start = std::chrono::steady_clock::now();
   auto last_stats = start;
-  uint64_t last_rx = 0;
+  auto last = plane->counters().total;  // the previous --stats-interval sample
   while (!g_stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     auto t = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(t - start).count();
     if (o.duration_s > 0 && elapsed >= o.duration_s) break;
     if (g_reload.exchange(false)) {
+      // systemd (Type=notify): `systemctl reload` waits until READY=1 again.
+      sdNotify("RELOADING=1\nSTATUS=re-reading the files the configuration names");
       hub.reopenFile();
-      reloadConfigFile(o.config, manager);
+      reloadNamedFiles(manager);
+      sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version())
+                   .c_str());
     }
     if (o.stats_interval_s > 0 &&
         std::chrono::duration<double>(t - last_stats).count() >= o.stats_interval_s) {
+      // Per-second rates over the interval, then only the drop reasons that grew in it.
       auto c = plane->counters().total;
-      uint64_t rx = c.rx_packets[0] + c.rx_packets[1];
-      double dt = std::chrono::duration<double>(t - last_stats).count();
-      std::fprintf(stderr, "[%8.1fs] rx %lu (%.3f Mpps)  fwd %lu  drop %lu  flows %lu\n",
-                   elapsed, static_cast<unsigned long>(rx), (rx - last_rx) / dt / 1e6,
-                   static_cast<unsigned long>(c.verdicts[1]),
-                   static_cast<unsigned long>(c.totalDrops()),
-                   static_cast<unsigned long>(c.flows_active));
-      last_rx = rx;
+      const double dt = std::chrono::duration<double>(t - last_stats).count();
+      auto per_s = [dt](uint64_t now, uint64_t before) { return double(now - before) / dt; };
+      const uint64_t rx = c.rx_packets[0] + c.rx_packets[1];
+      const uint64_t last_rx = last.rx_packets[0] + last.rx_packets[1];
+      std::string line = absl::StrFormat(
+          "[%8.1fs] rx %.0f pps  fwd %.0f/s  drop %.0f/s  reject %.0f/s  new flows %.0f/s  "
+          "active flows %u",
+          elapsed, per_s(rx, last_rx), per_s(c.verdicts[1], last.verdicts[1]),
+          per_s(c.verdicts[2], last.verdicts[2]), per_s(c.verdicts[3], last.verdicts[3]),
+          per_s(c.flows_created, last.flows_created), c.flows_active);
+      std::string why;
+      for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
+        if (c.drops[r] == last.drops[r]) continue;
+        absl::StrAppendFormat(&why, "%s %s %.0f/s", why.empty() ? "  drops:" : ",",
+                              dp::dropReasonName(static_cast<dp::DropReason>(r)),
+                              per_s(c.drops[r], last.drops[r]));
+      }
+      std::fprintf(stderr, "%s%s\n", line.c_str(), why.c_str());
+      last = c;
       last_stats = t;
     }
   }
+  sdNotify("STOPPING=1\nSTATUS=stopping: final counters follow");
   // API first (no change can start while the workers stop), then the workers, then the
   // pump's last drain (flow ends at shutdown).
   metrics.reset();

@@ -1,6 +1,9 @@
 // dpu-appliance: the inline appliance (run / replay / validate). Usage: kUsage and each
 // command's help below (`dpu-appliance <command> --help`).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,11 +22,16 @@ constexpr const char* kRunHelp = R"(usage: dpu-appliance run [options] -- <EAL a
 
 Live mode. Port 0 is side A, port 1 side B (any PMD given to EAL after --). The main lcore
 runs control, every other lcore a worker. SIGINT/SIGTERM stop it and print the final
-counters; SIGHUP re-applies the --config file (see below). Manage it with dpuctl.
+counters; SIGHUP re-reads the files the committed configuration names (see below). Manage
+it with dpuctl.
 
 options:
-  --config FILE          seeds an empty state directory; SIGHUP applies FILE again as the
-                         next version (an invalid FILE is logged and changes nothing)
+  --config FILE          seeds an empty state directory (later starts, SIGHUP and dpuctl
+                         use the committed configuration; `dpuctl config reseed FILE` makes
+                         FILE the running configuration again, after showing what it
+                         discards). SIGHUP applies the committed configuration again as the
+                         next version, so the rule, list, YARA and GeoIP files it names are
+                         read again; a file that no longer loads changes nothing (logged)
   --state-dir DIR        committed config (DIR/config.json) and the API socket; default
                          /var/lib/dpu-appliance (created 0700). A committed config wins over
                          --config at start.
@@ -41,7 +49,9 @@ options:
   --events-max-bytes N   rotate FILE at N bytes (FILE -> FILE.1 ...; default 67108864,
                          0 = never). SIGHUP also reopens FILE (for logrotate).
   --events-keep N        rotated files kept (default 4).
-  --stats-interval S     print a counters line every S seconds.
+  --stats-interval S     every S seconds a line of rates over the interval (rx pps, forwarded,
+                         dropped, rejected and new flows per second, active flows) and the
+                         drop reasons that grew, with their rate
   --duration S           stop after S seconds.
   --mbufs N              packet buffers in the pool (default: sized from workers and
                          descriptors); e.g. net_pcap infinite_rx needs one per packet.
@@ -81,14 +91,19 @@ examples:
       --events events.jsonl --summary-json summary.json --quiet
 )";
 
-constexpr const char* kValidateHelp = R"(usage: dpu-appliance validate --config FILE
+constexpr const char* kValidateHelp = R"(usage: dpu-appliance validate --config FILE [--state-dir DIR]
 
 Checks a config file (and the rule files, lists and databases it names) without running
 anything: prints "FILE: ok", or every error with its field path, rule id and line.
 
+With --state-dir, checks the configuration `run --state-dir DIR --config FILE` would run:
+the committed DIR/config.json when there is one (FILE then only seeds an empty state
+directory and is not what runs), else FILE. The systemd unit's ExecStartPre uses this.
+
 examples:
   dpu-appliance validate --config examples/config.json
-  dpu-appliance validate --config /etc/dpu-appliance/config.json && systemctl reload dpu-appliance
+  dpu-appliance validate --config /etc/dpu-appliance/config.json --state-dir /var/lib/dpu-appliance
+  dpu-appliance validate --state-dir /var/lib/dpu-appliance && systemctl reload dpu-appliance
 )";
 
 constexpr const char* kUsage =
@@ -235,7 +250,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "validate") {
-    std::string cfg;
+    std::string cfg, state_dir;
     for (int i = 2; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "--help" || a == "-h") {
@@ -243,9 +258,29 @@ int main(int argc, char** argv) {
         return 0;
       }
       if (a == "--config" && takeValue(i, argc, argv, cfg)) continue;
+      if (a == "--state-dir" && takeValue(i, argc, argv, state_dir)) continue;
       return fail(std::string("validate: bad argument '") + a + "'\n" + kValidateHelp);
     }
-    if (cfg.empty()) return fail(std::string("validate: --config FILE is required\n") + kValidateHelp);
+    if (cfg.empty() && state_dir.empty()) {
+      return fail(std::string("validate: --config FILE or --state-dir DIR is required\n") +
+                  kValidateHelp);
+    }
+    if (!state_dir.empty()) {
+      // What `run` uses: the committed config wins over --config (ConfigStore::open).
+      const std::string committed = state_dir + "/config.json";
+      struct stat sb {};
+      if (::stat(committed.c_str(), &sb) == 0) {
+        if (!cfg.empty()) {
+          std::printf("%s: not checked: %s holds the committed config, which is what runs\n",
+                      cfg.c_str(), committed.c_str());
+        }
+        cfg = committed;
+      } else if (errno != ENOENT) {
+        return fail(committed + ": " + std::strerror(errno), 1);
+      } else if (cfg.empty()) {
+        return fail(state_dir + " holds no committed config and no --config FILE was given", 1);
+      }
+    }
     auto c = dpu::ctl::loadConfigFile(cfg);
     if (!c.ok()) return fail(std::string(c.status().message()), 1);
     dpu::ctl::ModelDetails details;

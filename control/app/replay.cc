@@ -49,9 +49,9 @@ class VerdictWriter : public dp::VerdictSink {
 };
 
 // DPDK memory (MB) a replay of this snapshot needs: the mbuf pool (2047 buffers of 64 KiB,
-// 130 MB) and the other pools with headroom (512 MB in all), the flow and fragment tables,
-// and the firewall's rte_acl tables. An rte_acl table's size is only known once it is
-// built; kAclBytesPerEntry covers the rule sets we measured with margin (ClassBench-like:
+// 130 MB) and the other pools with headroom (512 MB in all), the flow and fragment tables
+// (reassembly buffers included), and the firewall's rte_acl tables. An rte_acl table's size
+// is only known once it is built; kAclBytesPerEntry covers the rule sets we measured with margin (ClassBench-like:
 // 4.2 MiB for 1k entries, 24 MiB for 10k, 107 MiB for 100k; docs/firewall.md "Size and
 // memory"). Without hugepages the EAL only reserves address space: pages the tables do
 // not touch cost nothing.
@@ -60,7 +60,9 @@ constexpr uint64_t kAclBytesPerEntry = 4096;
 uint64_t replayMemoryMb(const rules::Snapshot& s) {
   const auto& d = s.dataplane;
   uint64_t table_mb = (static_cast<uint64_t>(d.flow_capacity) * 200 +
-                       static_cast<uint64_t>(d.frag_max_datagrams) * (256 + 4 * d.frag_max_fragments)) >> 20;
+                       static_cast<uint64_t>(d.frag_max_datagrams) * (256 + 4 * d.frag_max_fragments) +
+                       static_cast<uint64_t>(d.frag_reassembly_buffers) *
+                           (d.frag_max_datagram_bytes + 1024)) >> 20;
   uint64_t acl_mb = 0;
   if (s.firewall) {
     acl_mb = ((s.firewall->v4.size() + s.firewall->v6.size()) * kAclBytesPerEntry) >> 20;
@@ -99,6 +101,9 @@ absl::Status runReplay(const ReplayOptions& o) {
     (*s)->dataplane.flow_capacity = (*snap)->dataplane.flow_capacity;
     (*s)->dataplane.frag_max_datagrams = (*snap)->dataplane.frag_max_datagrams;
     (*s)->dataplane.frag_max_fragments = (*snap)->dataplane.frag_max_fragments;
+    (*s)->dataplane.frag_reassembly_buffers = (*snap)->dataplane.frag_reassembly_buffers;
+    (*s)->dataplane.frag_max_datagram_bytes = (*snap)->dataplane.frag_max_datagram_bytes;
+    (*s)->dataplane.frag_max_held = (*snap)->dataplane.frag_max_held;
     change_snaps.push_back(std::move(*s));
   }
 

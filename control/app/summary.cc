@@ -250,6 +250,16 @@ std::string formatSummary(const SummaryInput& in) {
                           "\nfragments\n  packets %u   held for first fragment %u   overlaps %u"
                           "   first fragment missing %u\n",
                           t.frag_packets, t.frag_held, t.frag_overlaps, t.frag_timeouts));
+  if (t.frag_reassembled || t.frag_atomic || t.frag_overlap_conflicts || t.frag_fail_open ||
+      t.frag_fail_closed) {
+    absl::StrAppend(&s, absl::StrFormat(
+                            "  reassembled for inspection %u   atomic %u   overlaps identical %u"
+                            " / different %u\n  exhausted: no buffer %u   too big %u   hold full"
+                            " %u (fail open %u, fail closed %u)\n",
+                            t.frag_reassembled, t.frag_atomic, t.frag_overlap_identical,
+                            t.frag_overlap_conflicts, t.frag_no_buffer, t.frag_too_big,
+                            t.frag_hold_full, t.frag_fail_open, t.frag_fail_closed));
+  }
   if (t.fw_allowed || t.fw_denied || t.fw_rejected || !in.fw_rules.empty()) {
     absl::StrAppend(&s, absl::StrFormat(
                             "\nfirewall\n  judged: allowed %u   denied %u   rejected %u"
@@ -350,7 +360,19 @@ std::string summaryJson(const SummaryInput& in) {
                   ",\"midstream\":", t.flows_midstream, ",\"table_full\":", t.flow_table_full,
                   "},\"fragments\":{\"packets\":", t.frag_packets, ",\"held\":", t.frag_held,
                   ",\"overlaps\":", t.frag_overlaps, ",\"first_missing\":", t.frag_timeouts,
-                  "},\"stages\":{");
+                  "");
+  // Reassembly for inspection: only when it did something (older summaries unchanged).
+  if (t.frag_reassembled | t.frag_atomic | t.frag_overlap_identical | t.frag_overlap_conflicts |
+      t.frag_no_buffer | t.frag_too_big | t.frag_hold_full | t.frag_fail_open |
+      t.frag_fail_closed) {
+    absl::StrAppend(&s, ",\"reassembled\":", t.frag_reassembled, ",\"atomic\":", t.frag_atomic,
+                    ",\"overlap_identical\":", t.frag_overlap_identical,
+                    ",\"overlap_conflicts\":", t.frag_overlap_conflicts,
+                    ",\"no_buffer\":", t.frag_no_buffer, ",\"too_big\":", t.frag_too_big,
+                    ",\"hold_full\":", t.frag_hold_full, ",\"fail_open\":", t.frag_fail_open,
+                    ",\"fail_closed\":", t.frag_fail_closed);
+  }
+  absl::StrAppend(&s, "},\"stages\":{");
   first = true;
   for (int st = 1; st < static_cast<int>(dp::Stage::kCount); ++st) {
     absl::StrAppend(&s, first ? "" : ",", "\"", dp::stageName(static_cast<dp::Stage>(st)),
@@ -455,7 +477,11 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
                     "\",\"dest_port\":", e.dport, ",\"proto\":\"", protoName(e.proto), "\"");
   }
   if (e.vlan) absl::StrAppend(&s, ",\"vlan\":[", e.vlan, "]");
-  if (e.type == dp::EventType::kDrop) {
+  if (e.type == dp::EventType::kUninspected) {
+    absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"uninspected\":{\"reason\":\"",
+                    dp::dropReasonName(e.reason), "\",\"stage\":\"", dp::stageName(e.stage),
+                    "\"}");
+  } else if (e.type == dp::EventType::kDrop) {
     absl::StrAppend(&s, ",\"pcap_cnt\":", e.seq, ",\"drop\":{\"reason\":\"",
                     dp::dropReasonName(e.reason), "\",\"stage\":\"", dp::stageName(e.stage),
                     "\",\"action\":\"", dp::verdictName(e.verdict), "\"");

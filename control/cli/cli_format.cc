@@ -138,6 +138,136 @@ std::string formatTask(const v1::TaskProgress& t) {
   return rules::formatProgress(p);
 }
 
+namespace {
+
+// Every counter of a Stats sample by a readable path ("drops[firewall_deny]",
+// "stages[dns].dropped", "ports[A].rx_packets"), for the changes view of a watch. Leaves out
+// what changes on every sample without being an event (time, uptime, cycles, latency
+// quantiles) and the per-worker copies of the totals.
+void flattenCounters(const google::protobuf::Message& m, const std::string& prefix,
+                     std::map<std::string, int64_t>* out) {
+  using google::protobuf::FieldDescriptor;
+  const auto* d = m.GetDescriptor();
+  const auto* r = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    const std::string& n = f->name();
+    if (n == "workers" || n == "timestamp_unix_ns" || n == "uptime_seconds" || n == "cycles" ||
+        n == "latency" || n == "tasks" || n == "last_match_unix_ns" || n == "last_apply_unix_ns") {
+      continue;
+    }
+    const std::string path = prefix.empty() ? n : prefix + "." + n;
+    if (f->is_map()) {
+      for (int k = 0; k < r->FieldSize(m, f); ++k) {
+        const auto& e = r->GetRepeatedMessage(m, f, k);
+        const auto* ed = e.GetDescriptor();
+        const auto* kf = ed->FindFieldByName("key");
+        const auto* vf = ed->FindFieldByName("value");
+        if (kf->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
+        const std::string key = e.GetReflection()->GetString(e, kf);
+        switch (vf->cpp_type()) {
+          case FieldDescriptor::CPPTYPE_UINT64:
+            (*out)[n + "[" + key + "]"] = int64_t(e.GetReflection()->GetUInt64(e, vf));
+            break;
+          case FieldDescriptor::CPPTYPE_UINT32:
+            (*out)[n + "[" + key + "]"] = e.GetReflection()->GetUInt32(e, vf);
+            break;
+          default:
+            break;
+        }
+      }
+      continue;
+    }
+    if (f->is_repeated()) {
+      if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) continue;
+      for (int k = 0; k < r->FieldSize(m, f); ++k) {
+        const auto& e = r->GetRepeatedMessage(m, f, k);
+        // The element's name: its first string field (side, stage, name, id ...).
+        std::string key = std::to_string(k);
+        const auto* ed = e.GetDescriptor();
+        for (int j = 0; j < ed->field_count(); ++j) {
+          const auto* kf = ed->field(j);
+          if (!kf->is_repeated() && kf->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+            key = e.GetReflection()->GetString(e, kf);
+            break;
+          }
+        }
+        flattenCounters(e, n + "[" + key + "]", out);
+      }
+      continue;
+    }
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_UINT64: (*out)[path] = int64_t(r->GetUInt64(m, f)); break;
+      case FieldDescriptor::CPPTYPE_UINT32: (*out)[path] = r->GetUInt32(m, f); break;
+      case FieldDescriptor::CPPTYPE_INT64: (*out)[path] = r->GetInt64(m, f); break;
+      case FieldDescriptor::CPPTYPE_INT32: (*out)[path] = r->GetInt32(m, f); break;
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        if (r->HasField(m, f)) flattenCounters(r->GetMessage(m, f), n == "total" ? "" : path, out);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+std::string fmtBits(double bytes_per_s) {
+  const double b = bytes_per_s * 8;
+  if (b >= 1e9) return absl::StrFormat("%.2f Gbit/s", b / 1e9);
+  if (b >= 1e6) return absl::StrFormat("%.1f Mbit/s", b / 1e6);
+  if (b >= 1e3) return absl::StrFormat("%.1f kbit/s", b / 1e3);
+  return absl::StrFormat("%.0f bit/s", b);
+}
+
+}  // namespace
+
+std::string formatStatsChanges(const v1::Stats& s, const v1::Stats& prev) {
+  std::string o;
+  const double dt = (s.timestamp_unix_ns() - prev.timestamp_unix_ns()) / 1e9;
+  const auto& t = s.total();
+  const auto& q = prev.total();
+  auto rate = [dt](uint64_t now, uint64_t before) {
+    return dt > 0 && now >= before ? double(now - before) / dt : 0.0;
+  };
+  absl::StrAppendFormat(&o, "%s  +%.2f s  config version %u, generation %u\n",
+                        formatTime(s.timestamp_unix_ns()), dt, s.config_version(),
+                        s.generation());
+  for (int i = 0; i < s.ports_size() && i < prev.ports_size(); ++i) {
+    const auto& p = s.ports(i);
+    const auto& pp = prev.ports(i);
+    absl::StrAppendFormat(&o, "  %s %-12s rx %s %s   tx %s %s\n", p.side(), p.name(),
+                          fmtRate(rate(p.rx_packets(), pp.rx_packets())),
+                          fmtBits(rate(p.rx_bytes(), pp.rx_bytes())),
+                          fmtRate(rate(p.tx_packets(), pp.tx_packets())),
+                          fmtBits(rate(p.tx_bytes(), pp.tx_bytes())));
+  }
+  absl::StrAppendFormat(&o, "  forwarded %s   dropped %s   rejected %s   new flows %s   active flows %u\n",
+                        fmtRate(rate(t.forwarded(), q.forwarded())),
+                        fmtRate(rate(t.dropped(), q.dropped())),
+                        fmtRate(rate(t.rejected(), q.rejected())),
+                        fmtRate(rate(t.flows_created(), q.flows_created())), t.flows_active());
+  std::map<std::string, int64_t> a, b;
+  flattenCounters(s, "", &a);
+  flattenCounters(prev, "", &b);
+  std::vector<std::string> lines;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    const int64_t before = it == b.end() ? 0 : it->second;
+    if (v == before) continue;
+    const int64_t d = v - before;
+    lines.push_back(absl::StrFormat("  %-40s %14d  %+d%s", k, v, d,
+                                    d > 0 && dt > 0 ? "  (" + fmtRate(d / dt) + ")" : ""));
+  }
+  for (const auto& [k, v] : b) {
+    if (!a.count(k)) lines.push_back(absl::StrFormat("  %-40s %14s  (gone)", k, "-"));
+  }
+  if (lines.empty()) {
+    absl::StrAppend(&o, "  (no counter changed)\n");
+  } else {
+    absl::StrAppend(&o, "changed:\n", absl::StrJoin(lines, "\n"), "\n");
+  }
+  return o;
+}
+
 std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
   std::string o;
   const auto& t = s.total();

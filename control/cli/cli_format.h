@@ -20,6 +20,9 @@ std::string toJson(const google::protobuf::Message& m, bool pretty);
 std::string formatStatus(const v1::StatusResponse& s);
 // `prev` (may be null) is the previous sample of a watch: rates are shown when given.
 std::string formatStats(const v1::Stats& s, const v1::Stats* prev);
+// A watch sample after the first: rates per port (packets and bits per second), verdict and
+// new-flow rates, then only the counters that changed since `prev` (value, delta, rate).
+std::string formatStatsChanges(const v1::Stats& s, const v1::Stats& prev);
 std::string formatEvent(const v1::Event& e);
 std::string formatExplain(const v1::ExplainResponse& r);
 std::string formatApply(const v1::ApplyConfigResponse& r);

@@ -64,7 +64,8 @@ commands:
   config diff FILE                          committed configuration vs FILE, field by field
   config validate FILE                      check FILE on the server without committing
   config set PATH=VALUE... [--expected-version N | --force]
-  stats [--watch [--interval MS] [--count N]]
+  config reseed FILE [--yes]                FILE becomes the running config again (diff, confirm)
+  stats [--watch [--interval MS] [--count N] [--full]]
   events [--types drop,flow,config] [--count N] [--buffer N]
   explain (--frame-hex HEX | --src IP --dst IP --proto P [--sport N] [--dport N]
            [--flags F] [--vlan N] [--payload TEXT]) [--side A|B]
@@ -128,6 +129,13 @@ constexpr const char* kConfigHelp = R"(usage:
   dpuctl config validate FILE
       Validates and compiles FILE on the server without committing it; exit 4 and every
       error when it is invalid.
+  dpuctl config reseed FILE [--yes]
+      Makes FILE the running configuration again (e.g. the file the appliance was first
+      started with), discarding every change made since through dpuctl or the API: prints
+      the difference (committed values are the ones discarded), asks for confirmation
+      (--yes: do not ask; required when stdin is not a terminal), then applies it based on
+      the version shown (exit 3 if someone commits in between). SIGHUP / systemctl reload
+      never does this: it only re-reads the files the committed configuration names.
   dpuctl config set PATH=VALUE... [--expected-version N | --force]
       Changes only the named fields (UpdateConfig with an update mask). PATH uses proto
       field names; VALUE is JSON (numbers, true/false, "strings", {...}) or a bare word
@@ -136,21 +144,26 @@ constexpr const char* kConfigHelp = R"(usage:
 examples:
   dpuctl config get > current.json
   dpuctl config diff new.json && dpuctl config apply new.json
+  dpuctl config reseed /etc/dpu-appliance/config.json
   dpuctl config apply new.json --expected-version 7
   dpuctl config validate new.json
   dpuctl config set dataplane.non_ip=DROP dataplane.timeouts.udp_s=30
   dpuctl config set dataplane.tcp.midstream=       # back to the default
 )";
 
-constexpr const char* kStatsHelp = R"(usage: dpuctl stats [--watch [--interval MS] [--count N]]
+constexpr const char* kStatsHelp = R"(usage: dpuctl stats [--watch [--interval MS] [--count N] [--full]]
 
 Counters: ports (packets, bytes, missed, no-mbuf, tx errors), verdicts, drops by reason,
 flows, fragments, stages, per worker. --watch streams a sample every --interval ms (default
-1000, minimum 100) with rates, until Ctrl-C or --count samples.
+1000, minimum 100) until Ctrl-C or --count samples: the first in full, then per sample the
+rates (packets and bits per second per port, forwarded / dropped / rejected / new flows per
+second) and only the counters that changed, with their delta and rate. --full prints every
+sample in full (with port rates) instead.
 
 examples:
   dpuctl stats
   dpuctl stats --watch --interval 500
+  dpuctl stats --watch --full
   dpuctl --json stats --watch --count 3
 )";
 
@@ -524,8 +537,85 @@ int cmdStatus(Client& c, const std::vector<std::string>& a) {
   return kOk;
 }
 
+// `config reseed FILE [--yes]`: the running configuration becomes FILE again (typically the
+// file the appliance was first started with), discarding what was changed since (dpuctl and
+// API edits): shows the difference first and asks, or needs --yes when stdin is no terminal.
+int cmdConfigReseed(Client& c, const std::vector<std::string>& a) {
+  bool yes = false;
+  std::vector<std::string> pos;
+  for (size_t i = 1; i < a.size(); ++i) {
+    if (a[i] == "--yes" || a[i] == "-y") {
+      yes = true;
+    } else if (a[i].rfind("--", 0) == 0) {
+      return usage("config reseed: unknown option '" + a[i] + "'", kConfigHelp);
+    } else {
+      pos.push_back(a[i]);
+    }
+  }
+  if (pos.size() != 1) return usage("config reseed: give exactly one FILE", kConfigHelp);
+  int rc = kOk;
+  dpu::v1::ApplianceConfig cfg;
+  if (!loadFile(pos[0], &cfg, &rc)) return rc;
+  dpu::v1::GetConfigResponse cur;
+  {
+    grpc::ClientContext ctx;
+    c.unary(&ctx);
+    grpc::Status st = c.stub().GetConfig(&ctx, dpu::v1::GetConfigRequest(), &cur);
+    if (!st.ok()) return rpcFail(c.global(), "config reseed (GetConfig)", st);
+  }
+  auto diff = dpu::cli::diffConfigs(cur.config(), cfg);
+  if (!diff.ok()) {
+    std::fprintf(stderr, "dpuctl: config reseed: %s\n", std::string(diff.status().message()).c_str());
+    return kFailed;
+  }
+  const unsigned long version = static_cast<unsigned long>(cur.config().version());
+  if (diff->empty()) {
+    std::printf("committed version %lu already equals %s: nothing to do\n", version,
+                pos[0].c_str());
+    return kOk;
+  }
+  std::printf("committed version %lu -> %s: %zu difference(s); the committed values (left) "
+              "are discarded:\n%s",
+              version, pos[0].c_str(), diff->size(), dpu::cli::formatDiff(*diff).c_str());
+  if (!yes) {
+    if (!isatty(STDIN_FILENO)) {
+      std::fprintf(stderr, "dpuctl: config reseed: stdin is not a terminal: give --yes to "
+                           "replace the running configuration\n");
+      return kUsage;
+    }
+    std::printf("Replace the running configuration (version %lu) with %s? [y/N] ", version,
+                pos[0].c_str());
+    std::fflush(stdout);
+    char answer[16] = {0};
+    if (std::fgets(answer, sizeof answer, stdin) == nullptr ||
+        (answer[0] != 'y' && answer[0] != 'Y')) {
+      std::printf("not changed\n");
+      return kFailed;
+    }
+  }
+  // Based on the version shown: a commit in between fails (exit 3) instead of being lost.
+  dpu::v1::ApplyConfigRequest req;
+  *req.mutable_config() = cfg;
+  req.set_expected_version(cur.config().version());
+  dpu::v1::ApplyConfigResponse resp;
+  grpc::ClientContext ctx;
+  c.unary(&ctx);
+  grpc::Status st;
+  {
+    ProgressWatcher progress(c);
+    st = c.stub().ApplyConfig(&ctx, req, &resp);
+  }
+  if (!st.ok()) return rpcFail(c.global(), "config reseed", st);
+  std::fputs(c.global().json ? dpu::cli::toJson(resp, true).c_str()
+                             : dpu::cli::formatApply(resp).c_str(),
+             stdout);
+  return kOk;
+}
+
 int cmdConfig(Client& c, const std::vector<std::string>& a) {
-  if (a.empty()) return usage("config: which one? get, apply, diff, validate or set", kConfigHelp);
+  if (a.empty()) {
+    return usage("config: which one? get, apply, diff, validate, set or reseed", kConfigHelp);
+  }
   if (wantsHelp(a)) return std::fputs(kConfigHelp, stdout), kOk;
   const std::string sub = a[0];
   const bool json = c.global().json;
@@ -595,6 +685,7 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
                stdout);
     return kOk;
   }
+  if (sub == "reseed") return cmdConfigReseed(c, a);
   if (sub == "diff" || sub == "validate") {
     if (a.size() != 2 || a[1].rfind("--", 0) == 0) {
       return usage("config " + sub + ": give exactly one FILE", kConfigHelp);
@@ -660,12 +751,14 @@ int cmdConfig(Client& c, const std::vector<std::string>& a) {
 
 int cmdStats(Client& c, const std::vector<std::string>& a) {
   if (wantsHelp(a)) return std::fputs(kStatsHelp, stdout), kOk;
-  bool watch = false;
+  bool watch = false, full = false;
   uint32_t interval = 0;
   uint64_t count = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] == "--watch") {
       watch = true;
+    } else if (a[i] == "--full") {
+      full = true;
     } else if (a[i] == "--interval" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &interval)) {
       ++i;
     } else if (a[i] == "--count" && i + 1 < a.size() && absl::SimpleAtoi(a[i + 1], &count)) {
@@ -674,8 +767,8 @@ int cmdStats(Client& c, const std::vector<std::string>& a) {
       return usage("stats: bad argument '" + a[i] + "'", kStatsHelp);
     }
   }
-  if (!watch && (interval || count)) {
-    return usage("stats: --interval and --count need --watch", kStatsHelp);
+  if (!watch && (interval || count || full)) {
+    return usage("stats: --interval, --count and --full need --watch", kStatsHelp);
   }
   const bool json = c.global().json;
   if (!watch) {
@@ -698,8 +791,12 @@ int cmdStats(Client& c, const std::vector<std::string>& a) {
   while (reader->Read(&s)) {
     if (json) {
       std::fputs(dpu::cli::toJson(s, false).c_str(), stdout);
-    } else {
+    } else if (n == 0 || full) {
       std::fputs(dpu::cli::formatStats(s, n ? &prev : nullptr).c_str(), stdout);
+      std::fputs("\n", stdout);
+    } else {
+      // After the first sample: rates and only what changed.
+      std::fputs(dpu::cli::formatStatsChanges(s, prev).c_str(), stdout);
       std::fputs("\n", stdout);
     }
     std::fflush(stdout);

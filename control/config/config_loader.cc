@@ -413,6 +413,10 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   setIf(f.max_fragments(), d.frag_max_fragments);
   d.frag_overlapping = policyOr(f.overlapping(), d.frag_overlapping);
   d.frag_tiny = policyOr(f.tiny(), d.frag_tiny);
+  setIf(f.reassembly_buffers(), d.frag_reassembly_buffers);
+  setIf(f.max_datagram_bytes(), d.frag_max_datagram_bytes);
+  setIf(f.max_held_fragments(), d.frag_max_held);
+  d.frag_on_exhaustion = policyOr(f.on_exhaustion(), d.frag_on_exhaustion);
   d.tcp_midstream = policyOr(dp.tcp().midstream(), d.tcp_midstream);
   rules::ConfigErrorList errors;
   rules::validateDataplane(d, errors);

@@ -39,6 +39,11 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
       {"dataplane.flow_table.capacity_per_worker", was.flow_capacity, now.flow_capacity},
       {"dataplane.fragments.max_datagrams", was.frag_max_datagrams, now.frag_max_datagrams},
       {"dataplane.fragments.max_fragments", was.frag_max_fragments, now.frag_max_fragments},
+      {"dataplane.fragments.reassembly_buffers", was.frag_reassembly_buffers,
+       now.frag_reassembly_buffers},
+      {"dataplane.fragments.max_datagram_bytes", was.frag_max_datagram_bytes,
+       now.frag_max_datagram_bytes},
+      {"dataplane.fragments.max_held_fragments", was.frag_max_held, now.frag_max_held},
   };
   for (const F& f : fields) {
     if (f.was == f.now) continue;

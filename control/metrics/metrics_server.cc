@@ -1,7 +1,7 @@
 #include "control/metrics/metrics_server.h"
 
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
+#include <CivetServer.h>
+#include <prometheus/text_serializer.h>
 
 #include <atomic>
 #include <cstdio>
@@ -76,21 +76,54 @@ std::vector<prometheus::MetricFamily> collectMetrics(const std::vector<MetricsSo
   return f.take();
 }
 
-class MetricsServer::Collector final : public prometheus::Collectable {
+// GET /metrics: the text exposition format; GET /: a small page that links it (what a browser
+// pointed at the port finds); anything else: 404. Handlers run on civetweb's threads.
+class MetricsServer::Handler final : public CivetHandler {
  public:
-  explicit Collector(std::vector<MetricsSource> sources) : sources_(std::move(sources)) {}
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    std::vector<std::string> problems;
-    auto out = collectMetrics(sources_, &problems);
-    if (!problems.empty() && !told_.exchange(true)) {
-      std::fprintf(stderr, "dpu-appliance: metrics: %s\n", absl::StrJoin(problems, "; ").c_str());
+  explicit Handler(std::vector<MetricsSource> sources) : sources_(std::move(sources)) {}
+
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    const mg_request_info* ri = mg_get_request_info(conn);
+    const std::string uri = ri && ri->local_uri ? ri->local_uri : "";
+    if (uri == "/metrics") {
+      std::vector<std::string> problems;
+      auto families = collectMetrics(sources_, &problems);
+      if (!problems.empty() && !told_.exchange(true)) {
+        std::fprintf(stderr, "dpu-appliance: metrics: %s\n", absl::StrJoin(problems, "; ").c_str());
+      }
+      send(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8",
+           prometheus::TextSerializer().Serialize(families));
+    } else if (uri == "/") {
+      send(conn, 200, "OK", "text/html; charset=utf-8", kIndexPage);
+    } else {
+      send(conn, 404, "Not Found", "text/plain; charset=utf-8",
+           "not found: this endpoint serves /metrics (Prometheus text format) and /\n");
     }
-    return out;
+    return true;
   }
 
+  static constexpr const char* kIndexPage =
+      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>dpu-appliance metrics</title>"
+      "</head>\n<body><h1>dpu-appliance</h1>\n"
+      "<p>Prometheus metrics: <a href=\"/metrics\">/metrics</a> (text exposition format, every "
+      "counter of GetStats and of the firewall rules and LB services, names prefixed "
+      "<code>dpu_</code>).</p>\n"
+      "<p>Dashboards and alert rules: <code>examples/grafana/</code> and "
+      "<code>examples/prometheus/</code> of the source tree; docs/operations.md, "
+      "\"Prometheus metrics\".</p>\n</body></html>\n";
+
  private:
+  static void send(mg_connection* conn, int code, const char* text, const char* type,
+                   const std::string& body) {
+    mg_printf(conn,
+              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+              "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+              code, text, type, body.size());
+    mg_write(conn, body.data(), body.size());
+  }
+
   std::vector<MetricsSource> sources_;
-  mutable std::atomic<bool> told_{false};
+  std::atomic<bool> told_{false};
 };
 
 absl::StatusOr<std::string> resolveMetricsAddress(const MetricsOptions& o) {
@@ -119,23 +152,25 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(
   auto addr = resolveMetricsAddress(opts);
   if (!addr.ok()) return addr.status();
   std::unique_ptr<MetricsServer> s(new MetricsServer());
-  s->collector_ = std::make_shared<Collector>(std::move(sources));
+  s->handler_ = std::make_unique<Handler>(std::move(sources));
+  // No document root: only the two handlers answer (no file is ever served).
+  const std::vector<std::string> options = {"listening_ports", *addr, "num_threads", "2"};
   try {
-    s->exposer_ = std::make_unique<prometheus::Exposer>(*addr, 2);
+    s->server_ = std::make_unique<CivetServer>(options);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("metrics-listen: cannot listen on ", *addr, ": ", e.what()));
   }
-  s->exposer_->RegisterCollectable(s->collector_, "/metrics");
-  std::vector<int> ports = s->exposer_->GetListeningPorts();
+  s->server_->addHandler("/", s->handler_.get());
+  std::vector<int> ports = s->server_->getListeningPorts();
   std::string host = addr->substr(0, addr->rfind(':'));
   s->address_ = absl::StrCat(host, ":", ports.empty() ? 0 : ports[0]);
   return s;
 }
 
 MetricsServer::~MetricsServer() {
-  if (exposer_) exposer_->RemoveCollectable(collector_, "/metrics");
-  exposer_.reset();
+  if (server_) server_->close();  // joins civetweb's threads before the handler goes
+  server_.reset();
 }
 
 }  // namespace dpu::ctl

@@ -1,7 +1,8 @@
 // The opt-in Prometheus endpoint (`dpu-appliance run --metrics-listen ADDR`): GET /metrics
 // answers the text exposition format, built at scrape time from the API messages the
-// sources return (metrics_sources.cc) by the one converter in prom_export.h. HTTP is
-// prometheus-cpp's Exposer (civetweb), from Debian's prometheus-cpp-dev.
+// sources return (metrics_sources.cc) by the one converter in prom_export.h, serialized by
+// prometheus-cpp's TextSerializer; GET / answers a small page linking /metrics. HTTP is
+// civetweb's CivetServer (Debian's libcivetweb-dev, the server prometheus-cpp uses).
 //
 // ADDR is PORT (= 127.0.0.1:PORT), HOST:PORT or [V6]:PORT; port 0 picks a free port
 // (address() tells which). Like the API, only loopback unless listen_any: counters and
@@ -16,9 +17,7 @@
 #include "absl/status/statusor.h"
 #include "control/metrics/prom_export.h"
 
-namespace prometheus {
-class Exposer;
-}
+class CivetServer;
 
 namespace dpu::ctl {
 
@@ -55,9 +54,9 @@ class MetricsServer {
 
  private:
   MetricsServer() = default;
-  class Collector;
-  std::shared_ptr<Collector> collector_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  class Handler;
+  std::unique_ptr<Handler> handler_;
+  std::unique_ptr<CivetServer> server_;  // declared after handler_: destroyed first
   std::string address_;
 };
 

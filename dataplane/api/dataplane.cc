@@ -25,6 +25,7 @@ const char* eventTypeName(EventType t) {
     case EventType::kFlowEnd: return "flow";
     case EventType::kDpiAlert: return "alert";
     case EventType::kDns: return "dns";
+    case EventType::kUninspected: return "uninspected";
   }
   return "unknown";
 }

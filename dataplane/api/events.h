@@ -18,6 +18,9 @@ enum class EventType : uint8_t {
   // CompiledDpi::rules, kNoRule with reason kDpiGap for a gap under policy alert)
   kDpiAlert = 3,
   kDns = 4,  // DNS filtering: a block
+  // A packet forwarded without the inspection it should have had (a fail_open policy):
+  // `reason` says why (e.g. kFragNoBuffer), `stage` which layer gave up.
+  kUninspected = 5,
 };
 
 // kReused: a new SYN on a closed connection's 5-tuple ends it and starts a new flow.

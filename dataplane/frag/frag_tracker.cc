@@ -29,6 +29,7 @@ constexpr uint32_t kMinHashEntries = 8;  // one rte_hash bucket (RTE_HASH_BUCKET
 constexpr size_t kMaxNameLen = RTE_RING_NAMESIZE - 1 - (sizeof("HT_EXT_") - 1);
 constexpr uint32_t kHashInitVal = 0x7f4a7c15u;
 constexpr uint32_t kMaxIpPayloadEnd = 65535;
+constexpr uint32_t kMaxHeldLimit = 1u << 22;
 
 }  // namespace
 
@@ -64,6 +65,11 @@ absl::StatusOr<std::unique_ptr<FragTracker>> FragTracker::create(const FragOptio
   if (opts.timeout_ns == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("fragment tracker '", opts.name, "': timeout_ns must be > 0"));
+  }
+  if (opts.max_held == 0 || opts.max_held > kMaxHeldLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fragment tracker '", opts.name, "': max_held ", opts.max_held, " out of range [1, ",
+        kMaxHeldLimit, "]"));
   }
   uint32_t entries = opts.max_datagrams < kMinHashEntries ? kMinHashEntries : opts.max_datagrams;
 
@@ -120,22 +126,40 @@ absl::StatusOr<std::unique_ptr<FragTracker>> FragTracker::create(const FragOptio
         "fragment tracker '", opts.name, "': cannot allocate the completion queue: ",
         rte_strerror(rte_errno)));
   }
+  t->held_pkt_ = static_cast<void**>(rte_zmalloc_socket(
+      "frag_held", size_t(opts.max_held) * sizeof(void*), RTE_CACHE_LINE_SIZE, params.socket_id));
+  t->held_next_ = static_cast<uint32_t*>(rte_zmalloc_socket(
+      "frag_held_next", size_t(opts.max_held) * sizeof(uint32_t), RTE_CACHE_LINE_SIZE,
+      params.socket_id));
+  if (t->held_pkt_ == nullptr || t->held_next_ == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "fragment tracker '", opts.name, "': cannot allocate the pool of ", opts.max_held,
+        " held fragments: ", rte_strerror(rte_errno)));
+  }
+  for (uint32_t h = 0; h < opts.max_held; ++h) {
+    t->held_next_[h] = h + 1 < opts.max_held ? h + 1 : kNoHeld;
+  }
+  t->held_free_ = 0;
   for (size_t i = 0; i < slots; ++i) {
     Entry* e = new (&t->entries_[i]) Entry{};
     e->ranges = t->range_store_ + i * opts.max_fragments;
+    e->held_head = e->held_tail = kNoHeld;
   }
   t->capacity_ = entries;
   return t;
 }
 
 FragTracker::~FragTracker() {
+  rte_free(held_next_);
+  rte_free(held_pkt_);
   rte_free(pending_);
   rte_free(range_store_);
   rte_free(entries_);
   rte_hash_free(hash_);
 }
 
-FragAction FragTracker::observe(const PacketMeta& m, uint64_t now_ns, int32_t* slot) {
+FragAction FragTracker::observe(const PacketMeta& m, uint64_t now_ns, int32_t* slot,
+                                bool reassemble) {
   *slot = -1;
   const FragKey key = makeFragKey(m);
   int32_t p = rte_hash_lookup(hash_, &key);
@@ -158,6 +182,10 @@ FragAction FragTracker::observe(const PacketMeta& m, uint64_t now_ns, int32_t* s
     n.last_seen_ns = now_ns;
     n.verdict = FragVerdict{};
     n.in_use = true;
+    n.reasm = reassemble;
+    n.buf = nullptr;
+    n.nranges = 0;
+    n.held_head = n.held_tail = kNoHeld;
     n.judged = false;
     n.first_seen = false;
     n.last_seen = false;
@@ -172,8 +200,9 @@ FragAction FragTracker::observe(const PacketMeta& m, uint64_t now_ns, int32_t* s
 
   Entry& e = entries_[p];
   *slot = p;
+  if (e.reasm && !e.judged) return FragAction::kReassemble;
   if (begin == 0 && e.first_seen) return FragAction::kDuplicateFirst;
-  for (uint32_t i = 0; i < e.nfrags; ++i) {
+  for (uint32_t i = 0; i < e.nranges; ++i) {
     const Range& r = e.ranges[i];
     if (begin < r.end && r.begin < end) return FragAction::kOverlap;
   }
@@ -185,8 +214,8 @@ FragAction FragTracker::observe(const PacketMeta& m, uint64_t now_ns, int32_t* s
   }
   if (e.nfrags >= opts_.max_fragments) return FragAction::kTooMany;
 
-  e.ranges[e.nfrags++] = Range{static_cast<uint16_t>(begin), static_cast<uint16_t>(end)};
-  e.bytes_seen += end - begin;
+  ++e.nfrags;
+  addRange(e, begin, end);
   if (end > e.max_end) e.max_end = static_cast<uint16_t>(end);
   if (!m.more_fragments) {
     e.last_seen = true;
@@ -204,6 +233,84 @@ FragAction FragTracker::observe(const PacketMeta& m, uint64_t now_ns, int32_t* s
     return FragAction::kJudge;
   }
   return FragAction::kHold;
+}
+
+void FragTracker::addRange(Entry& e, uint32_t begin, uint32_t end) {
+  // Keeps ranges sorted and disjoint (touching ranges merged); bytes_seen counts each
+  // byte once.
+  uint32_t i = 0;
+  while (i < e.nranges && e.ranges[i].end < begin) ++i;
+  uint32_t j = i;
+  uint32_t b = begin, en = end, covered = 0;
+  while (j < e.nranges && e.ranges[j].begin <= end) {
+    const Range& r = e.ranges[j];
+    uint32_t lo = r.begin > begin ? r.begin : begin;
+    uint32_t hi = r.end < end ? r.end : end;
+    if (hi > lo) covered += hi - lo;
+    if (r.begin < b) b = r.begin;
+    if (r.end > en) en = r.end;
+    ++j;
+  }
+  e.bytes_seen += (end - begin) - covered;
+  const uint32_t merged = j - i;  // ranges replaced by the one at i
+  if (merged == 0) {
+    for (uint32_t k = e.nranges; k > i; --k) e.ranges[k] = e.ranges[k - 1];
+    ++e.nranges;
+  } else if (merged > 1) {
+    for (uint32_t k = j; k < e.nranges; ++k) e.ranges[k - merged + 1] = e.ranges[k];
+    e.nranges = static_cast<uint16_t>(e.nranges - merged + 1);
+  }
+  e.ranges[i] = Range{static_cast<uint16_t>(b), static_cast<uint16_t>(en)};
+}
+
+bool FragTracker::record(int32_t slot, const PacketMeta& m, uint64_t now_ns) {
+  Entry& e = entries_[slot];
+  const uint32_t begin = m.frag_offset;
+  const uint32_t end = begin + m.frag_payload_len;
+  ++e.nfrags;
+  addRange(e, begin, end);
+  if (end > e.max_end) e.max_end = static_cast<uint16_t>(end);
+  if (begin == 0) e.first_seen = true;
+  if (!m.more_fragments) {
+    e.last_seen = true;
+    e.total_len = static_cast<uint16_t>(end);
+  }
+  e.last_seen_ns = now_ns;
+  return e.first_seen && e.last_seen && e.bytes_seen == e.total_len;
+}
+
+FragProgress FragTracker::progress(int32_t slot) const {
+  const Entry& e = entries_[slot];
+  return FragProgress{e.first_seen, e.last_seen, e.total_len, e.max_end,
+                      e.nfrags,     e.bytes_seen, e.nheld};
+}
+
+void FragTracker::setFirstFragmentMode(int32_t slot) {
+  Entry& e = entries_[slot];
+  e.reasm = false;
+  if (e.buf != nullptr && opts_.release_buffer != nullptr) opts_.release_buffer(e.buf);
+  e.buf = nullptr;
+}
+
+bool FragTracker::unhold(int32_t slot, void* pkt) {
+  Entry& e = entries_[slot];
+  uint32_t prev = kNoHeld;
+  for (uint32_t h = e.held_head; h != kNoHeld; prev = h, h = held_next_[h]) {
+    if (held_pkt_[h] != pkt) continue;
+    const uint32_t next = held_next_[h];
+    if (prev == kNoHeld) {
+      e.held_head = next;
+    } else {
+      held_next_[prev] = next;
+    }
+    if (e.held_tail == h) e.held_tail = prev;
+    held_next_[h] = held_free_;
+    held_free_ = h;
+    --held_used_;
+    --e.nheld;
+    return true;
+  }
+  return false;
 }
 
 void FragTracker::setVerdict(int32_t slot, const FragVerdict& v) {
@@ -224,18 +331,30 @@ const FragVerdict& FragTracker::verdictOf(int32_t slot) const { return entries_[
 
 bool FragTracker::hold(int32_t slot, void* pkt) {
   Entry& e = entries_[slot];
-  if (!e.in_use || e.nheld >= kMaxHeldPerDatagram) return false;
-  e.held[e.nheld++] = pkt;
+  if (!e.in_use || (!e.reasm && e.nheld >= kMaxHeldPerDatagram) || held_free_ == kNoHeld) {
+    return false;
+  }
+  const uint32_t h = held_free_;
+  held_free_ = held_next_[h];
+  ++held_used_;
+  held_pkt_[h] = pkt;
+  held_next_[h] = kNoHeld;
+  if (e.held_tail == kNoHeld) {
+    e.held_head = h;
+  } else {
+    held_next_[e.held_tail] = h;
+  }
+  e.held_tail = h;
+  ++e.nheld;
   return true;
 }
 
 uint32_t FragTracker::releaseHeld(int32_t slot, void** out) {
-  Entry& e = entries_[slot];
-  uint32_t n = e.nheld;
-  for (uint32_t i = 0; i < n; ++i) out[i] = e.held[i];
-  e.nheld = 0;
-  if (e.in_use) markIfComplete(slot);
-  return n;
+  uint32_t n = 0;
+  return releaseHeldTo(slot, [&](void* p) {
+    if (n < kMaxHeldPerDatagram) out[n] = p;
+    ++n;
+  });
 }
 
 void FragTracker::markIfComplete(int32_t slot) {
@@ -267,6 +386,10 @@ void FragTracker::removeSlot(int32_t slot) {
     std::memcpy(&k, stored, sizeof(k));  // copy out of the key store before it is freed
     rte_hash_del_key(hash_, &k);
   }
+  if (e.buf != nullptr && opts_.release_buffer != nullptr) opts_.release_buffer(e.buf);
+  e.buf = nullptr;
+  e.reasm = false;
+  e.nranges = 0;
   // The verdict stays readable until observe() hands the slot to a new datagram.
   e.in_use = false;
   e.complete = false;
@@ -277,7 +400,6 @@ void FragTracker::removeSlot(int32_t slot) {
   e.max_end = 0;
   e.bytes_seen = 0;
   e.nfrags = 0;
-  e.nheld = 0;
   --size_;
 }
 

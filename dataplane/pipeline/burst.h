@@ -22,6 +22,14 @@ struct Worker::Burst {
   uint8_t dir[kBurst];       // 0: initiator -> responder, 1: the other way (tracked only)
   int32_t frag_slot[kBurst];  // a first fragment to judge: its datagram's slot; else -1
   int32_t frag_follow[kBurst];  // a fragment given its datagram's verdict: the slot; else -1
+  // What the stages judge for packet i (frag_path.cc): the packet itself; the reassembled
+  // datagram (an mbuf of the reassembly pool) that packet i completed (every fragment of
+  // datagram reasm_slot[i] gets the verdict); or, after a reassembly failed open, the
+  // datagram's held first fragment judged in packet i's place.
+  enum Judge : uint8_t { kJudgeSelf = 0, kJudgeDatagram, kJudgeFirstFragment };
+  rte_mbuf* work[kBurst];
+  int32_t reasm_slot[kBurst];
+  uint8_t judge[kBurst];
   uint64_t ts[kBurst];
   uint32_t nflow = 0;
 };

@@ -84,6 +84,13 @@ struct alignas(64) WorkerCounters {
   Counter flow_table_full;          // new flows that found the table full (either policy)
   Counter flow_cache_hits;          // packets judged by the verdict cached in their flow
   Counter frag_packets, frag_held, frag_overlaps, frag_timeouts, frag_datagrams_active;
+  // Reassembly for inspection: datagrams reassembled and judged whole, IPv6 atomic
+  // fragments (judged alone), overlaps with identical / different data, exhaustion by
+  // cause (no buffer, datagram too big, held-fragment pool full) and by policy applied,
+  // reassembly buffers in use (gauge).
+  Counter frag_reassembled, frag_atomic, frag_overlap_identical, frag_overlap_conflicts;
+  Counter frag_no_buffer, frag_too_big, frag_hold_full, frag_fail_open, frag_fail_closed;
+  Counter frag_buffers_in_use;
   // Firewall: flows (or untracked packets) judged by the rules, by outcome; reject
   // responses sent, and rejects that sent nothing (no mbuf, or not allowed to answer:
   // RST to a RST, ICMP error about an ICMP error, multicast/broadcast).
@@ -135,6 +142,10 @@ struct CountersSnapshot {
     uint64_t flow_table_full = 0, flow_cache_hits = 0;
     uint64_t frag_packets = 0, frag_held = 0, frag_overlaps = 0, frag_timeouts = 0;
     uint64_t frag_datagrams_active = 0;
+    uint64_t frag_reassembled = 0, frag_atomic = 0, frag_overlap_identical = 0;
+    uint64_t frag_overlap_conflicts = 0, frag_no_buffer = 0, frag_too_big = 0;
+    uint64_t frag_hold_full = 0, frag_fail_open = 0, frag_fail_closed = 0;
+    uint64_t frag_buffers_in_use = 0;
     uint64_t fw_allowed = 0, fw_denied = 0, fw_rejected = 0;
     uint64_t fw_rst_sent = 0, fw_icmp_sent = 0, fw_reject_nombuf = 0, fw_reject_suppressed = 0;
     uint64_t geoip_lookups = 0;

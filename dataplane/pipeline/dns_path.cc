@@ -10,7 +10,8 @@
 // UDP (port 53 and dns.extra_ports, either direction): one message per datagram. A blocked
 // query is dropped and answered back out of its ingress port (addresses, ports and MACs
 // swapped); a resolver response whose CNAME chain reaches a blocked name is dropped and an
-// NXDOMAIN goes on to the client in its place. Fragments are not inspected (forwarded).
+// NXDOMAIN goes on to the client in its place. A fragmented message is judged once reassembled
+// (frag_path.cc hands the stages the whole datagram; its verdict goes to every fragment).
 //
 // TCP (same ports, client -> server bytes of tracked flows): the stream is followed from the
 // first data segment on; each message's 2-byte length and its head (header + question) are

@@ -443,6 +443,16 @@ ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, u
   }
   step(Stage::kParse, "pass", r.summary);
 
+  // An IPv6 atomic fragment is a whole datagram, judged like any packet (RFC 6946).
+  if (m.is_fragment && m.frag_offset == 0 && !m.more_fragments) m.is_fragment = false;
+  if (m.is_fragment && (snap.dns || snap.dpi)) {
+    // docs/fragments.md: with DNS or DPI configured a datagram is judged once reassembled.
+    step(Stage::kFragment, "hold",
+         "fragment: held until its datagram is complete; the stages then judge the reassembled "
+         "datagram and every fragment gets its verdict (explain the whole datagram instead)");
+    v.verdict = Verdict::kForward;
+    return r;
+  }
   if (m.is_fragment) {
     if (m.isLaterFragment()) {
       step(Stage::kFragment, "follow",

@@ -110,7 +110,7 @@ int Worker::lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket&
 }
 
 void Worker::lbCount(uint16_t ctr, uint32_t bytes) {
-  if (ctr == kLbNoCounter) return;
+  if (ctr == kLbNoCounter || lb_quiet_) return;
   lb_ctr_[ctr].packets.add();
   lb_ctr_[ctr].bytes.add(bytes);
 }
@@ -280,6 +280,9 @@ void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::Comp
 
 void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
   PacketMeta& pm = b.meta[i];
+  // A reassembled datagram: its rewrite is left for its fragments (frag_slot), which are
+  // counted one by one when they follow it (lbFollowFragment).
+  lb_quiet_ = b.judge[i] == Burst::kJudgeDatagram;
   // A first fragment to judge: its datagram has no rewrite until this packet gets one.
   if (b.frag_slot[i] >= 0) lb_frag_[b.frag_slot[i]].kind = LbFragRewrite::kNone;
   // Fragments given their datagram's verdict (no flow position; held ones are released by
@@ -309,7 +312,7 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
           const uint8_t* vip = f->vip;
           lbNatRewrite(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, pm, true, vip,
                        f->vport);
-          c_->lb_nat_reversed.add();
+          if (!lb_quiet_) c_->lb_nat_reversed.add();  // a datagram: its fragments count
           if (b.frag_slot[i] >= 0) {  // the rest of the datagram: the VIP's address too
             LbFragRewrite& r = lb_frag_[b.frag_slot[i]];
             r.kind = LbFragRewrite::kReverse;

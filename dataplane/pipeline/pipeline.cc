@@ -37,16 +37,6 @@ inline FlowTimeouts toTimeouts(const rules::DataplaneSettings& s) {
   return t;
 }
 
-inline bool l4NeedsHeader(uint8_t proto) {
-  return proto == kProtoTcp || proto == kProtoUdp || proto == kProtoIcmp || proto == kProtoIcmp6;
-}
-
-// IPv6 extension headers the parser walks; a first fragment that ends inside one of them
-// has its transport header in a later fragment (a tiny fragment).
-inline bool isIpv6ExtHeader(uint8_t proto) {
-  return proto == 0 || proto == 43 || proto == 44 || proto == 60 || proto == 51 || proto == 135;
-}
-
 }  // namespace
 
 
@@ -74,6 +64,17 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   fr.max_fragments = static_cast<uint16_t>(settings.frag_max_fragments);
   fr.timeout_ns = static_cast<uint64_t>(settings.frag_timeout_ms) * 1000000ull;
   fr.socket_id = fo.socket_id;
+  fr.max_held = settings.frag_max_held;
+  fr.release_buffer = &DatagramReassembler::releaseBuffer;
+  DatagramOptions dg;
+  dg.name = absl::StrCat("reasm_w", opts.id);
+  dg.buffers = settings.frag_reassembly_buffers;
+  dg.max_bytes = settings.frag_max_datagram_bytes;
+  dg.max_fragments = fr.max_fragments;
+  dg.socket_id = fo.socket_id;
+  auto rg = DatagramReassembler::create(dg);
+  if (!rg.ok()) return rg.status();
+  w->dgram_ = std::move(*rg);
   auto fg = FragTracker::create(fr);
   if (!fg.ok()) return fg.status();
   w->frags_ = std::move(*fg);
@@ -88,9 +89,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
 }
 
 Worker::~Worker() {
+  // Before the reassembly pool goes (members are destroyed after this body): forgetting
+  // the datagrams gives their buffers back.
   if (frags_) frags_->age(UINT64_MAX, frags_->capacity(), [](void* p) {
     rte_pktmbuf_free(static_cast<rte_mbuf*>(p));
   });
+  frags_.reset();
   for (int s = 0; s < 2; ++s) {
     for (uint16_t i = 0; i < ntx_[s]; ++i) rte_pktmbuf_free(tx_[s][i]);
     for (uint16_t i = 0; i < ahead_n_[s]; ++i) rte_pktmbuf_free(ahead_[s][ahead_head_[s] + i]);
@@ -116,6 +120,8 @@ void Worker::refreshSnapshot() {
   lbRefresh(s);  // --- lb ---
   dpi_rt_ = st->dpi.get();
   dpi_hits_ = st->dpi_hits ? st->dpi_hits->of(opts_.id) : nullptr;  // --- dpi ---
+  // Fragmented datagrams are reassembled for inspection while a stage reads payloads.
+  reasm_on_ = dpi_rt_ != nullptr || s->dns != nullptr;
   if (s->generation != generation_) {
     generation_ = s->generation;
     timeouts_ = toTimeouts(s->dataplane);
@@ -267,10 +273,11 @@ void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
     while (i < n && !frag) frag = classify(pkts, i++, b);
     uint64_t t1 = rte_rdtsc();
     cy_[kCyParse] += t1 - t;
-    flowStage(pkts, b);  // adds its firewall part to cy_[kCyFirewall] itself
+    // The stages read b.work: the packet itself, or the datagram it completed.
+    flowStage(b.work, b);  // adds its firewall part to cy_[kCyFirewall] itself
     uint64_t t2 = rte_rdtsc();
     cy_[kCyFlow] += t2 - t1;
-    ruleStages(pkts, b, seg, i);
+    ruleStages(b.work, b, seg, i);
     uint64_t t3 = rte_rdtsc();
     for (uint16_t k = seg; k < i; ++k) finish(pkts[k], k, b);
     if (frag) frags_->flushCompleted();
@@ -278,6 +285,7 @@ void Worker::processBurst(rte_mbuf** pkts, uint16_t n) {
     cy_[kCyFinish] += t - t3;
   }
   c_->frag_datagrams_active.set(frags_->size());
+  if (dgram_) c_->frag_buffers_in_use.set(dgram_->buffersInUse());
 }
 
 // Stage 1 for packet i: parse, non-IP / malformed policies, fragment tracking. Queues the
@@ -294,6 +302,9 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
   b.ts[i] = t;
   b.frag_slot[i] = -1;
   b.frag_follow[i] = -1;
+  b.work[i] = m;
+  b.reasm_slot[i] = -1;
+  b.judge[i] = Burst::kJudgeSelf;
   b.pos[i] = -1;
   b.dir[i] = 0;
   c_->rx_packets[side].add();
@@ -334,72 +345,99 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
     }
     return false;
   }
+  if (pm.is_fragment && pm.frag_offset == 0 && !pm.more_fragments) {
+    // An IPv6 atomic fragment is a whole datagram, processed on its own (RFC 6946): no
+    // tracking, every stage reads it like any packet.
+    c_->frag_packets.add();
+    c_->frag_atomic.add();
+    pm.is_fragment = false;
+  }
   if (pm.is_fragment) {
     c_->frag_packets.add();
     c_->stage_packets[static_cast<int>(Stage::kFragment)].add();
-    frags_->expireStale(pm, t, [&](void* p) { dropHeldFragment(p, t); });
+    frags_->expireStale(pm, t, [&](void* p, bool r) { dropHeldFragment(p, t, r); });
     int32_t slot = -1;
-    FragAction a = frags_->observe(pm, t, &slot);
-    // Overlaps under a FORWARD policy still follow their datagram's verdict.
-    if ((a == FragAction::kOverlap || a == FragAction::kDuplicateFirst)) {
-      c_->frag_overlaps.add();
-      if (d.frag_overlapping == rules::Policy::kDrop) {
-        drop(Stage::kFragment, DropReason::kFragOverlap);
-        return true;
-      }
-      if (slot < 0) {
-        v.verdict = Verdict::kForward;
-        return true;
-      }
-      a = frags_->verdictOf(slot).verdict != 0 ? FragAction::kApply : FragAction::kHold;
-    }
-    switch (a) {
-      case FragAction::kJudge: {
-        b.frag_slot[i] = slot;
-        bool cut = !pm.has_l4 && pm.more_fragments &&
-                   (l4NeedsHeader(pm.l4_proto) || isIpv6ExtHeader(pm.l4_proto));
-        if (cut && d.frag_tiny == rules::Policy::kDrop) {
-          drop(Stage::kFragment, DropReason::kFragTiny);
-          return true;
-        }
-        break;  // judged by the flow stage
-      }
-      case FragAction::kApply: {
-        const FragVerdict& fv = frags_->verdictOf(slot);
-        v.verdict = static_cast<Verdict>(fv.verdict);
-        v.stage = static_cast<Stage>(fv.stage);
-        v.rule = fv.rule;
-        v.flow_id = fv.flow_id;
-        b.frag_follow[i] = slot;  // rule stages may act like on the first fragment (lb)
-        // Dropped or rejected datagram: its later fragments are dropped (a reject answers
-        // the first fragment only).
-        if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
-          drop(Stage::kFragment, DropReason::kFragDatagramDropped);
-        }
-        return true;
-      }
-      case FragAction::kHold:
-        if (frags_->hold(slot, m)) {
-          c_->frag_held.add();
-          v.verdict = Verdict::kNone;  // judged when the first fragment arrives
-        } else {
-          drop(Stage::kFragment, DropReason::kFragHoldFull);
-        }
-        return true;
-      case FragAction::kTooMany:
-        drop(Stage::kFragment, DropReason::kFragTooMany);
-        return true;
-      case FragAction::kTableFull:
-        drop(Stage::kFragment, DropReason::kFragTableFull);
-        return true;
-      default:
-        return true;
+    FragAction a = frags_->observe(pm, t, &slot, reasm_on_);
+    if (a == FragAction::kReassemble) {
+      // dataplane/normalize/datagram.h: held until complete, then judged whole.
+      if (reasmFragment(pkts, i, b, slot)) return true;
+    } else if (firstFragmentMode(a, slot, m, i, b)) {
+      return true;
     }
   }
   b.src_is_hi[i] = makeFlowKey(pm, b.keys[i]);
   b.kp[b.nflow] = &b.keys[i];
   b.flow_idx[b.nflow++] = static_cast<uint8_t>(i);
-  return pm.is_fragment;
+  // A fragment, or the datagram one completed, ends the segment (see processBurst).
+  return pm.is_fragment || b.judge[i] != Burst::kJudgeSelf;
+}
+
+// A fragment of a datagram judged by its first fragment (no inspecting stage configured,
+// or a reassembly that failed open). True when the fragment is done with (verdict set or
+// held); false for a first fragment to judge (b.frag_slot[i] set): it goes on to the flow
+// stage.
+bool Worker::firstFragmentMode(FragAction a, int32_t slot, rte_mbuf* m, uint16_t i, Burst& b) {
+  PacketVerdict& v = b.v[i];
+  const PacketMeta& pm = b.meta[i];
+  const auto& d = snap_->dataplane;
+  auto drop = [&](Stage st, DropReason r) {
+    v.verdict = Verdict::kDrop;
+    v.stage = st;
+    v.reason = r;
+  };
+  // Overlaps under a FORWARD policy still follow their datagram's verdict.
+  if ((a == FragAction::kOverlap || a == FragAction::kDuplicateFirst)) {
+    c_->frag_overlaps.add();
+    if (d.frag_overlapping == rules::Policy::kDrop) {
+      drop(Stage::kFragment, DropReason::kFragOverlap);
+      return true;
+    }
+    if (slot < 0) {
+      v.verdict = Verdict::kForward;
+      return true;
+    }
+    a = frags_->verdictOf(slot).verdict != 0 ? FragAction::kApply : FragAction::kHold;
+  }
+  switch (a) {
+    case FragAction::kJudge: {
+      b.frag_slot[i] = slot;
+      if (fragmentIsTiny(pm) && d.frag_tiny == rules::Policy::kDrop) {
+        drop(Stage::kFragment, DropReason::kFragTiny);
+        return true;
+      }
+      return false;  // judged by the flow stage
+    }
+    case FragAction::kApply: {
+      const FragVerdict& fv = frags_->verdictOf(slot);
+      v.verdict = static_cast<Verdict>(fv.verdict);
+      v.stage = static_cast<Stage>(fv.stage);
+      v.rule = fv.rule;
+      v.flow_id = fv.flow_id;
+      b.frag_follow[i] = slot;  // rule stages may act like on the first fragment (lb)
+      // Dropped or rejected datagram: its later fragments are dropped (a reject answers
+      // the first fragment only).
+      if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
+        drop(Stage::kFragment, DropReason::kFragDatagramDropped);
+      }
+      return true;
+    }
+    case FragAction::kHold:
+      if (frags_->hold(slot, m)) {
+        c_->frag_held.add();
+        v.verdict = Verdict::kNone;  // judged when the first fragment arrives
+      } else {
+        drop(Stage::kFragment, DropReason::kFragHoldFull);
+      }
+      return true;
+    case FragAction::kTooMany:
+      drop(Stage::kFragment, DropReason::kFragTooMany);
+      return true;
+    case FragAction::kTableFull:
+      drop(Stage::kFragment, DropReason::kFragTableFull);
+      return true;
+    default:
+      return true;
+  }
 }
 
 // Stage 2: the flow table for the packets classify() queued, one bulk lookup; then the
@@ -677,6 +715,13 @@ void Worker::fwClassify(rte_mbuf** pkts, Burst& b) {
 void Worker::finish(rte_mbuf* m, uint16_t i, Burst& b) {
   PacketVerdict& v = b.v[i];
   if (v.verdict == Verdict::kNone) return;  // held fragment
+  if (b.judge[i] == Burst::kJudgeDatagram) {
+    finishDatagram(m, i, b);
+    return;
+  }
+  // A fragment that failed open hands its datagram's held first fragment to be judged in
+  // its place (it is held itself and released below).
+  m = b.work[i];
   int32_t slot = b.frag_slot[i];
   if (slot >= 0) {
     FragVerdict fv{static_cast<uint8_t>(v.verdict), static_cast<uint8_t>(v.stage), v.rule,
@@ -742,31 +787,34 @@ void Worker::queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like)
 }
 
 void Worker::releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now) {
-  void* held[kMaxHeldPerDatagram];
-  uint32_t nh = frags_->releaseHeld(slot, held);
-  for (uint32_t h = 0; h < nh; ++h) {
-    rte_mbuf* hm = static_cast<rte_mbuf*>(held[h]);
-    PacketVerdict hv = first;
-    hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*)
-                                       : 0;
-    hv.in_side = sideOf(hm);
-    hv.flow_new = false;
-    if (hv.verdict == Verdict::kForward) {
-      if (lb_seen_) {  // --- lb --- the first fragment's backend
-        PacketMeta hmeta;
-        parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
-        if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
-      }
-    } else if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
-      hv.verdict = Verdict::kDrop;
-      hv.reason = DropReason::kFragDatagramDropped;
-      hv.stage = Stage::kFragment;
+  frags_->releaseHeldTo(slot, [&](void* p) {
+    followFragment(static_cast<rte_mbuf*>(p), slot, first, now);
+  });
+}
+
+// A fragment given its datagram's verdict `first` (judged on another packet).
+void Worker::followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& first,
+                            uint64_t now) {
+  PacketVerdict hv = first;
+  hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*)
+                                     : 0;
+  hv.in_side = sideOf(hm);
+  hv.flow_new = false;
+  if (hv.verdict == Verdict::kForward) {
+    if (lb_seen_) {  // --- lb --- the first fragment's backend
       PacketMeta hmeta;
       parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
-      emitDrop(&hmeta, hv, now);
+      if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
     }
-    applyVerdict(hm, hv, hv.in_side);
+  } else if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
+    hv.verdict = Verdict::kDrop;
+    hv.reason = DropReason::kFragDatagramDropped;
+    hv.stage = Stage::kFragment;
+    PacketMeta hmeta;
+    parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+    emitDrop(&hmeta, hv, now);
   }
+  applyVerdict(hm, hv, hv.in_side);
 }
 
 void Worker::applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side) {
@@ -918,7 +966,7 @@ void Worker::age() {
   if (frag_budget) ageFragments(now_ns_, frag_budget);
 }
 
-void Worker::dropHeldFragment(void* p, uint64_t now) {
+void Worker::dropHeldFragment(void* p, uint64_t now, bool reassembled) {
   rte_mbuf* hm = static_cast<rte_mbuf*>(p);
   PacketVerdict hv;
   hv.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, shared_.seq_dynfield, uint64_t*) : 0;
@@ -926,7 +974,8 @@ void Worker::dropHeldFragment(void* p, uint64_t now) {
   hv.in_side = sideOf(hm);
   hv.verdict = Verdict::kDrop;
   hv.stage = Stage::kFragment;
-  hv.reason = DropReason::kFragTimeout;
+  // Reassembled datagrams hold every fragment: what is missing may be any of them.
+  hv.reason = reassembled ? DropReason::kFragIncomplete : DropReason::kFragTimeout;
   c_->frag_timeouts.add();
   PacketMeta hmeta;
   parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
@@ -936,8 +985,9 @@ void Worker::dropHeldFragment(void* p, uint64_t now) {
 
 // `expire_at` decides what is stale; events carry the worker's current time.
 void Worker::ageFragments(uint64_t expire_at, uint32_t budget) {
-  frags_->age(expire_at, budget, [&](void* p) { dropHeldFragment(p, now_ns_); });
+  frags_->age(expire_at, budget, [&](void* p, bool r) { dropHeldFragment(p, now_ns_, r); });
   c_->frag_datagrams_active.set(frags_->size());
+  if (dgram_) c_->frag_buffers_in_use.set(dgram_->buffersInUse());
 }
 
 bool Worker::drainFragments(uint32_t budget) {

@@ -36,6 +36,11 @@ enum class DropReason : uint8_t {
   kFragHoldFull,       // too many later fragments waiting for their first fragment
   kFragTimeout,        // later fragments whose first fragment never arrived
   kFragDatagramDropped,  // fragment of a datagram whose first fragment was dropped
+  // Reassembly for inspection (dataplane/normalize/datagram.h):
+  kFragOverlapConflict,  // overlapping fragments with different data (policy drop)
+  kFragNoBuffer,         // no reassembly buffer free (fail_closed)
+  kFragTooBig,           // datagram longer than max_datagram_bytes (fail_closed)
+  kFragIncomplete,       // held fragments of a datagram never completed (timeout)
   kFlowTableFull,      // new flow, table full, policy drop
   kTcpMidstream,       // TCP without SYN for an unknown flow, policy drop
   kMultiSegment,       // frame spans several mbufs (jumbo without linear buffer)

@@ -15,6 +15,7 @@
 #include "dataplane/api/events.h"
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/frag/frag_tracker.h"
+#include "dataplane/normalize/datagram.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/published_state.h"
@@ -109,7 +110,17 @@ class Worker {
   bool classify(rte_mbuf** pkts, uint16_t i, Burst& b);
   void flowStage(rte_mbuf** pkts, Burst& b);
   void finish(rte_mbuf* m, uint16_t i, Burst& b);
-  void dropHeldFragment(void* pkt, uint64_t now);
+  void dropHeldFragment(void* pkt, uint64_t now, bool reassembled = false);
+  // Fragments (pipeline.cc: judged by their first fragment; frag_path.cc: reassembled for
+  // inspection, dataplane/normalize/datagram.h). True when packet i is done with in
+  // classify (verdict set or held), false when it goes on to the flow stage.
+  bool firstFragmentMode(FragAction a, int32_t slot, rte_mbuf* m, uint16_t i, Burst& b);
+  bool reasmFragment(rte_mbuf** pkts, uint16_t i, Burst& b, int32_t slot);
+  bool reasmJudge(rte_mbuf* m, uint16_t i, Burst& b, int32_t slot);
+  bool reasmExhausted(rte_mbuf* m, uint16_t i, Burst& b, int32_t slot, DropReason why);
+  void reasmDrop(uint16_t i, Burst& b, int32_t slot, DropReason why);
+  void finishDatagram(rte_mbuf* m, uint16_t i, Burst& b);
+  void followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& first, uint64_t now);
   uint8_t sideOf(const rte_mbuf* m) const;
   void refreshSnapshot();
   // Firewall (pipeline.cc): queue a flow / an untracked packet for classification in this
@@ -189,7 +200,10 @@ class Worker {
   VerdictSink* sink_ = nullptr;
   std::unique_ptr<Burst> burst_;  // per-burst scratch, allocated once (not zeroed per burst)
   std::unique_ptr<FlowTable> flows_;
+  std::unique_ptr<DatagramReassembler> dgram_;  // before frags_: frags_ gives buffers back
   std::unique_ptr<FragTracker> frags_;
+  bool reasm_on_ = false;  // DNS or DPI configured: fragmented datagrams are reassembled
+  bool lb_quiet_ = false;  // the LB stage runs on a reassembled datagram: fragments count
 
   const PublishedState* state_ = nullptr;
   const rules::Snapshot* snap_ = nullptr;

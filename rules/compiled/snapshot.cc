@@ -28,6 +28,9 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
       {"fragments.max_datagrams", s.frag_max_datagrams, 16, 1u << 20},
       {"fragments.timeout_ms", s.frag_timeout_ms, 1, 600000},
       {"fragments.max_fragments", s.frag_max_fragments, 2, 256},
+      {"fragments.reassembly_buffers", s.frag_reassembly_buffers, 1, 65536},
+      {"fragments.max_datagram_bytes", s.frag_max_datagram_bytes, 1280, 65023},
+      {"fragments.max_held_fragments", s.frag_max_held, 16, 1u << 20},
   };
   for (const R& r : ranges) {
     if (r.v >= r.lo && r.v <= r.hi) continue;

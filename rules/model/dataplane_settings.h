@@ -29,6 +29,13 @@ struct DataplaneSettings {
   uint32_t frag_max_fragments = 64;
   Policy frag_overlapping = Policy::kDrop;
   Policy frag_tiny = Policy::kDrop;
+  // Reassembly for inspection (dataplane/normalize/datagram.h): buffers and held fragments
+  // per worker (start only), the largest datagram, and what running out of them does
+  // (kForward = fail_open: judged by its first fragment alone; kDrop = fail_closed).
+  uint32_t frag_reassembly_buffers = 256;
+  uint32_t frag_max_datagram_bytes = 16384;
+  uint32_t frag_max_held = 1024;
+  Policy frag_on_exhaustion = Policy::kDrop;
   Policy tcp_midstream = Policy::kForward;
 };
 

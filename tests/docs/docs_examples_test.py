@@ -32,6 +32,13 @@ OTHER_FILES = {
     'examples/example.pcap', 'examples/gen_example_pcap.py', 'examples/README.md',
     'examples/systemd/dpu-appliance.service', 'examples/systemd/dpu-appliance.env',
     'examples/bash-completion/dpuctl', 'examples/geoip/SOURCE.txt',
+    # Grafana dashboard (and its generator: check_dashboard) and Prometheus alert rules: every
+    # metric they query is checked against a live scrape in ops_test.sh (dashboard_check.py).
+    'examples/grafana/dpu-appliance.json', 'examples/grafana/gen_dashboard.py',
+    'examples/prometheus/dpu-alerts.yml',
+    # The Python client's examples: run against a live appliance by python_client_test.sh.
+    'examples/python/apply_config.py', 'examples/python/add_rule.py',
+    'examples/python/watch_events.py',
 }
 # (config, capture, its generator, the verdicts of `replay`): docs/dns-guide.md, docs/lb-guide.md.
 REPLAYS = [
@@ -175,10 +182,25 @@ def check_replays(root, app, errors):
     return len(REPLAYS)
 
 
+def check_dashboard(root, errors):
+    """The committed Grafana dashboard is what its generator writes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, 'dashboard.json')
+        gen = os.path.join(root, 'examples/grafana/gen_dashboard.py')
+        r = subprocess.run(['/usr/bin/python3', gen, out], capture_output=True, text=True)
+        if r.returncode != 0:
+            errors.append('%s failed: %s' % (gen, (r.stdout + r.stderr).strip()))
+        elif open(out, 'rb').read() != open(os.path.join(
+                root, 'examples/grafana/dpu-appliance.json'), 'rb').read():
+            errors.append('examples/grafana/dpu-appliance.json differs from what '
+                          'gen_dashboard.py writes now (run it again)')
+
+
 def main():
     root, app = sys.argv[1:3]
     errors = []
     blocks = check_blocks(root, errors)
+    check_dashboard(root, errors)
     configs, named = check_examples(root, app, errors)
     replays = check_replays(root, app, errors)
     for e in errors:

@@ -371,7 +371,8 @@ d8: 8 destination options headers (the most accepted) before UDP: forwarded.
 Malformed (dropped, bad_ipv6_ext_header): 9 extension headers; hop-by-hop not first; an
 extension header longer than the payload.
 atomic: an atomic fragment (fragment header, offset 0, M clear) of UDP: forwarded in the
-    same flow as the unfragmented datagrams of that 5-tuple (u2).""")
+    same flow as the unfragmented datagrams of that 5-tuple (u2); a whole datagram judged on its
+    own (RFC 6946), not tracked as a fragment (summary fragments.atomic).""")
     A, B = "2001:db8:a::1", "2001:db8:b::2"
     ipa = lambda **kw: IPv6(src=A, dst=B, **kw)
     ipb = lambda **kw: IPv6(src=B, dst=A, **kw)
@@ -2192,6 +2193,192 @@ decodes it from the output, DNS_ANSWERS).""")
     return c
 
 
+
+# ---- Evasion by IP fragments (issue 16): reassembled for inspection ---------------------
+
+EVASION_RULES = r"""
+rule frag_evil { meta: action = "drop" strings: $a = "EVIL-FRAGMENTED-PAYLOAD" condition: $a }
+"""
+
+
+def udp4_bytes(src, dst, sport, dport, data, ident):
+    """An IPv4 UDP datagram (scapy IP, checksums right) carrying `data`."""
+    return IP(raw(IP(src=src, dst=dst, id=ident, ttl=64) / UDP(sport=sport, dport=dport) /
+                  Raw(data)))
+
+
+def frag4_at(full, off, n, more, body=None):
+    """The fragment of `full` (scapy IP) at payload offset `off`, n bytes (from `body`
+    when given: other bytes at the same place)."""
+    b = raw(full.payload) if body is None else body
+    return frag4(full, off, more, b[off:off + n])
+
+
+def frag6_at(src, dst, upper_body, ident, off, n, more):
+    return (IPv6(src=src, dst=dst, nh=44) /
+            IPv6ExtHdrFragment(nh=17, offset=off // 8, m=1 if more else 0, id=ident) /
+            Raw(upper_body[off:off + n]))
+
+
+def udp6_body(src, dst, sport, dport, data):
+    return raw(IPv6(raw(IPv6(src=src, dst=dst) / UDP(sport=sport, dport=dport) / Raw(data))).payload)
+
+
+def evasion_send(c, frags, order, blocked_reason, label, eth=None, side="A"):
+    """Sends fragments `frags` (scapy IP/IPv6 packets) in `order` (indices). The fragment
+    that arrives last completes the datagram: it carries the verdict of the reassembled
+    datagram (blocked_reason, or forward) and creates the flow; the others were held and
+    follow it."""
+    eth = eth or eth_a
+    for k, idx in enumerate(order):
+        last = k == len(order) - 1
+        if blocked_reason is None:
+            exp = f"F {label} new" if last else f"F {label}"
+        else:
+            exp = (f"D {blocked_reason} {label} new" if last
+                   else f"D fragment_datagram_dropped {label}")
+        what = "completes the datagram" if last else "held until the datagram is complete"
+        c.add(eth() / frags[idx], exp, f"{label}: fragment {idx + 1}/{len(frags)}, {what}",
+              side=side)
+
+
+def case_evasion_fragments():
+    c = FwCase("evasion_fragments", {"dns": DNS_LISTS, "dpi": {"rule_files": ["rules.yar"]}}, """
+Evasion by IP fragments (issue 16). DNS lists of dns_udp_actions (www.ads.example ->
+NXDOMAIN) and a DPI drop rule frag_evil ("EVIL-FRAGMENTED-PAYLOAD", UDP). With DNS / DPI
+configured every fragmented datagram is reassembled for inspection: its fragments are held
+until it is complete, the reassembled datagram is judged, and every fragment gets the
+verdict (the one completing the datagram carries it and creates the flow; the held ones
+follow: fragment_datagram_dropped when blocked). Blocked queries are answered once, from
+the reassembled query (DNS_ANSWERS). Each technique once for a blocked and once for a clean
+datagram, IPv4 and IPv6: in order, out of order, tiny 8-byte fragments, overlap with
+different data (the whole datagram dropped: fragment_overlap_conflict), identical overlap
+(accepted), IPv6 atomic fragment (judged alone), a fragmented resolver answer whose CNAME
+reaches a blocked name (cloaking).""")
+    os.makedirs(os.path.join(HERE, "evasion_fragments"), exist_ok=True)
+    with open(os.path.join(HERE, "evasion_fragments", "rules.yar"), "w") as f:
+        f.write(EVASION_RULES.lstrip())
+    a4, r4, s4 = "10.1.0.10", "10.2.0.53", "10.2.0.80"
+    a6, r6, s6 = "2001:db8:a::10", "2001:db8:b::53", "2001:db8:b::80"
+    bad_q = lambda i: dns_q("www.ads.example", ident=i)
+    ok_q = lambda i: dns_q("www.abc.example", ident=i)   # same length, other name
+    evil = b"hello " * 4 + b"EVIL-FRAGMENTED-PAYLOAD" + b" bye" * 6
+    good = b"hello " * 4 + b"GOOD-FRAGMENTED-PAYLOAD" + b" bye" * 6
+    port = [41000]
+
+    def nport():
+        port[0] += 1
+        return port[0]
+
+    def v4(data, dport, ident, sizes, order, reason, label):
+        full = udp4_bytes(a4, r4 if dport == 53 else s4, nport(), dport, data, ident)
+        frags = [f for _, _, f in ipv4_fragments(full, sizes)]
+        evasion_send(c, frags, order or list(range(len(frags))), reason, label)
+
+    def v6(data, dport, ident, sizes, order, reason, label):
+        frags = ipv6_fragments(a6, r6 if dport == 53 else s6,
+                               UDP(sport=nport(), dport=dport) / Raw(data), ident, sizes)
+        evasion_send(c, frags, order or list(range(len(frags))), reason, label)
+
+    # In order, out of order, tiny: DNS then DPI, blocked then clean, IPv4 then IPv6.
+    for fam, fn in (("v4", v4), ("v6", v6)):
+        n = 0x10 if fam == "v4" else 0x20
+        fn(bad_q(n + 1), 53, 0x100 + n + 1, [16, 16], None, "dns_answered", f"{fam}_dns_inorder")
+        fn(ok_q(n + 2), 53, 0x100 + n + 2, [16, 16], None, None, f"{fam}_dns_inorder_ok")
+        fn(bad_q(n + 3), 53, 0x100 + n + 3, [16, 16], [2, 0, 1], "dns_answered", f"{fam}_dns_ooo")
+        fn(ok_q(n + 4), 53, 0x100 + n + 4, [16, 16], [2, 1, 0], None, f"{fam}_dns_ooo_ok")
+        fn(bad_q(n + 5), 53, 0x100 + n + 5, [8] * 5, [5, 3, 1, 0, 2, 4], "dns_answered",
+           f"{fam}_dns_tiny")
+        fn(ok_q(n + 6), 53, 0x100 + n + 6, [8] * 5, None, None, f"{fam}_dns_tiny_ok")
+        fn(evil, 9000, 0x100 + n + 7, [24, 24], None, "dpi_drop", f"{fam}_dpi_inorder")
+        fn(good, 9000, 0x100 + n + 8, [24, 24], None, None, f"{fam}_dpi_inorder_ok")
+        fn(evil, 9000, 0x100 + n + 9, [24, 24], [1, 2, 0], "dpi_drop", f"{fam}_dpi_ooo")
+        fn(good, 9000, 0x100 + n + 10, [24, 24], [2, 0, 1], None, f"{fam}_dpi_ooo_ok")
+        fn(evil, 9000, 0x100 + n + 11, [8] * 7, [7, 6, 5, 4, 3, 2, 1, 0], "dpi_drop",
+           f"{fam}_dpi_tiny")
+        fn(good, 9000, 0x100 + n + 12, [8] * 7, None, None, f"{fam}_dpi_tiny_ok")
+
+    # Overlap with different data: the clean copy first, then the blocked bytes over it
+    # (a host keeping the last copy would read the blocked name): the whole datagram is
+    # dropped. UDP checksum 0 (IPv4) so both versions have the same header.
+    def overlap4(clean, bad, dport, ident, label, identical=False):
+        sp = nport()
+        dst = r4 if dport == 53 else s4
+        ip = lambda d: IP(raw(IP(src=a4, dst=dst, id=ident, ttl=64) /
+                             UDP(sport=sp, dport=dport, chksum=0) / Raw(d)))
+        full = ip(clean)
+        other = raw(ip(bad).payload)
+        body = raw(full.payload)
+        # The names differ at UDP bytes 25-27, the DPI payloads at 32-54.
+        split = 32 if dport == 53 else 56
+        f0 = frag4(full, 0, True, body[0:split])
+        over = frag4(full, 24, True, other[24:split])
+        f1 = frag4(full, split, False, body[split:])
+        if identical:
+            dup = frag4(full, 24, True, body[24:split])
+            c.add(eth_a() / f0, f"F {label}", f"{label}: fragment 1/2 (bytes 0-{split - 1}), held")
+            c.add(eth_a() / dup, f"F {label}",
+                  f"{label}: bytes 24-{split - 1} again, identical: accepted, held")
+            c.add(eth_a() / f1, f"F {label} new", f"{label}: last fragment completes it: forwarded")
+            return
+        c.add(eth_a() / f0, "D fragment_datagram_dropped",
+              f"{label}: fragment 1/2 (clean bytes 0-{split - 1}), held, dropped with its datagram")
+        c.add(eth_a() / over, "D fragment_overlap_conflict",
+              f"{label}: bytes 24-{split - 1} again with the blocked bytes: the datagram is dropped")
+        c.add(eth_a() / f1, "D fragment_datagram_dropped",
+              f"{label}: last fragment of the dropped datagram")
+
+    overlap4(ok_q(0x31), bad_q(0x31), 53, 0x131, "v4_dns_overlap")
+    overlap4(good, evil, 9000, 0x132, "v4_dpi_overlap")
+    overlap4(ok_q(0x33), ok_q(0x33), 53, 0x133, "v4_dns_overlap_same", identical=True)
+
+    def overlap6(clean, bad, dport, ident, label):
+        sp = nport()
+        dst = r6 if dport == 53 else s6
+        body = udp6_body(a6, dst, sp, dport, clean)
+        other = udp6_body(a6, dst, sp, dport, bad)
+        split = 32 if dport == 53 else 56
+        f0 = frag6_at(a6, dst, body, ident, 0, split, True)
+        over = frag6_at(a6, dst, other, ident, 24, split - 24, True)
+        f1 = frag6_at(a6, dst, body, ident, split, len(body) - split, False)
+        c.add(eth_a() / f0, "D fragment_datagram_dropped",
+              f"{label}: fragment 1/2 (clean bytes 0-{split - 1}), held, dropped with its datagram")
+        c.add(eth_a() / over, "D fragment_overlap_conflict",
+              f"{label}: bytes 24-{split - 1} again with the blocked bytes: the datagram is dropped")
+        c.add(eth_a() / f1, "D fragment_datagram_dropped",
+              f"{label}: last fragment of the dropped datagram")
+
+    overlap6(ok_q(0x41), bad_q(0x41), 53, 0x141, "v6_dns_overlap")
+    overlap6(good, evil, 9000, 0x142, "v6_dpi_overlap")
+
+    # IPv6 atomic fragments (offset 0, M clear): a whole datagram, judged alone.
+    for data, dport, exp, label in ((bad_q(0x51), 53, "D dns_answered v6_atomic_dns new",
+                                     "v6_atomic_dns"),
+                                    (ok_q(0x52), 53, "F v6_atomic_dns_ok new", "v6_atomic_dns_ok"),
+                                    (evil, 9000, "D dpi_drop v6_atomic_dpi new", "v6_atomic_dpi")):
+        sp = nport()
+        dst = r6 if dport == 53 else s6
+        body = udp6_body(a6, dst, sp, dport, data)
+        c.add(eth_a() / IPv6(src=a6, dst=dst, nh=44) /
+              IPv6ExtHdrFragment(nh=17, offset=0, m=0, id=0x5000 + sp) / Raw(body), exp,
+              f"{label}: IPv6 atomic fragment")
+
+    # A fragmented resolver answer whose CNAME chain reaches a blocked name: dropped,
+    # NXDOMAIN onward to the client in its place (cloaking), built from the reassembled answer.
+    q = dns_q("news.example", ident=0x61)
+    sp = nport()
+    c.add(eth_a() / IP(src=a4, dst=r4) / UDP(sport=sp, dport=53) / Raw(q), "F v4_cloak new",
+          "v4_cloak: clean query news.example: forwarded")
+    resp = dns_resp("news.example", ["x.ads.example"], 0x61)
+    full = udp4_bytes(r4, a4, 53, sp, resp, 0x161)
+    frags = [f for _, _, f in ipv4_fragments(full, [32])]
+    c.add(eth_b() / frags[1], "D fragment_datagram_dropped v4_cloak",
+          "v4_cloak: answer, last fragment first: held", side="B")
+    c.add(eth_b() / frags[0], "D dns_cloaked v4_cloak",
+          "v4_cloak: answer's first fragment completes it: CNAME x.ads.example is blocked: "
+          "NXDOMAIN to the client", side="B")
+    return c
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -2231,6 +2418,7 @@ CASES = {
     "dns_udp_actions": case_dns_udp_actions,
     "dns_cname_cloaking": case_dns_cname_cloaking,
     "dns_tcp": case_dns_tcp,
+    "evasion_fragments": case_evasion_fragments,  # issue 16: reassembled for inspection
 }
 
 

@@ -151,3 +151,52 @@ TEST(DpiFormat, StatsAndEvents) {
 
 }  // namespace
 }  // namespace dpu::cli
+
+// `dpuctl stats --watch` after the first sample: rates, and only the counters that changed.
+namespace dpu::cli {
+namespace {
+
+TEST(StatsWatch, ShowsRatesAndOnlyChangedCounters) {
+  v1::Stats a;
+  a.set_timestamp_unix_ns(1'000'000'000);
+  a.set_config_version(3);
+  auto* pa = a.add_ports();
+  pa->set_side("A");
+  pa->set_name("net_pcap0");
+  pa->set_rx_packets(1000);
+  pa->set_rx_bytes(64000);
+  a.mutable_total()->set_forwarded(900);
+  a.mutable_total()->set_dropped(100);
+  (*a.mutable_total()->mutable_drops())["firewall_deny"] = 100;
+  (*a.mutable_total()->mutable_drops())["dns_block"] = 5;
+  a.mutable_total()->set_flows_active(10);
+  a.mutable_total()->set_flows_created(10);
+  v1::Stats b = a;
+  b.set_timestamp_unix_ns(3'000'000'000);  // 2 s later
+  b.mutable_ports(0)->set_rx_packets(3000);
+  b.mutable_ports(0)->set_rx_bytes(64000 + 2000 * 64);
+  b.mutable_total()->set_forwarded(2700);
+  b.mutable_total()->set_dropped(300);
+  (*b.mutable_total()->mutable_drops())["firewall_deny"] = 300;
+  b.mutable_total()->set_flows_active(12);
+  b.mutable_total()->set_flows_created(14);
+  std::string o = formatStatsChanges(b, a);
+  EXPECT_NE(o.find("+2.00 s"), std::string::npos) << o;
+  EXPECT_NE(o.find("rx 1.0 k/s 512.0 kbit/s"), std::string::npos) << o;  // 2000 pkts, 128000 B in 2 s
+  EXPECT_NE(o.find("forwarded 900 /s"), std::string::npos) << o;
+  EXPECT_NE(o.find("dropped 100 /s"), std::string::npos) << o;
+  EXPECT_NE(o.find("new flows 2 /s"), std::string::npos) << o;
+  EXPECT_NE(o.find("drops[firewall_deny]"), std::string::npos) << o;
+  EXPECT_NE(o.find("+200  (100 /s)"), std::string::npos) << o;
+  EXPECT_NE(o.find("flows_active"), std::string::npos) << o;
+  EXPECT_NE(o.find("+2"), std::string::npos) << o;
+  // unchanged counters are not printed
+  EXPECT_EQ(o.find("dns_block"), std::string::npos) << o;
+  EXPECT_EQ(o.find("config_version"), std::string::npos) << o;
+  // nothing changed: said so
+  std::string same = formatStatsChanges(a, a);
+  EXPECT_NE(same.find("(no counter changed)"), std::string::npos) << same;
+}
+
+}  // namespace
+}  // namespace dpu::cli

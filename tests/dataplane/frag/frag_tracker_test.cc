@@ -605,5 +605,59 @@ TEST(FragTrackerTest, IncompleteWithoutLastFragmentStays) {
   EXPECT_EQ(t->size(), 0u);
 }
 
+// Reassembled datagrams (dataplane/normalize/datagram.h): observe() records nothing,
+// record() keeps the covered ranges merged so overlaps count once, and the datagram is
+// covered only when the gaps are filled.
+TEST(FragTracker, ReassembledDatagramCountsOverlapsOnce) {
+  auto t = makeTracker();
+  int32_t s = -1;
+  ASSERT_EQ(t->observe(frag(40, 16, 16, true), 1, &s, true), FragAction::kReassemble);
+  EXPECT_TRUE(t->reassembling(s));
+  EXPECT_EQ(t->progress(s).nfrags, 0u);  // nothing recorded by observe()
+  EXPECT_FALSE(t->record(s, frag(40, 16, 16, true), 1));
+  EXPECT_FALSE(t->record(s, frag(40, 24, 16, false), 2));  // overlaps 24..32
+  FragProgress p = t->progress(s);
+  EXPECT_EQ(p.bytes_seen, 24u);  // 16..40, the overlap once
+  EXPECT_EQ(p.total_len, 40u);
+  uint32_t n = 0, covered = 0;
+  t->overlapping(s, 0, 20, [&](uint32_t lo, uint32_t hi) {
+    ++n;
+    covered += hi - lo;
+  });
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(covered, 4u);  // 16..20
+  ASSERT_EQ(t->observe(frag(40, 0, 16, true), 3, &s, true), FragAction::kReassemble);
+  EXPECT_TRUE(t->record(s, frag(40, 0, 16, true), 3));  // 0..40 covered
+  EXPECT_EQ(t->progress(s).bytes_seen, 40u);
+}
+
+// Held fragments come from one pool per tracker: a reassembled datagram may hold more than
+// kMaxHeldPerDatagram, but never more than max_held in all.
+TEST(FragTracker, HeldPoolIsSharedAndBounded) {
+  FragOptions o;
+  o.name = uniqueName("frh");
+  o.max_held = 12;
+  auto t = FragTracker::create(o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  int32_t a = -1, b = -1;
+  ASSERT_EQ((*t)->observe(frag(50, 8, 8, true), 1, &a, true), FragAction::kReassemble);
+  for (uintptr_t i = 0; i < 10; ++i) EXPECT_TRUE((*t)->hold(a, pkt(i)));
+  ASSERT_EQ((*t)->observe(frag(51, 8, 8, true), 1, &b), FragAction::kHold);
+  EXPECT_TRUE((*t)->hold(b, pkt(20)));
+  EXPECT_TRUE((*t)->hold(b, pkt(21)));
+  EXPECT_EQ((*t)->heldFree(), 0u);
+  EXPECT_FALSE((*t)->hold(b, pkt(22)));
+  EXPECT_TRUE((*t)->unhold(a, pkt(3)));
+  EXPECT_FALSE((*t)->unhold(a, pkt(3)));
+  EXPECT_EQ((*t)->heldFree(), 1u);
+  std::vector<void*> got;
+  EXPECT_EQ((*t)->releaseHeldTo(a, [&](void* p) { got.push_back(p); }), 9u);
+  ASSERT_EQ(got.size(), 9u);
+  EXPECT_EQ(got[2], pkt(2));
+  EXPECT_EQ(got[3], pkt(4));  // arrival order, pkt(3) taken out
+  EXPECT_EQ((*t)->heldFree(), 10u);
+  (*t)->age(UINT64_MAX, (*t)->capacity(), [](void*) {});
+}
+
 }  // namespace
 }  // namespace dpu::dp

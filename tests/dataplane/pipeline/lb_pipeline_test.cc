@@ -552,6 +552,55 @@ TEST(LbPipeline, NatRewritesEveryFragmentAndTheAnswersFragments) {
   EXPECT_EQ(h.counters().lb_nat_reverse_created, 1u);
 }
 
+// With an inspecting stage configured (here DNS), datagrams are reassembled for inspection
+// (docs/fragments.md): the LB judges the whole datagram and every fragment follows its rewrite,
+// with the same result on the wire as when the first fragment is judged alone.
+TEST(LbPipeline, NatOnReassembledDatagramsRewritesEveryFragment) {
+  LbService s = udpService(LbMode::kNat, 3);
+  for (auto& b : s.backends) b.port = 8080;
+  auto snap = snapWith(rules::LbModel{{s}});
+  rules::DnsModel dm;
+  rules::DnsListModel l;
+  l.name = "ads";
+  l.action = rules::DnsAction::kNxdomain;
+  l.names = {"ads.example"};
+  dm.lists.push_back(l);
+  auto d = rules::compileDns(dm, nullptr);
+  ASSERT_TRUE(d.ok()) << d.status();
+  snap->dns = *d;
+  Harness h(std::move(snap));
+  Frame whole = udpDatagram("10.0.0.7", 5000, 77, 300);
+  auto frags = test::fragmentIpv4(whole, 96);
+  ASSERT_EQ(frags.size(), 4u);
+  std::swap(frags[0], frags[2]);
+  for (const Frame& f : frags) h.send(0, f);
+  h.poll();
+  auto out = h.out(1);
+  ASSERT_EQ(out.size(), 4u);
+  for (const Frame& f : out) {
+    EXPECT_TRUE(test::checksumsOk(f));
+    EXPECT_EQ(parse(f).dst, parse(out[0]).dst) << "one backend";
+  }
+  Frame at_backend = reassemble4(out);
+  EXPECT_TRUE(test::checksumsOk(at_backend)) << "UDP checksum over the reassembled datagram";
+  EXPECT_EQ(parse(at_backend).dport, 8080);
+  std::string body(260, 'y');
+  Frame ans = PacketBuilder().ipv4(test::ipToString(parse(at_backend).dst, false), "10.0.0.7")
+                  .ipv4Id(9).udp(8080, 5000).payload(body).build();
+  auto afr = test::fragmentIpv4(ans, 80);
+  std::reverse(afr.begin(), afr.end());
+  for (const Frame& f : afr) h.send(1, f, 1000001);
+  h.poll();
+  auto back = h.out(0);
+  ASSERT_EQ(back.size(), 4u);
+  for (const Frame& f : back) EXPECT_EQ(parse(f).src, parse(whole).dst) << "the VIP";
+  EXPECT_TRUE(test::checksumsOk(reassemble4(back)));
+  auto c = h.counters();
+  EXPECT_EQ(c.frag_reassembled, 2u);
+  EXPECT_EQ(c.lb_fragments_followed, 8u);  // every fragment follows the datagram
+  EXPECT_EQ(c.lb_nat_reversed, 4u);        // once per fragment, not for the datagram
+}
+
 // IP-in-IP: every fragment is wrapped to the first fragment's backend, the inner fragment
 // unchanged; IPv4 and IPv6.
 TEST(LbPipeline, IpipWrapsEveryFragmentToTheSameBackend) {

@@ -1,0 +1,1 @@
+rule frag_evil { meta: action = "drop" strings: $a = "EVIL-FRAGMENTED-PAYLOAD" condition: $a }
