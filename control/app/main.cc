@@ -81,6 +81,9 @@ options:
                          before input packet INDEX (0-based, merged order); repeatable, in
                          increasing INDEX. Start-only settings keep their first value.
   --quiet                no summary on stdout
+  --memory MB, -m MB     DPDK memory in MB, 64-1048576 (default: sized from the config:
+                         512 MB, plus the flow and fragment tables, plus 4 KiB per firewall
+                         ACL entry). Only the pages in use are backed by RAM.
 
 examples:
   dpu-appliance replay --config examples/config.json --in examples/example.pcap \
@@ -157,6 +160,17 @@ int main(int argc, char** argv) {
       else if (a == "--events") dst = &o.events;
       else if (a == "--summary-json") dst = &o.summary_json;
       else if (a == "--quiet") { o.quiet = true; continue; }
+      else if (a == "-m" || a == "--memory") {
+        std::string v;
+        if (!takeValue(i, argc, argv, v)) return fail("replay: " + a + " needs a value (MB)");
+        if (!absl::SimpleAtoi(v, &o.memory_mb) || o.memory_mb < dpu::ctl::kMinReplayMemoryMb ||
+            o.memory_mb > dpu::ctl::kMaxReplayMemoryMb) {
+          return fail("replay: " + a + " '" + v + "': expected MB in [" +
+                      std::to_string(dpu::ctl::kMinReplayMemoryMb) + ", " +
+                      std::to_string(dpu::ctl::kMaxReplayMemoryMb) + "]");
+        }
+        continue;
+      }
       else if (a == "--change") {
         std::string v;
         if (!takeValue(i, argc, argv, v)) return fail("replay: --change needs INDEX:FILE");
@@ -285,7 +299,11 @@ int main(int argc, char** argv) {
       }
       return 4;
     }
-    if (auto m = dpu::ctl::toModel(c->config); m.ok()) {
+    dpu::ctl::ModelDetails details;
+    if (auto m = dpu::ctl::toModel(c->config, nullptr, &details); m.ok()) {
+      for (const std::string& w : details.warnings) {
+        std::fprintf(stderr, "dpu-appliance: warning: %s: %s\n", cfg.c_str(), w.c_str());
+      }
       for (const std::string& w : dpu::ctl::policyWarnings(*m)) {
         std::fprintf(stderr, "%s: warning: %s\n", cfg.c_str(), w.c_str());
       }

@@ -3,6 +3,7 @@
 #include <rte_ethdev.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -47,6 +48,28 @@ class VerdictWriter : public dp::VerdictSink {
   uint64_t next_ = 0;
 };
 
+// DPDK memory (MB) a replay of this snapshot needs: the mbuf pool (2047 buffers of 64 KiB,
+// 130 MB) and the other pools with headroom (512 MB in all), the flow and fragment tables
+// (reassembly buffers included), and the firewall's rte_acl tables. An rte_acl table's size
+// is only known once it is built; kAclBytesPerEntry covers the rule sets we measured with margin (ClassBench-like:
+// 4.2 MiB for 1k entries, 24 MiB for 10k, 107 MiB for 100k; docs/firewall.md "Size and
+// memory"). Without hugepages the EAL only reserves address space: pages the tables do
+// not touch cost nothing.
+constexpr uint64_t kAclBytesPerEntry = 4096;
+
+uint64_t replayMemoryMb(const rules::Snapshot& s) {
+  const auto& d = s.dataplane;
+  uint64_t table_mb = (static_cast<uint64_t>(d.flow_capacity) * 200 +
+                       static_cast<uint64_t>(d.frag_max_datagrams) * (256 + 4 * d.frag_max_fragments) +
+                       static_cast<uint64_t>(d.frag_reassembly_buffers) *
+                           (d.frag_max_datagram_bytes + 1024)) >> 20;
+  uint64_t acl_mb = 0;
+  if (s.firewall) {
+    acl_mb = ((s.firewall->v4.size() + s.firewall->v6.size()) * kAclBytesPerEntry) >> 20;
+  }
+  return 512 + table_mb + acl_mb;
+}
+
 }  // namespace
 
 absl::Status runReplay(const ReplayOptions& o) {
@@ -63,9 +86,13 @@ absl::Status runReplay(const ReplayOptions& o) {
   }
   auto cfg = loadConfigFile(o.config);
   if (!cfg.ok()) return cfg.status();
-  auto model = toModel(*cfg);
+  ModelDetails details;
+  auto model = toModel(*cfg, nullptr, &details);
   if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(o.config, ": ",
                                                                   model.status().message()));
+  for (const std::string& w : details.warnings) {
+    std::fprintf(stderr, "dpu-appliance: warning: %s: %s\n", o.config.c_str(), w.c_str());
+  }
   auto snap = rules::compileSnapshot(*model, 1);
   if (!snap.ok()) return snap.status();
   for (const std::string& w : policyWarnings(*model)) {
@@ -107,17 +134,27 @@ absl::Status runReplay(const ReplayOptions& o) {
     if (!st.ok()) return st;
   }
 
-  // Memory: the mbuf pool (jumbo-sized buffers) plus the flow and fragment tables.
-  const auto& d = (*snap)->dataplane;
-  uint64_t table_mb = (static_cast<uint64_t>(d.flow_capacity) * 200 +
-                       static_cast<uint64_t>(d.frag_max_datagrams) * (256 + 4 * d.frag_max_fragments) +
-                       static_cast<uint64_t>(d.frag_reassembly_buffers) *
-                           (d.frag_max_datagram_bytes + 1024)) >> 20;
-  int mem_mb = static_cast<int>(512 + table_mb);
+  // Memory: given (--memory), or sized from the config and its changes.
+  uint64_t need_mb = replayMemoryMb(**snap);
+  for (const auto& c : change_snaps) need_mb = std::max(need_mb, replayMemoryMb(*c));
+  const int mem_mb = static_cast<int>(
+      o.memory_mb ? o.memory_mb : std::min<uint64_t>(need_mb, kMaxReplayMemoryMb));
+  auto memoryHint = [&](const absl::Status& s) {
+    if (s.code() != absl::StatusCode::kResourceExhausted) return s;
+    return absl::Status(s.code(), absl::StrCat(
+        s.message(), " [replay ran with ", mem_mb, " MB of DPDK memory (",
+        o.memory_mb ? "--memory" : "sized from the config", "): give more with --memory MB]"));
+  };
   st = dp::initEal(dp::offlineEalArgs({absl::StrCat("net_pcap0,rx_pcap=", o.in_a),
                                        absl::StrCat("net_pcap1,rx_pcap=", in_b)},
                                       mem_mb));
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(st.message(), " [replay asked for ", mem_mb,
+                                                " MB of DPDK memory (",
+                                                o.memory_mb ? "--memory" : "sized from the config",
+                                                "): give what the machine can reserve with "
+                                                "--memory MB]"));
+  }
 
   dp::DataplaneOptions dopts;
   dopts.port_a = 0;
@@ -130,7 +167,7 @@ absl::Status runReplay(const ReplayOptions& o) {
   dopts.rx_desc = 64;
   dopts.tx_desc = 64;
   auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
-  if (!dpr.ok()) return dpr.status();
+  if (!dpr.ok()) return memoryHint(dpr.status());
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
 
   std::unique_ptr<PcapCapture> cap_b, cap_a;
@@ -180,8 +217,11 @@ absl::Status runReplay(const ReplayOptions& o) {
     auto gen = plane->prepareAndPublish(std::move(change_snaps[ci]));
     plane->attachCaller(0);
     if (!gen.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(o.changes[ci].second, ": ",
-                                                     gen.status().message()));
+      return memoryHint(absl::Status(
+          gen.status().code() == absl::StatusCode::kResourceExhausted
+              ? absl::StatusCode::kResourceExhausted
+              : absl::StatusCode::kInvalidArgument,
+          absl::StrCat(o.changes[ci].second, ": ", gen.status().message())));
     }
     applied.push_back(absl::StrCat("config change before packet ", o.changes[ci].first, ": ",
                                    o.changes[ci].second, " (generation ", *gen, ")"));

@@ -21,11 +21,17 @@ struct ReplayOptions {
   std::string events;        // JSON lines (eve-like)
   std::string summary_json;  // the summary as one JSON object
   bool quiet = false;        // no summary on stdout
+  // -m / --memory: DPDK (EAL) memory in MB; 0 = sized from the config (replayMemoryMb).
+  uint32_t memory_mb = 0;
   // Config changes: (input index, config file), non-decreasing indexes. Each file is
   // committed (a new snapshot generation) right before the packet of that index.
   std::vector<std::pair<uint64_t, std::string>> changes;
 };
 
 absl::Status runReplay(const ReplayOptions& opts);
+
+// Accepted range of --memory (MB).
+inline constexpr uint32_t kMinReplayMemoryMb = 64;
+inline constexpr uint32_t kMaxReplayMemoryMb = 1024 * 1024;
 
 }  // namespace dpu::ctl

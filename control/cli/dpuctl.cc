@@ -238,6 +238,7 @@ constexpr const char* kFwHelp = R"(usage:
       comma-separated). The id is required. Quote the rule: '->' means a redirection to
       the shell. The rule goes last unless --index (0 = first), --before or --after (an
       inline rule's id) says otherwise; order only matters between equal priorities.
+      An id that is already taken is an invalid request (exit 4, ALREADY_EXISTS).
   dpuctl fw remove ID [--expected-version N | --force]
       Removes the inline rule ID. Rules of rule files are edited in their file.
   dpuctl fw load FILE [--expected-version N | --force]
@@ -1103,7 +1104,11 @@ int cmdFw(Client& c, const std::vector<std::string>& a) {
       ProgressWatcher progress(c);
       st = c.stub().AddFirewallRule(&ctx, req, &resp);
     }
-    if (!st.ok()) return rpcFail(c.global(), "fw add", st);
+    if (!st.ok()) {
+      const int rc = rpcFail(c.global(), "fw add", st);
+      // A duplicate id is a bad request like any other invalid rule.
+      return st.error_code() == grpc::ALREADY_EXISTS ? kInvalid : rc;
+    }
     return printApply(c, resp);
   }
   if (sub == "remove") {

@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -346,6 +348,42 @@ bool actionOr(v1::FirewallAction a, rules::FwAction* out) {
   }
 }
 
+// Country codes of the rules that the configured database never returns: valid ISO codes
+// (the rule check refused the others), but with this database the rule's country part
+// matches nothing. A warning, not an error: a database update may bring the country.
+void countryWarnings(const rules::GeoipDb& db, const rules::FirewallModel* fw,
+                     std::vector<std::string>& warnings) {
+  bool any = false;
+  for (const rules::FirewallRule& r : fw->rules) {
+    any = any || !r.src_countries.empty() || !r.dst_countries.empty();
+  }
+  if (!any) return;
+  auto codes = db.countryCodes();
+  if (!codes.ok()) {
+    warnings.push_back(absl::StrCat("geoip.database: ", codes.status().message()));
+    return;
+  }
+  const std::set<std::string> known(codes->begin(), codes->end());
+  for (const rules::FirewallRule& r : fw->rules) {
+    std::vector<std::string> missing;
+    for (const auto* list : {&r.src_countries, &r.dst_countries}) {
+      for (const rules::CountryCode& cc : *list) {
+        std::string c(cc.begin(), cc.end());
+        if (!known.count(c) && std::find(missing.begin(), missing.end(), c) == missing.end()) {
+          missing.push_back(std::move(c));
+        }
+      }
+    }
+    if (missing.empty()) continue;
+    std::string where = r.file.empty() ? std::string() : absl::StrCat(r.file, ":", r.line, ": ");
+    warnings.push_back(absl::StrCat(
+        "firewall: ", where, "rule '", r.id, "': ", absl::StrJoin(missing, ","),
+        missing.size() == 1 ? " is" : " are", " in no network of ", fw->geoip_database, " (",
+        known.size(), " countries): the rule matches no address of ",
+        missing.size() == 1 ? "that country" : "those countries", " with this database"));
+  }
+}
+
 // The firewall and geoip sections into m->firewall; errors appended.
 void firewallToModel(const v1::ApplianceConfig& cfg, rules::FirewallModel* fw,
                      rules::ConfigErrorList& errors, ModelDetails* details) {
@@ -360,11 +398,22 @@ void firewallToModel(const v1::ApplianceConfig& cfg, rules::FirewallModel* fw,
     }
   }
   fw->reevaluate_on_change = !fc.keep_established_on_change();
+  if (fc.max_acl_entries() > rules::kMaxFirewallEntriesLimit) {
+    errors.push_back(fwError("firewall.max_acl_entries",
+                             absl::StrCat(fc.max_acl_entries(), " is out of range [1, ",
+                                          rules::kMaxFirewallEntriesLimit, "] (0 = default ",
+                                          rules::kMaxFirewallEntries, ")")));
+  } else {
+    fw->max_acl_entries = fc.max_acl_entries();
+  }
 
   // GeoIP database: opened and checked now, so a bad one never reaches the dataplane.
   fw->geoip_database = cfg.geoip().database();
+  std::unique_ptr<rules::GeoipDb> geodb;
   if (!fw->geoip_database.empty()) {
-    absl::Status st = rules::checkGeoipDatabase(fw->geoip_database);
+    auto db = rules::GeoipDb::open(fw->geoip_database);
+    absl::Status st = db.ok() ? (*db)->checkCountryData() : db.status();
+    if (st.ok()) geodb = std::move(*db);
     if (!st.ok()) {
       std::string reason(st.message());
       if (absl::StartsWith(reason, fw->geoip_database + ": ")) {
@@ -494,6 +543,7 @@ void firewallToModel(const v1::ApplianceConfig& cfg, rules::FirewallModel* fw,
   // The rule set as a whole (the cap), once every rule is valid on its own.
   if (errors.size() == before) rules::validateFirewallSet(*fw, errors);
   if (details && errors.size() == before) details->firewall_rules = std::move(specs);
+  if (details && errors.size() == before && geodb) countryWarnings(*geodb, fw, details->warnings);
 }
 
 }  // namespace

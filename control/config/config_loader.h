@@ -52,6 +52,9 @@ struct ModelDetails {
   // Every firewall rule as written, in model order (firewall.rules, then each rule file's
   // rules): what ListFirewallRules shows.
   std::vector<rules::FirewallRuleSpec> firewall_rules;
+  // Not errors, but worth telling whoever applies the config (e.g. a rule's country that
+  // no network of the GeoIP database has), one line each.
+  std::vector<std::string> warnings;
 };
 
 // Applies defaults (unset = documented default) and validates ranges; errors name the

@@ -313,6 +313,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
       result.warnings.push_back(absl::StrCat("dpi: ", compiled_dpi->cache_warning));
   }
   std::shared_ptr<const rules::CompiledDns> compiled_dns = (*snap)->dns;
+  for (const std::string& w : details.warnings) result.warnings.push_back(w);
 
   // The committed document is valid (it was compiled when applied); if it no longer is
   // (hand-edited state file), there is nothing to compare against.

@@ -207,7 +207,7 @@ absl::Status FirewallTables::buildFamily(const rules::CompiledFirewall& fw,
                                          uint32_t* first_fields) {
   const char* fam = v6 ? "IPv6" : "IPv4";
   const uint8_t max_len = v6 ? 128 : 32;
-  out.n = 0;
+  out.n = out.split = 0;
   *first_fields = 0;
   if (es.empty()) return absl::OkStatus();
   std::vector<const rules::AclEntry*> sorted;
@@ -227,6 +227,18 @@ absl::Status FirewallTables::buildFamily(const rules::CompiledFirewall& fw,
   }
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const rules::AclEntry* a, const rules::AclEntry* b) { return a->rank < b->rank; });
+  // Shapes (see the class comment): entries with a source prefix first, then the others,
+  // each part in rank order, when both parts are large enough to multiply.
+  size_t with_src = 0, open_src_dst = 0;
+  for (const rules::AclEntry* e : sorted) {
+    if (e->src_len > 0) ++with_src;
+    else if (e->dst_len > 0) ++open_src_dst;
+  }
+  const bool shapes = v6 && with_src >= kShapeSplitMin && open_src_dst >= kShapeSplitMin;
+  if (shapes) {
+    std::stable_partition(sorted.begin(), sorted.end(),
+                          [](const rules::AclEntry* e) { return e->src_len > 0; });
+  }
   // Build [lo, hi) as one context; when rte_acl cannot (more than 8 tries, or memory), split
   // it in two rank ranges, in order, as long as contexts are left.
   std::string error;
@@ -259,9 +271,12 @@ absl::Status FirewallTables::buildFamily(const rules::CompiledFirewall& fw,
     size_t mid = lo + (hi - lo) / 2;
     return build(lo, mid) && build(mid, hi);
   };
-  if (!build(0, sorted.size())) {
+  bool built = shapes ? build(0, with_src) && (out.split = out.n, build(with_src, sorted.size()))
+                     : build(0, sorted.size());
+  if (!shapes) out.split = out.n;
+  if (!built) {
     for (uint32_t c = 0; c < out.n; ++c) rte_acl_free(out.ctx[c]);
-    out.n = 0;
+    out.n = out.split = 0;
     return absl::ResourceExhaustedError(absl::StrCat(
         "firewall: ", error, " (", es.size(), " ", fam,
         " entries in all; rte_acl holds a context's rules in at most 8 tries, up to ",
@@ -281,7 +296,19 @@ bool v4Unicast(const IpAddr& a) {
 
 bool v6Unicast(const IpAddr& a) {
   static const uint8_t kZero[16] = {};
-  return a.b[0] != 0xff && std::memcmp(a.b, kZero, 16) != 0;
+  static const uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return a.b[0] != 0xff && std::memcmp(a.b, kZero, 16) != 0 &&
+         std::memcmp(a.b, kLoopback, 16) != 0;
+}
+
+// May the appliance answer this packet at all? Only between two unicast hosts: never to or
+// from a link-layer broadcast / multicast address (either MAC of the frame: the answer
+// swaps them), and never to or from an IP broadcast, multicast, unspecified or loopback
+// address (the answer comes from the packet's destination address).
+bool answerable(const uint8_t* frame, const PacketMeta& m) {
+  if ((frame[0] & 1) || (frame[6] & 1)) return false;
+  if (m.l3 == L3Type::kIpv6) return v6Unicast(m.src) && v6Unicast(m.dst);
+  return v4Unicast(m.src) && v4Unicast(m.dst);
 }
 
 }  // namespace
@@ -473,6 +500,8 @@ absl::StatusOr<std::shared_ptr<const FirewallTables>> FirewallTables::build(
   if (!st.ok()) return st;  // the destructor frees what was built
   t->stats_.v4_contexts = t->f4_.n;
   t->stats_.v6_contexts = t->f6_.n;
+  t->stats_.v4_shapes = t->f4_.split != t->f4_.n;
+  t->stats_.v6_shapes = t->f6_.split != t->f6_.n;
   uint64_t after = dpdkHeapBytes();
   t->stats_.bytes = after > before ? after - before : 0;
   t->stats_.build_ms =
@@ -574,7 +603,7 @@ uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMet
   uint16_t l2 = m.l3_offset;
   uint32_t len = l2 + (v6 ? 40u : 20u) + 20u;
   if (l2 < 14 || l2 > frame_len || len > cap) return 0;
-  if (to_sender && (frame[6] & 1)) return 0;  // a multicast source MAC: nobody to answer
+  if (!answerable(frame, m)) return 0;
 
   uint32_t seq, ack = 0;
   uint8_t flags;
@@ -616,13 +645,11 @@ uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const Pa
   if (m.l3 == L3Type::kNone || m.isLaterFragment()) return 0;
   uint16_t l2 = m.l3_offset;
   if (l2 < 14 || l2 >= frame_len) return 0;
-  if (frame[0] & 1) return 0;  // sent to a link-layer multicast / broadcast address
-  if (frame[6] & 1) return 0;
+  if (!answerable(frame, m)) return 0;
   bool v6 = m.l3 == L3Type::kIpv6;
   uint32_t avail = std::min<uint32_t>(m.l3_len, frame_len - l2);
   uint32_t quote, ip_len;
   if (!v6) {
-    if (!v4Unicast(m.src) || !v4Unicast(m.dst)) return 0;
     if (m.l4_proto == 1) {
       // About an ICMP error message: never. An ICMP packet whose type is unknown (cut
       // first fragment) is treated the same.
@@ -632,7 +659,6 @@ uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const Pa
     quote = std::min<uint32_t>(avail, 576 - 20 - 8);
     ip_len = 20;
   } else {
-    if (!v6Unicast(m.src) || m.dst.b[0] == 0xff) return 0;
     if (m.l4_proto == 58 && (!m.has_l4 || m.icmp_type < 128)) return 0;
     quote = std::min<uint32_t>(avail, 1280 - 40 - 8);
     ip_len = 40;

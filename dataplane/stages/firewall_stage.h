@@ -92,6 +92,7 @@ struct FirewallTablesStats {
   uint32_t v4_entries = 0, v6_entries = 0;
   uint32_t v4_contexts = 0, v6_contexts = 0;  // rte_acl contexts per family (0: no entries)
   uint32_t v4_fields = 0, v6_fields = 0;      // fields of the first context of each family
+  bool v4_shapes = false, v6_shapes = false;   // built as two shape groups (see below)
   double build_ms = 0;  // rte_acl_create + add_rules + build, everything
   uint64_t bytes = 0;   // DPDK heap bytes the contexts hold after the build
   // Incremental tables (built against earlier tables, see FirewallTables::build): the
@@ -106,6 +107,17 @@ struct FirewallTablesStats {
 // memory than one build may use) is split by rank into several contexts, classified in rank
 // order (a match in an earlier context wins: its ranks are all lower). An empty entry list
 // has no context: every query of that family gets -1 (no rule, the default action applies).
+//
+// Shapes. rte_acl builds a DFA over the fields in order (source before destination): when
+// many entries name a source prefix and leave the destination open, and many others leave
+// the source open and name a destination, every source path must carry a copy of the
+// destination trie, 16 bytes deep for IPv6 (a cross product: 3 rules over 600 IPv6
+// prefixes built in 53 s instead of 7 s, see docs/firewall.md "Size and memory"). So when
+// both kinds reach kShapeSplitMin IPv6 entries, the IPv6 family is built as two groups,
+// entries with a source prefix and entries without, each with its own context(s); a query
+// is classified by both groups and the lower rank wins. IPv4 (4-byte addresses: ClassBench-
+// like sets build fine as one group, and a second lookup would cost more than it saves)
+// and smaller IPv6 rule sets stay one group (one lookup).
 //
 // Incremental tables. rte_acl_build costs ~3 us per trie node on this machine whatever the
 // layout (a 10k-rule ClassBench-like set: ~110k nodes, ~330 ms, the same in dpdk-test-acl),
@@ -153,6 +165,7 @@ class FirewallTables {
   const FirewallTables* merged() const { return merged_.load(std::memory_order_acquire); }
 
   static constexpr uint32_t kMaxContexts = 16;  // per family
+  static constexpr uint32_t kShapeSplitMin = 64;  // entries of each shape (see above)
   static constexpr uint32_t kChunk = 64;        // queries per rte_acl_classify call
   // Largest delta (entries, both families) an incremental build may have: about 40 ms of
   // rte_acl build for ClassBench-like entries; a larger difference, or one above a quarter
@@ -163,7 +176,12 @@ class FirewallTables {
   struct Family {
     rte_acl_ctx* ctx[kMaxContexts] = {};
     uint32_t n = 0;
+    // Groups (shapes): contexts [0, split) and [split, n); split == n: one group.
+    uint32_t split = 0;
   };
+  // Contexts c[0, nc) of one group (ascending rank ranges) for n keys: rule_out[idx[j]].
+  static void classifyChain(rte_acl_ctx* const* c, uint32_t nc, const uint8_t** d,
+                            const uint32_t* idx, uint32_t n, int64_t* rule_out);
   static constexpr int32_t kReplaced = -2;  // remap_ value of a base rule no longer in force
   FirewallTables() = default;
   // This object's own contexts (the whole rule set, or the delta of incremental tables).
@@ -226,9 +244,27 @@ struct AclChunk {
 inline void FirewallTables::classifyFamily(const Family& f, const uint8_t** d,
                                            const uint32_t* idx, uint32_t n,
                                            int64_t* rule_out) const {
+  if (f.split == f.n) {
+    classifyChain(f.ctx, f.n, d, idx, n, rule_out);
+    return;
+  }
+  // Two shape groups: each gives its best rank; the lower one wins.
+  uint32_t pos[kChunk];
+  int64_t a[kChunk], b[kChunk];
+  for (uint32_t j = 0; j < n; ++j) pos[j] = j;
+  classifyChain(f.ctx, f.split, d, pos, n, a);
+  classifyChain(f.ctx + f.split, f.n - f.split, d, pos, n, b);
+  for (uint32_t j = 0; j < n; ++j) {
+    rule_out[idx[j]] = a[j] < 0 ? b[j] : b[j] < 0 ? a[j] : std::min(a[j], b[j]);
+  }
+}
+
+inline void FirewallTables::classifyChain(rte_acl_ctx* const* ctx, uint32_t nc,
+                                          const uint8_t** d, const uint32_t* idx, uint32_t n,
+                                          int64_t* rule_out) {
   uint32_t r[kChunk];
-  rte_acl_classify(f.ctx[0], d, r, n, 1);
-  if (f.n == 1) {
+  rte_acl_classify(ctx[0], d, r, n, 1);
+  if (nc == 1) {
     for (uint32_t j = 0; j < n; ++j) rule_out[idx[j]] = static_cast<int64_t>(r[j]) - 1;
     return;
   }
@@ -244,8 +280,8 @@ inline void FirewallTables::classifyFamily(const Family& f, const uint8_t** d,
       ii[m++] = idx[j];
     }
   }
-  for (uint32_t c = 1; c < f.n && m > 0; ++c) {
-    rte_acl_classify(f.ctx[c], dd, r, m, 1);
+  for (uint32_t c = 1; c < nc && m > 0; ++c) {
+    rte_acl_classify(ctx[c], dd, r, m, 1);
     uint32_t k = 0;
     for (uint32_t j = 0; j < m; ++j) {
       if (r[j] != 0) {
@@ -382,7 +418,10 @@ struct alignas(64) RuleHitPair {
 // with ACK in the segment, seq = SEG.ACK and flag RST; without, seq = 0, ack = SEG.SEQ +
 // SEG.LEN (payload, +1 for SYN, +1 for FIN) and flags RST|ACK. Toward the receiver (as from
 // the sender, out of the other port; for a segment with ACK, i.e. a connection the receiver
-// holds): seq = SEG.SEQ, ack = SEG.ACK, RST|ACK. Never in answer to a RST. The L2 header
+// holds): seq = SEG.SEQ, ack = SEG.ACK, RST|ACK. Never in answer to a RST, and never (0
+// returned) when either MAC is broadcast / multicast or either IP address is broadcast,
+// multicast, unspecified or loopback: the answer's source is the packet's destination
+// (the appliance is transparent), which must be a unicast host. The L2 header
 // (VLAN tags included) is the packet's own; IP TTL / hop limit 64.
 uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMeta& m,
                        bool to_sender, uint8_t* out, uint32_t cap);
@@ -391,7 +430,8 @@ uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMet
 // packet from its IP header on: as much as fits in 576 bytes of IPv4 (RFC 1812 4.3.2.3) /
 // 1280 bytes of IPv6 (RFC 4443 2.4(c)). Not sent (RFC 1122 3.2.2, RFC 4443 2.4(e)) about
 // an ICMP error message, a later fragment, a packet sent to a multicast or broadcast
-// address (IP or link layer), or from an address that is not unicast.
+// address (IP or link layer), or from an address that is not unicast (the same address
+// rules as buildTcpReset).
 uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const PacketMeta& m,
                               uint8_t* out, uint32_t cap);
 

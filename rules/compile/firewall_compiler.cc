@@ -72,6 +72,39 @@ bool validCountry(const CountryCode& cc) {
   return cc[0] >= 'A' && cc[0] <= 'Z' && cc[1] >= 'A' && cc[1] <= 'Z';
 }
 
+// The 249 officially assigned ISO 3166-1 alpha-2 codes, and XK (Kosovo: user-assigned, but
+// MaxMind's databases use it). A country database holds no other code in country.iso_code.
+constexpr std::string_view kIsoCountries =
+    "AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO "
+    "BQ BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ "
+    "DK DM DO DZ EC EE EG EH ER ES ET FI FJ FK FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP "
+    "GQ GR GS GT GU GW GY HK HM HN HR HT HU ID IE IL IM IN IO IQ IR IS IT JE JM JO JP KE KG "
+    "KH KI KM KN KP KR KW KY KZ LA LB LC LI LK LR LS LT LU LV LY MA MC MD ME MF MG MH MK ML "
+    "MM MN MO MP MQ MR MS MT MU MV MW MX MY MZ NA NC NE NF NG NI NL NO NP NR NU NZ OM PA PE "
+    "PF PG PH PK PL PM PN PR PS PT PW PY QA RE RO RS RU RW SA SB SC SD SE SG SH SI SJ SK SL "
+    "SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW TZ UA UG UM "
+    "US UY UZ VA VC VE VG VI VN VU WF WS XK YE YT ZA ZM ZW";
+
+bool assignedCountry(const CountryCode& cc) {
+  for (size_t i = 0; i + 1 < kIsoCountries.size(); i += 3) {
+    if (kIsoCountries[i] == cc[0] && kIsoCountries[i + 1] == cc[1]) return true;
+  }
+  return false;
+}
+
+// Codes people write for a country whose ISO code is another one.
+std::string countryHint(const CountryCode& cc) {
+  struct H { const char* wrong; const char* right; const char* name; };
+  static constexpr H kHints[] = {{"UK", "GB", "the United Kingdom"}, {"EL", "GR", "Greece"},
+                                 {"EN", "GB", "England"}, {"KO", "KR", "Korea"}};
+  for (const H& h : kHints) {
+    if (cc[0] == h.wrong[0] && cc[1] == h.wrong[1]) {
+      return absl::StrCat(" (", h.name, " is ", h.right, ")");
+    }
+  }
+  return "";
+}
+
 // Does `outer` contain `inner` (same family, outer.len <= inner.len, same leading bits)?
 bool covers(const IpPrefix& outer, const IpPrefix& inner) {
   if (outer.v6 != inner.v6 || outer.len > inner.len) return false;
@@ -192,6 +225,7 @@ std::vector<CcRange> countryRanges(const std::vector<CountryCode>& ccs,
 // when the entries would exceed opts.max_entries.
 Plan makePlan(const FirewallModel& m, const FirewallCompileOptions& opts, ConfigErrorList& errors) {
   Plan plan;
+  const size_t limit = m.max_acl_entries ? m.max_acl_entries : opts.max_entries;
   plan.order = rankOrder(m);
   // Country indices in order of first use (rank order).
   for (int idx : plan.order) {
@@ -230,7 +264,7 @@ Plan makePlan(const FirewallModel& m, const FirewallCompileOptions& opts, Config
     rp.dcc = countryRanges(r.dst_countries, plan.country_index);
     const size_t c4 = rp.famCount(0), c6 = rp.famCount(1);
     rp.count = satAdd(c4, c6);
-    if (total <= opts.max_entries && satAdd(total, rp.count) > opts.max_entries) {
+    if (total <= limit && satAdd(total, rp.count) > limit) {
       RuleErrorContext ctx = modelRuleContext(r, idx);
       ConfigError e = ctx.base;
       e.field = ctx.field(RuleField::kRule);
@@ -248,9 +282,11 @@ Plan makePlan(const FirewallModel& m, const FirewallCompileOptions& opts, Config
       if (c6) absl::StrAppend(&how, c4 ? "; " : "", "IPv6: ", dims(1));
       e.reason = absl::StrCat("expands to ", rp.count, " ACL entries (", how,
                               "); with the ", total, " entries of the rules before it that "
-                              "exceeds the limit of ", opts.max_entries,
-                              " entries: use fewer or larger prefixes, port ranges or an IP set "
-                              "with aggregated prefixes");
+                              "exceeds the limit of ", limit,
+                              " entries (firewall.max_acl_entries", m.max_acl_entries ? "" : ", default",
+                              "): use fewer or larger prefixes, port ranges or an IP set "
+                              "with aggregated prefixes, or raise the limit if the machine has "
+                              "the memory");
       errors.push_back(std::move(e));
     }
     total = satAdd(total, rp.count);
@@ -385,6 +421,11 @@ void checkFirewallRule(const FirewallRule& r, bool geoip_configured, const RuleE
         add(field, absl::StrCat("'", displayCountry(cc),
                                 "' is not an ISO 3166-1 alpha-2 country code (two upper-case "
                                 "letters, e.g. US)"));
+      } else if (!assignedCountry(cc)) {
+        // No country database holds it: the rule would silently never match.
+        add(field, absl::StrCat("'", displayCountry(cc),
+                                "' is not an assigned ISO 3166-1 alpha-2 country code",
+                                countryHint(cc), ": no GeoIP database has it"));
       }
     }
     if (!list->empty() && !has_countries && !geoip_configured) {

@@ -18,8 +18,9 @@
 //     ranges, are merged first (same matches, fewer entries);
 //   - countries get indices 1..n in order of first use (rank order); a rule's country set
 //     becomes as few index ranges as possible.
-// The total number of entries is capped (kMaxFirewallEntries by default); the rule that
-// crosses the cap is named with its own expansion.
+// The total number of entries is capped (the model's max_acl_entries, else
+// kMaxFirewallEntries), counted before any entry is built; the rule that crosses the cap is
+// named with its own expansion.
 #pragma once
 
 #include <cstddef>
@@ -35,10 +36,13 @@
 
 namespace dpu::rules {
 
-inline constexpr size_t kMaxFirewallEntries = 2'000'000;
+// Default and upper end of the ACL entry budget (firewall.max_acl_entries).
+inline constexpr size_t kMaxFirewallEntries = 500'000;
+inline constexpr size_t kMaxFirewallEntriesLimit = 4'000'000;
 
 struct FirewallCompileOptions {
-  size_t max_entries = kMaxFirewallEntries;  // v4 + v6 entries in total
+  // v4 + v6 entries in total; a model's max_acl_entries, when set, takes precedence.
+  size_t max_entries = kMaxFirewallEntries;
 };
 
 // Every error has section "firewall", the rule id, its index in model.rules, file:line for

@@ -34,6 +34,13 @@ constexpr size_t kMaxFileErrors = 100;            // syntax errors reported per 
 absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 std::string_view S(absl::string_view s) { return std::string_view(s.data(), s.size()); }
 std::string_view trim(std::string_view s) { return S(absl::StripAsciiWhitespace(A(s))); }
+
+// A UTF-8 byte order mark at the start of a file (editors on Windows write one) is not
+// part of the first line.
+std::string_view skipUtf8Bom(std::string_view text) {
+  if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  return text;
+}
 std::string lower(std::string_view s) { return absl::AsciiStrToLower(A(s)); }
 
 // Printable rendering of a user value inside quotes in a message.
@@ -552,6 +559,7 @@ absl::StatusOr<FirewallRuleSpec> parseTextRule(std::string_view text, const std:
 absl::StatusOr<std::vector<FirewallRuleSpec>> parseTextRules(std::string_view text,
                                                              const std::string& file,
                                                              ConfigErrorList* errors) {
+  text = skipUtf8Bom(text);
   std::vector<FirewallRuleSpec> out;
   ConfigErrorList local;
   int line_no = 0;
@@ -721,6 +729,7 @@ bool jsonList(const Json& v, bool numbers_ok, std::vector<std::string>* out, std
 absl::StatusOr<std::vector<FirewallRuleSpec>> parseJsonRules(std::string_view text,
                                                              const std::string& file,
                                                              ConfigErrorList* errors) {
+  text = skipUtf8Bom(text);
   ConfigErrorList local;
   auto fileError = [&](int line, std::string field, std::string reason) {
     ConfigError e;
@@ -961,6 +970,7 @@ absl::StatusOr<std::vector<IpPrefix>> parseCidrList(std::string_view text,
                                                     const std::string& file,
                                                     const std::string& set,
                                                     ConfigErrorList* errors) {
+  text = skipUtf8Bom(text);
   std::vector<IpPrefix> out;
   ConfigErrorList local;
   int line_no = 0;

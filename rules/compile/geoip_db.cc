@@ -8,6 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <limits>
+#include <set>
 #include <unordered_set>
 #include <vector>
 
@@ -109,20 +112,26 @@ absl::StatusOr<GeoipLookup> GeoipDb::lookup(const IpPrefix& addr) const {
   return out;
 }
 
-absl::Status GeoipDb::checkCountryData(size_t max_records) const {
-  const uint32_t nodes = db_->metadata.node_count;
+namespace {
+
+// Visits each distinct data record of the search tree once (depth first, right before
+// left), at most max_records of them, until fn returns true. *visited: records seen.
+absl::Status walkRecords(MMDB_s* db, const std::string& path, size_t max_records,
+                         size_t* visited, const std::function<bool(const MMDB_entry_s&)>& fn) {
+  const uint32_t nodes = db->metadata.node_count;
   std::vector<bool> seen(nodes, false);
   std::unordered_set<uint32_t> records;
   std::vector<uint32_t> stack = {0};
+  *visited = 0;
   while (!stack.empty() && records.size() < max_records) {
     uint32_t n = stack.back();
     stack.pop_back();
     if (n >= nodes || seen[n]) continue;
     seen[n] = true;
     MMDB_search_node_s node;
-    if (MMDB_read_node(db_.get(), n, &node) != MMDB_SUCCESS) {
+    if (MMDB_read_node(db, n, &node) != MMDB_SUCCESS) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path_, ": corrupt search tree (node ", n, ")"));
+          absl::StrCat(path, ": corrupt search tree (node ", n, ")"));
     }
     struct Rec { uint8_t type; uint64_t value; MMDB_entry_s entry; };
     for (const Rec& rec : {Rec{node.right_record_type, node.right_record, node.right_record_entry},
@@ -131,17 +140,45 @@ absl::Status GeoipDb::checkCountryData(size_t max_records) const {
         stack.push_back(static_cast<uint32_t>(rec.value));
       } else if (rec.type == MMDB_RECORD_TYPE_DATA) {
         if (!records.insert(rec.entry.offset).second) continue;
-        if (!entryString(rec.entry, "country", "iso_code").empty()) return absl::OkStatus();
+        *visited = records.size();
+        if (fn(rec.entry)) return absl::OkStatus();
       } else if (rec.type == MMDB_RECORD_TYPE_INVALID) {
         return absl::InvalidArgumentError(
-            absl::StrCat(path_, ": corrupt search tree (invalid record in node ", n, ")"));
+            absl::StrCat(path, ": corrupt search tree (invalid record in node ", n, ")"));
       }
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status GeoipDb::checkCountryData(size_t max_records) const {
+  bool found = false;
+  size_t visited = 0;
+  absl::Status st = walkRecords(db_.get(), path_, max_records, &visited,
+                                [&](const MMDB_entry_s& e) {
+                                  found = !entryString(e, "country", "iso_code").empty();
+                                  return found;
+                                });
+  if (!st.ok() || found) return st;
   return absl::FailedPreconditionError(absl::StrCat(
       path_, ": no country data (no record with country.iso_code among the first ",
-      records.size(), "; database type '", databaseType(),
+      visited, "; database type '", databaseType(),
       "'): use a country database such as GeoLite2-Country or GeoIP2-City"));
+}
+
+absl::StatusOr<std::vector<std::string>> GeoipDb::countryCodes() const {
+  std::set<std::string> codes;
+  size_t visited = 0;
+  absl::Status st = walkRecords(db_.get(), path_, std::numeric_limits<size_t>::max(), &visited,
+                                [&](const MMDB_entry_s& e) {
+                                  std::string cc = entryString(e, "country", "iso_code");
+                                  if (!cc.empty()) codes.insert(std::move(cc));
+                                  return false;
+                                });
+  if (!st.ok()) return st;
+  return std::vector<std::string>(codes.begin(), codes.end());
 }
 
 absl::Status checkGeoipDatabase(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "rules/model/firewall.h"
@@ -43,6 +44,10 @@ class GeoipDb {
   // looks at up to `max_records` distinct records; FailedPrecondition naming the database
   // type otherwise (e.g. an ASN database).
   absl::Status checkCountryData(size_t max_records = 100000) const;
+
+  // Every country.iso_code the database holds (walks the whole search tree, each record
+  // once): what a country rule can match with this database. Sorted, unique.
+  absl::StatusOr<std::vector<std::string>> countryCodes() const;
 
   const std::string& path() const { return path_; }
   std::string databaseType() const;

@@ -59,6 +59,8 @@ struct FirewallModel {
   // checked it; a replaced file changes the model, so the firewall is compiled (and
   // published) anew even when the path stays the same. 0 = not checked / no database.
   uint64_t geoip_database_stamp = 0;
+  // The ACL entry budget (firewall.max_acl_entries); 0 = kMaxFirewallEntries.
+  uint32_t max_acl_entries = 0;
   bool operator==(const FirewallModel&) const = default;
 };
 

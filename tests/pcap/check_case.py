@@ -16,7 +16,8 @@ depend on the expected_* files, so they also guard a REGEN=1 run:
    answers to rejected packets: every other frame leaving a side must be the answer to a
    "reject" verdict (a TCP RST with the rejected segment's addresses and ports swapped, out of
    its ingress side, and for a segment with ACK a second RST toward the receiver out of the
-   other side; an ICMP / ICMPv6 unreachable to the sender otherwise), and their number must
+   other side; an ICMP / ICMPv6 unreachable to the sender otherwise; none between other than
+   two unicast hosts), and their number must
    equal the summary's firewall rst_sent + icmp_sent (+ dpi rst_sent). Skipped when CASE_DIR has a file
    REWRITES (a config that changes packets). DNS filtering: frames the appliance makes for
    DNS (answers and TCP resets, the summary's dns.answers_sent + dns.resets_sent) may come on
@@ -100,13 +101,25 @@ def l3l4(frame):
     return (bytes(src), bytes(dst), proto, sport, dport, flags, itype)
 
 
+def unicast(addr):
+    """A unicast host address: not broadcast, multicast, unspecified or loopback."""
+    if len(addr) == 4:
+        return addr[0] not in (0, 127) and addr[0] < 224
+    return addr[0] != 0xFF and addr not in (bytes(16), bytes(15) + b"\x01")
+
+
 def answer_keys(frame, in_side):
     """What the appliance sends for a rejected frame: [(out_side, key)], key = (src, dst,
-    proto, sport, dport, kind) of the answer. No answer to a RST or an ICMP error."""
+    proto, sport, dport, kind) of the answer. No answer to a RST or an ICMP error, nor
+    between anything but two unicast hosts (either MAC broadcast / multicast, either IP
+    address broadcast, multicast, unspecified or loopback: the answer would come from an
+    address nobody owns)."""
     p = l3l4(frame)
     if p is None:
         return []
     src, dst, proto, sport, dport, flags, itype = p
+    if (frame[0] & 1) or (frame[6] & 1) or not unicast(src) or not unicast(dst):
+        return []
     other = "B" if in_side == "A" else "A"
     if proto == 6:
         if flags is None or flags & 0x04:

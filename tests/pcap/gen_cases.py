@@ -1245,16 +1245,18 @@ def case_fw_reject():
         {"id": "rej-icmp", "priority": 10, "action": "REJECT", "protocols": ["icmp"],
          "dst": ["10.2.0.99"]},
         {"id": "rej-v6", "priority": 10, "action": "REJECT", "protocols": ["tcp", "udp"],
-         "dst": ["2001:db8:b::/64"], "dst_ports": ["7"]}]}}, """
+         "dst": ["2001:db8:b::/64", "ff02::/16"], "dst_ports": ["7"]}]}}, """
 REJECT rules (defaults ALLOW): 0 rej-smtp tcp :25, 1 rej-snmp udp :161, 2 rej-icmp icmp to
-10.2.0.99, 3 rej-v6 tcp/udp to 2001:db8:b::/64 :7. A rejected packet gets the verdict
+10.2.0.99, 3 rej-v6 tcp/udp to 2001:db8:b::/64 or ff02::/16 :7. A rejected packet gets the verdict
 "reject" (reason firewall_reject) and is not forwarded; the appliance answers out of the
 side the packet came from: TCP with a RST (RFC 793: to a segment without ACK, seq 0 and
 ACK = its seq + length (+1 for SYN); to a segment with ACK, seq = its ACK and no ACK flag),
 UDP / ICMP with an ICMP (v6) destination unreachable (administratively prohibited) quoting
 the packet. Review expected_out_a.pcap (answers to side A frames) and expected_out.pcap
 (answers to side B frames, plus the forwarded frames). No answer to a RST or to an ICMP
-error (RFC 793 / RFC 1122), but those are still rejected (not forwarded).
+error (RFC 793 / RFC 1122), but those are still rejected (not forwarded). No answer either
+to a packet sent to a broadcast or multicast address (IP or MAC), or from an unspecified
+one: the answer would come from an address nobody owns (counted as reject_suppressed).
 check_case.py checks that every frame leaving a side is either a forwarded frame or one
 of the answers the rejects call for, and that their number is the summary's rst_sent +
 icmp_sent.""")
@@ -1294,6 +1296,24 @@ icmp_sent.""")
     c.add(eth_a() / IPv6(src="2001:db8:a::1", dst="2001:db8:c::7") /
           UDP(sport=44002, dport=7) / Raw(payload(12)), "F ok2 new",
           "ok2: IPv6 udp :7 outside 2001:db8:b::/64: default allow")
+    c.add(eth_a() / IP(src="10.1.0.10", dst="255.255.255.255") /
+          TCP(sport=42010, dport=25, flags="S", seq=1), "R r11 new",
+          "r11: SYN to 255.255.255.255:25, rule 0: rejected, no RST (never from a broadcast)")
+    c.add(eth_a() / IP(src="10.1.0.10", dst="224.0.0.251") /
+          TCP(sport=42011, dport=25, flags="S", seq=1), "R r12 new",
+          "r12: SYN to 224.0.0.251:25 (multicast), rule 0: rejected, no RST")
+    c.add(eth_a() / IPv6(src="2001:db8:a::1", dst="ff02::1") /
+          TCP(sport=44010, dport=7, flags="S", seq=1), "R r13 new",
+          "r13: IPv6 SYN to ff02::1:7 (multicast), rule 3: rejected, no RST")
+    c.add(Ether(src=MAC_A, dst=BCAST) / IP(src="10.1.0.10", dst="10.2.0.25") /
+          TCP(sport=42012, dport=25, flags="S", seq=1), "R r14 new",
+          "r14: SYN to 10.2.0.25:25 behind the broadcast MAC, rule 0: rejected, no RST")
+    c.add(eth_a() / IP(src="0.0.0.0", dst="10.2.0.25") /
+          TCP(sport=42013, dport=25, flags="S", seq=1), "R r15 new",
+          "r15: SYN from 0.0.0.0 to :25, rule 0: rejected, no RST (nobody to answer)")
+    c.add(eth_a() / IP(src="10.1.0.10", dst="255.255.255.255") / UDP(sport=33010, dport=161) /
+          Raw(payload(8)), "R r16 new",
+          "r16: udp :161 to 255.255.255.255, rule 1: rejected, no ICMP")
     return c
 
 

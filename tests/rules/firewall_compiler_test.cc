@@ -329,6 +329,34 @@ TEST(FirewallCompiler, CountriesNeedADatabaseAndValidCodes) {
   EXPECT_THAT(errs[0].reason, HasSubstr("'us' is not an ISO 3166-1 alpha-2"));
 }
 
+TEST(FirewallCompiler, UnassignedCountryCodesAreErrors) {
+  FirewallModel m;
+  m.geoip_database = "/some/db.mmdb";
+  FirewallRule r = R("geo");
+  r.src_countries = {CountryCode{'G', 'B'}, CountryCode{'U', 'K'}};
+  r.dst_countries = {CountryCode{'X', 'X'}, CountryCode{'X', 'K'}, CountryCode{'Z', 'W'}};
+  m.rules = {r};
+  auto errs = compileErrors(m);
+  ASSERT_EQ(errs.size(), 2u);
+  EXPECT_EQ(errs[0].field, "firewall.rules[0].src_countries");
+  EXPECT_THAT(errs[0].reason, HasSubstr("'UK' is not an assigned ISO 3166-1 alpha-2 country "
+                                        "code (the United Kingdom is GB)"));
+  EXPECT_EQ(errs[1].field, "firewall.rules[0].dst_countries");
+  EXPECT_THAT(errs[1].reason, HasSubstr("'XX' is not an assigned"));
+  // validate reports the same (what apply would refuse).
+  ConfigErrorList v;
+  validateFirewall(m, v);
+  EXPECT_EQ(v.size(), 2u);
+  // Every assigned code passes (GB, XK as MaxMind uses it, ZW).
+  r.src_countries = {CountryCode{'G', 'B'}};
+  r.dst_countries = {CountryCode{'X', 'K'}, CountryCode{'Z', 'W'}, CountryCode{'A', 'D'}};
+  m.rules = {r};
+  ConfigErrorList none;
+  auto fw = compileFirewall(m, FirewallCompileOptions{}, &none);
+  EXPECT_TRUE(fw.ok()) << fw.status();
+  EXPECT_TRUE(none.empty());
+}
+
 TEST(FirewallCompiler, CountryIndexAndRanges) {
   FirewallModel m;
   m.geoip_database = "/db.mmdb";
@@ -448,7 +476,46 @@ TEST(FirewallCompiler, EntryCapNamesTheRuleThatCrossesIt) {
   auto fw = compileFirewall(m, opts, &none);
   ASSERT_TRUE(fw.ok()) << fw.status();
   EXPECT_EQ((*fw)->v4.size() + (*fw)->v6.size(), 302u);
-  EXPECT_EQ(kMaxFirewallEntries, 2'000'000u);
+  EXPECT_EQ(kMaxFirewallEntries, 500'000u);
+}
+
+TEST(FirewallCompiler, TheConfiguredBudgetIsCountedBeforeBuildingAndValidateAgrees) {
+  // The shape: an IPv6 set of 200 prefixes, a port range, countries; one rule has
+  // the set as destination too (200 x 200 pairs).
+  FirewallModel m;
+  m.geoip_database = "/db.mmdb";
+  std::vector<IpPrefix> set;
+  for (int i = 0; i < 200; ++i) set.push_back(P("2001:db8:" + std::to_string(i) + "::/48"));
+  FirewallRule a = R("a"), b = R("b"), c = R("c");
+  for (FirewallRule* r : {&a, &b, &c}) {
+    r->protocols = {6};
+    r->src = set;
+    r->dst_ports = {{1, 8029}};
+    r->src_countries = {CountryCode{'C', 'N'}, CountryCode{'R', 'U'}};
+  }
+  c.dst = set;
+  m.rules = {a, b, c};
+  m.max_acl_entries = 40'000;
+  ConfigErrorList errs;
+  auto fw = compileFirewall(m, FirewallCompileOptions{}, &errs);
+  ASSERT_FALSE(fw.ok());
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].rule, "c");
+  EXPECT_THAT(errs[0].reason, HasSubstr("expands to 40000 ACL entries"));
+  EXPECT_THAT(errs[0].reason, HasSubstr("with the 400 entries of the rules before it"));
+  EXPECT_THAT(errs[0].reason,
+              HasSubstr("exceeds the limit of 40000 entries (firewall.max_acl_entries)"));
+  ConfigErrorList v;
+  validateFirewall(m, v);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].reason, errs[0].reason);
+  // The model's budget wins over the compile options' default either way.
+  m.max_acl_entries = 40'400;
+  errs.clear();
+  fw = compileFirewall(m, FirewallCompileOptions{.max_entries = 10}, &errs);
+  ASSERT_TRUE(fw.ok()) << fw.status();
+  EXPECT_EQ((*fw)->v6.size(), 40'400u);
+  EXPECT_TRUE((*fw)->v4.empty());
 }
 
 TEST(FirewallCompiler, BadDefaultsAreErrors) {

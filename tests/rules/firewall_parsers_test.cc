@@ -150,6 +150,26 @@ TEST(TextRules, TheIssueExample) {
   EXPECT_EQ(r.line, 1);
 }
 
+TEST(ByteOrderMark, AtTheStartOfARuleOrCidrFileIsSkipped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  auto text = parseTextRules(bom + "deny tcp any any -> any 22 id ssh\n", "bom.rules");
+  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_EQ(text->size(), 1u);
+  EXPECT_EQ((*text)[0].id, "ssh");
+  EXPECT_EQ((*text)[0].line, 1);
+  auto json = parseJsonRules(bom + R"({"rules": [{"id": "j", "dst_port": 22, "protocol": "tcp"}]})",
+                             "bom.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_EQ(json->size(), 1u);
+  EXPECT_EQ((*json)[0].id, "j");
+  auto cidr = parseCidrList(bom + "10.0.0.0/8\n", "bom.txt");
+  ASSERT_TRUE(cidr.ok()) << cidr.status();
+  EXPECT_EQ(cidr->size(), 1u);
+  // Only at the start: a BOM inside the text is still an error.
+  EXPECT_FALSE(parseTextRules("deny tcp any any -> any 22 id a\n" + bom + "deny tcp any any -> any 23 id b\n",
+                              "bom.rules").ok());
+}
+
 TEST(TextRules, FullGrammarCommentsAndDefaultIds) {
   const std::string text =
       "# corporate policy\n"

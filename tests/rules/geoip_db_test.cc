@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
@@ -82,6 +84,29 @@ TEST(GeoipDb, CountryDataCheck) {
   EXPECT_EQ(asn.code(), absl::StatusCode::kFailedPrecondition) << asn;
   EXPECT_THAT(std::string(asn.message()), HasSubstr("no country data"));
   EXPECT_THAT(std::string(asn.message()), HasSubstr("GeoLite2-ASN"));
+}
+
+TEST(GeoipDb, CountryCodesAreEveryCodeOfTheDatabase) {
+  REQUIRE_FILE(kTestData + "GeoLite2-Country-Test.mmdb");
+  auto db = GeoipDb::open(kTestData + "GeoLite2-Country-Test.mmdb");
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto codes = (*db)->countryCodes();
+  ASSERT_TRUE(codes.ok()) << codes.status();
+  // The 46 countries of MaxMind's source-data/GeoLite2-Country-Test.json, sorted.
+  EXPECT_EQ(codes->size(), 46u);
+  EXPECT_TRUE(std::is_sorted(codes->begin(), codes->end()));
+  for (const char* cc : {"AE", "BT", "CN", "GB", "PH", "SE", "US"}) {
+    EXPECT_TRUE(std::binary_search(codes->begin(), codes->end(), cc)) << cc;
+  }
+  for (const char* cc : {"KP", "AD", "UK"}) {
+    EXPECT_FALSE(std::binary_search(codes->begin(), codes->end(), cc)) << cc;
+  }
+  // A database without country data has none.
+  auto asn = GeoipDb::open(kTestData + "GeoLite2-ASN-Test.mmdb");
+  ASSERT_TRUE(asn.ok());
+  auto none = (*asn)->countryCodes();
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
 }
 
 TEST(GeoipDb, BrokenAndMissingFiles) {

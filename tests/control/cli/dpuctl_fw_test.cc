@@ -95,7 +95,7 @@ TEST_F(DpuctlFw, ErrorsAndExitCodes) {
   // Duplicate id, bad position, version conflict, usage.
   ASSERT_EQ(dpuctl({"fw", "add", "deny tcp any any -> any 22 id a"}).rc, 0);
   r = dpuctl({"fw", "add", "deny tcp any any -> any 23 id a"});
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 4);
   EXPECT_THAT(r.err, HasSubstr("ALREADY_EXISTS"));
   r = dpuctl({"fw", "add", "deny tcp any any -> any 23 id b", "--after", "zz"});
   EXPECT_EQ(r.rc, 1);

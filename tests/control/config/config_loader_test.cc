@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dpu::ctl {
 namespace {
@@ -450,6 +451,35 @@ TEST_F(FirewallLoader, GeoipDatabaseIsCheckedAndCountriesWork) {
   EXPECT_THAT(errors[0].reason, HasSubstr("/nonexistent/x.mmdb: cannot open"));
 }
 
+TEST_F(FirewallLoader, CountriesTheDatabaseDoesNotKnowAreWarnedAbout) {
+  if (!std::filesystem::exists(kCountryDb)) {
+    GTEST_SKIP() << "MaxMind test database absent (" << DPU_MMDB_DIR << ")";
+  }
+  // The test database has GB, SE, US, ... but no network in North Korea or Andorra.
+  std::string rules = write("geo.rules", "deny any any any -> any any src-country GB,AD id g\n");
+  rules::ConfigErrorList errors;
+  ModelDetails details;
+  auto m = model(absl::StrCat(R"({"geoip": {"database": ")", kCountryDb, R"("},
+      "firewall": {"rule_files": [")", rules, R"("],
+                   "rules": [{"id": "a", "action": "DENY", "src_countries": ["GB", "SE"]},
+                             {"id": "b", "action": "DENY", "src_countries": ["KP", "GB"],
+                              "dst_countries": ["KP", "AD"]}]}})"),
+                 &errors, &details);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(details.warnings.size(), 2u) << absl::StrJoin(details.warnings, "\n");
+  EXPECT_THAT(details.warnings[0], HasSubstr("rule 'b': KP,AD are in no network of "));
+  EXPECT_THAT(details.warnings[0], HasSubstr("the rule matches no address of those countries"));
+  EXPECT_THAT(details.warnings[1], HasSubstr(rules + ":1: rule 'g': AD is in no network of"));
+  // Not an ISO code at all: an error, whatever the database.
+  errors.clear();
+  m = model(absl::StrCat(R"({"geoip": {"database": ")", kCountryDb, R"("},
+      "firewall": {"rules": [{"id": "u", "action": "DENY", "src_countries": ["UK"]}]}})"),
+            &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].reason, HasSubstr("the United Kingdom is GB"));
+}
+
 TEST_F(FirewallLoader, TheEntryCapIsCheckedHere) {
   // 1500 x 1500 prefixes: 2,250,000 entries, over the 2,000,000 cap.
   std::string src, dst;
@@ -469,6 +499,35 @@ TEST_F(FirewallLoader, TheEntryCapIsCheckedHere) {
   EXPECT_EQ(errors[0].rule, "huge");
   EXPECT_EQ(errors[0].field, "firewall.rules[0]");
   EXPECT_THAT(errors[0].reason, HasSubstr("expands to 2250000 ACL entries"));
+  EXPECT_THAT(errors[0].reason, HasSubstr("limit of 500000 entries (firewall.max_acl_entries, "
+                                          "default)"));
+}
+
+TEST_F(FirewallLoader, TheEntryBudgetIsConfigurable) {
+  std::string src;
+  for (int i = 0; i < 100; ++i) absl::StrAppend(&src, "\"10.0.", i, ".0/24\",");
+  src.pop_back();
+  const std::string rule = absl::StrCat(R"({"id": "r", "action": "DENY", "protocols": ["tcp"],
+      "src": [)", src, R"(], "dst_ports": ["1-8029"]})");
+  rules::ConfigErrorList errors;
+  auto m = model(absl::StrCat(R"({"firewall": {"max_acl_entries": 99, "rules": [)", rule, "]}}"),
+                 &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].rule, "r");
+  EXPECT_THAT(errors[0].reason, HasSubstr("expands to 100 ACL entries"));
+  EXPECT_THAT(errors[0].reason, HasSubstr("limit of 99 entries (firewall.max_acl_entries)"));
+  errors.clear();
+  m = model(absl::StrCat(R"({"firewall": {"max_acl_entries": 100, "rules": [)", rule, "]}}"),
+            &errors);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->firewall.max_acl_entries, 100u);
+  errors.clear();
+  m = model(R"({"firewall": {"max_acl_entries": 4000001}})", &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "firewall.max_acl_entries");
+  EXPECT_THAT(errors[0].reason, HasSubstr("out of range [1, 4000000]"));
 }
 
 // --- issue 19.4: every error of a document in one answer ---------------------------------

@@ -513,6 +513,35 @@ TEST(FirewallPipeline, StrayResetIsJudgedToo) {
   EXPECT_EQ(c.flows_created, 0u);
 }
 
+TEST(FirewallPipeline, RejectNeverAnswersBroadcastOrMulticast) {
+  auto fw = test::makeFirewall({{.id = "no-tcp", .action = FwAction::kReject, .proto = kTcp},
+                                {.id = "no-udp", .action = FwAction::kReject, .proto = kUdp}});
+  Harness h(snapWith(fw));
+  std::vector<Frame> frames = {
+      PacketBuilder().ipv4("10.0.0.1", "255.255.255.255").tcp(1000, 80, kTcpSyn).build(),
+      PacketBuilder().ipv4("10.0.0.1", "224.0.0.251").tcp(1001, 80, kTcpSyn).build(),
+      PacketBuilder().ipv6("2001:db8::1", "ff02::1").tcp(1002, 80, kTcpSyn).build(),
+      PacketBuilder().ipv4("0.0.0.0", "10.0.0.2").tcp(1003, 80, kTcpSyn).build(),
+      PacketBuilder().eth(test::kDefaultSrcMac, test::mac("ff:ff:ff:ff:ff:ff"))
+          .ipv4("10.0.0.1", "10.0.0.2").tcp(1004, 80, kTcpSyn).build(),
+      PacketBuilder().eth(test::kDefaultSrcMac, test::mac("33:33:00:00:00:01"))
+          .ipv6("2001:db8::1", "2001:db8::2").tcp(1005, 80, kTcpSyn).build(),
+      // A mid-connection segment (both ends would get a RST) to a broadcast address.
+      PacketBuilder().ipv4("10.0.0.1", "255.255.255.255").tcp(1006, 80, kTcpAck, 5, 6).build(),
+      PacketBuilder().ipv4("10.0.0.1", "255.255.255.255").udp(1007, 53).build(),
+  };
+  for (const Frame& f : frames) h.send(0, f);
+  h.poll();
+  EXPECT_TRUE(h.out(0).empty());
+  EXPECT_TRUE(h.out(1).empty());
+  auto c = h.counters();
+  EXPECT_EQ(drops(c, DropReason::kFirewallReject), frames.size());
+  EXPECT_EQ(c.fw_rst_sent, 0u);
+  EXPECT_EQ(c.fw_icmp_sent, 0u);
+  // One unanswered reject per answer that was not sent (the ACK segment had two).
+  EXPECT_EQ(c.fw_reject_suppressed, frames.size() + 1);
+}
+
 TEST(FirewallPipeline, NoRulesAndAllowDefaultsSkipTheStage) {
   Harness h(snapWith(test::makeFirewall({})));
   Frame f = PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(1, 2, kTcpSyn).build();

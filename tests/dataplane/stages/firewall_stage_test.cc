@@ -445,6 +445,56 @@ TEST(FirewallTables, IncrementalTablesMergeInTheBackground) {
   EXPECT_GT(matched, 5000u);
 }
 
+TEST(FirewallTables, ShapeGroupsMatchTheReference) {
+  // Entries naming a source with any destination, entries with any source naming a
+  // destination (each kind above kShapeSplitMin), and the random mix: IPv6 is built as two
+  // shape groups (IPv4 stays one), answers as the reference, with and without contexts
+  // split by rank.
+  RuleSetGen g(4242);
+  auto base = g.make(300);
+  auto fw = std::make_shared<CompiledFirewall>(*base);
+  uint32_t rank = 0;
+  for (auto* list : {&fw->v4, &fw->v6}) {
+    const bool v6 = list == &fw->v6;
+    for (int k = 0; k < 2 * static_cast<int>(FirewallTables::kShapeSplitMin); ++k) {
+      AclEntry e = g.randomEntry(static_cast<uint32_t>(fw->countries.size()), v6);
+      rank = g.random(0, static_cast<uint32_t>(fw->rules.size() - 1));
+      e.rule = e.rank = rank;
+      if (k % 2) {
+        e.src_len = 0;
+        e.src.fill(0);
+        if (e.dst_len == 0) e.dst_len = 8;
+      } else {
+        e.dst_len = 0;
+        e.dst.fill(0);
+        if (e.src_len == 0) e.src_len = 8;
+      }
+      for (auto* a : {&e.src, &e.dst}) {
+        const uint8_t len = a == &e.src ? e.src_len : e.dst_len;
+        for (uint32_t bit = len; bit < 128; ++bit) (*a)[bit / 8] &= static_cast<uint8_t>(~(0x80 >> (bit % 8)));
+      }
+      list->push_back(e);
+    }
+  }
+  std::mt19937 rng(9);
+  for (uint32_t max_context_entries : {0u, 100u}) {
+    SCOPED_TRACE(max_context_entries);
+    auto t = FirewallTables::build(fw, SOCKET_ID_ANY, max_context_entries);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_FALSE((*t)->stats().v4_shapes);
+    EXPECT_TRUE((*t)->stats().v6_shapes);
+    EXPECT_GE((*t)->stats().v6_contexts, 2u);
+    uint64_t matched = 0;
+    differential(*fw, **t, g, 30000, rng, &matched);
+    EXPECT_GT(matched, 10000u);
+  }
+  // A small rule set stays one group.
+  auto small = FirewallTables::build(g.make(10));
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE((*small)->stats().v6_shapes);
+  EXPECT_EQ((*small)->stats().v6_contexts, 1u);
+}
+
 TEST(FirewallTables, LayoutWithoutOptionalGroupsStillMatches) {
   // No entry constrains direction, VLAN or countries: those fields are left out of the
   // tries, and queries with any value there still match like the reference says.
@@ -625,6 +675,56 @@ TEST(RejectFrames, NothingIsSentWhereTheRfcsSayNot) {
   EXPECT_EQ(rst(PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(1, 2, kTcpRst | kTcpAck).build(), true), 0);
   EXPECT_EQ(rst(PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(1, 2, kTcpSyn).build(), false), 0);
   EXPECT_GT(rst(PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(1, 2, kTcpSyn).build(), true), 0);
+}
+
+TEST(RejectFrames, NoResetToOrFromBroadcastMulticastOrUnspecified) {
+  uint8_t out[2048];
+  auto rst = [&](const Frame& f, bool to_sender) {
+    return buildTcpReset(f.data(), static_cast<uint32_t>(f.size()), parsed(f), to_sender, out,
+                         sizeof(out));
+  };
+  const uint8_t syn = kTcpSyn, ack = kTcpAck | kTcpPsh;
+  for (uint8_t flags : {syn, ack}) {
+    SCOPED_TRACE(static_cast<int>(flags));
+    for (bool to_sender : {true, false}) {
+      // IP broadcast, multicast and unspecified destinations or sources.
+      for (const char* dst : {"255.255.255.255", "224.0.0.251", "239.1.2.3", "0.0.0.0",
+                              "127.0.0.1"}) {
+        SCOPED_TRACE(dst);
+        EXPECT_EQ(rst(PacketBuilder().ipv4("10.0.0.1", dst).tcp(1000, 80, flags, 5, 6).build(),
+                      to_sender), 0);
+        EXPECT_EQ(rst(PacketBuilder().ipv4(dst, "10.0.0.1").tcp(1000, 80, flags, 5, 6).build(),
+                      to_sender), 0);
+      }
+      for (const char* dst : {"ff02::1", "ff05::fb", "::", "::1"}) {
+        SCOPED_TRACE(dst);
+        EXPECT_EQ(rst(PacketBuilder().ipv6("2001:db8::1", dst).tcp(1000, 80, flags, 5, 6).build(),
+                      to_sender), 0);
+        EXPECT_EQ(rst(PacketBuilder().ipv6(dst, "2001:db8::1").tcp(1000, 80, flags, 5, 6).build(),
+                      to_sender), 0);
+      }
+      // Unicast addresses behind a broadcast or multicast destination MAC.
+      for (const char* mac : {"ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:fb", "33:33:00:00:00:01"}) {
+        SCOPED_TRACE(mac);
+        EXPECT_EQ(rst(PacketBuilder().eth(test::kDefaultSrcMac, test::mac(mac))
+                          .ipv4("10.0.0.1", "10.0.0.2").tcp(1000, 80, flags, 5, 6).build(),
+                      to_sender), 0);
+        EXPECT_EQ(rst(PacketBuilder().eth(test::kDefaultSrcMac, test::mac(mac))
+                          .ipv6("2001:db8::1", "2001:db8::2").tcp(1000, 80, flags, 5, 6).build(),
+                      to_sender), 0);
+      }
+    }
+  }
+  // Unicast both ways: answered, from the destination's unicast address.
+  Frame ok = PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").tcp(1000, 80, syn).build();
+  uint16_t n = rst(ok, true);
+  ASSERT_GT(n, 0);
+  PacketMeta m = parsed(Frame(out, out + n));
+  EXPECT_EQ(test::ipToString(m.src, false), "10.0.0.2");
+  EXPECT_EQ(out[0] & 1, 0);
+  EXPECT_EQ(out[6] & 1, 0);
+  EXPECT_GT(rst(PacketBuilder().ipv6("2001:db8::1", "2001:db8::2").tcp(1000, 80, syn).build(), true),
+            0);
 }
 
 TEST(RejectFrames, IcmpQuoteIsCappedAt576And1280Bytes) {
