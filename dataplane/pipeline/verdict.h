@@ -80,6 +80,7 @@ inline const char* sideName(uint8_t s) { return s == kSideA ? "A" : "B"; }
 
 constexpr uint32_t kNoRule = 0xffffffffu;
 constexpr uint16_t kNoBackend = 0xffff;
+constexpr uint16_t kNoLbService = 0xffff;
 
 // What happened to one packet (replay --verdicts, Explain, tests).
 struct PacketVerdict {
@@ -91,7 +92,8 @@ struct PacketVerdict {
   DropReason reason = DropReason::kNone;
   uint8_t in_side = kSideA;
   uint32_t rule = kNoRule;     // rule index in the judging snapshot's stage
-  uint16_t backend = kNoBackend;
+  uint16_t backend = kNoBackend;       // --- lb --- backend index in its service
+  uint16_t lb_service = kNoLbService;  // --- lb --- that service's index (names the backend)
   bool flow_new = false;
 };
 
