@@ -90,11 +90,13 @@ struct PacketVerdict {
   Verdict verdict = Verdict::kNone;
   Stage stage = Stage::kNone;        // stage that decided (kNone: passed every stage)
   DropReason reason = DropReason::kNone;
-  uint8_t in_side = kSideA;
+  // Two one-bit fields in one byte: the verdict stays 32 bytes with lb_service below.
+  uint8_t in_side : 1 = kSideA;
+  bool flow_new : 1 = false;
   uint32_t rule = kNoRule;     // rule index in the judging snapshot's stage
   uint16_t backend = kNoBackend;       // --- lb --- backend index in its service
   uint16_t lb_service = kNoLbService;  // --- lb --- that service's index (names the backend)
-  bool flow_new = false;
 };
+static_assert(sizeof(PacketVerdict) == 32, "PacketVerdict: one per packet in every burst");
 
 }  // namespace dpu::dp
