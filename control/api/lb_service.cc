@@ -42,6 +42,14 @@ const char* stateName(v1::LbBackendState s) {
   }
 }
 
+const char* orphansName(v1::LbOrphanPolicy p) {
+  switch (p) {
+    case v1::LB_ORPHANS_RESET: return "reset";
+    case v1::LB_ORPHANS_REHASH_OR_RESET: return "rehash_or_reset";
+    default: return "rehash";
+  }
+}
+
 }  // namespace
 
 grpc::Status ApplianceService::AddLbBackend(grpc::ServerContext*,
@@ -84,6 +92,12 @@ grpc::Status ApplianceService::RemoveLbBackend(grpc::ServerContext*,
     if (req->mode() == v1::LB_REMOVE_DRAIN) {
       s->mutable_backends(i)->set_state(v1::LB_BACKEND_DRAINING);
     } else {
+      if (s->backends_size() == 1 && !req->allow_empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "'", req->backend_id(), "' is the last backend of lb service '", s->id(),
+            "': without it every new flow is dropped (lb_no_backend); flush it with "
+            "allow_empty (dpuctl: --allow-empty)"));
+      }
       s->mutable_backends()->DeleteSubrange(i, 1);
       s->set_orphans(req->flows());
     }
@@ -94,9 +108,8 @@ grpc::Status ApplianceService::RemoveLbBackend(grpc::ServerContext*,
     const bool drain = req->mode() == v1::LB_REMOVE_DRAIN;
     events_->publish(lbEvent(drain ? "drain" : "flush", req->service_id(), req->backend_id(),
                              resp->version(),
-                             drain ? "" : (req->flows() == v1::LB_ORPHANS_RESET
-                                               ? ",\"flows\":\"reset\""
-                                               : ",\"flows\":\"rehash\"")));
+                             drain ? "" : absl::StrCat(",\"flows\":\"", orphansName(req->flows()),
+                                                       "\"")));
   }
   return st;
 }

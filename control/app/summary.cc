@@ -670,7 +670,14 @@ std::string verdictJson(const dp::PacketVerdict& v, const dp::DataplaneControl* 
                          ? "null"
                          : absl::StrCat("\"", ruleLabel(names, v.generation, v.stage, v.rule),
                                         "\"");
-  std::string backend = v.backend == dp::kNoBackend ? "null" : absl::StrCat("\"", v.backend, "\"");
+  // --- lb --- the backend by its id; its index in the service when the snapshot is no
+  // longer known.
+  std::string be_id = v.backend == dp::kNoBackend || !names
+                          ? std::string()
+                          : names->backendName(v.generation, v.lb_service, v.backend);
+  std::string backend = v.backend == dp::kNoBackend ? "null"
+                        : be_id.empty()             ? absl::StrCat("\"", v.backend, "\"")
+                                                    : jsonText(be_id);
   std::string flow = v.flow_id ? absl::StrCat(v.flow_id) : "null";
   return absl::StrCat("{\"index\":", v.seq, ",\"side\":\"", dp::sideName(v.in_side),
                       "\",\"verdict\":\"", dp::verdictName(v.verdict), "\",\"stage\":",

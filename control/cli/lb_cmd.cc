@@ -26,7 +26,8 @@ const char* const kLbHelp = R"(usage:
   dpuctl lb delete SERVICE [--expected-version N | --force]
   dpuctl lb add SERVICE BACKEND [--ipv4 A] [--ipv6 A] [--mac M] [--port N] [--weight W]
                 [--state active|draining|down] [--expected-version N | --force]
-  dpuctl lb remove SERVICE BACKEND [--drain | --flush [--reset]] [--expected-version N | --force]
+  dpuctl lb remove SERVICE BACKEND [--drain | --flush [--reset] [--allow-empty]]
+                [--expected-version N | --force]
   dpuctl lb set SERVICE BACKEND [--weight W] [--state active|draining|down]
                 [--expected-version N | --force]
 
@@ -37,7 +38,10 @@ Load balancer backends of the services in lb.services (config section lb).
   remove   --drain (default): the backend stays as 'draining': its flows keep going to it,
            new flows avoid it; remove it with --flush once 'active flows' is 0.
            --flush: the backend goes now; its flows are re-hashed onto the others, or with
-           --reset dropped (the service's orphans policy becomes that choice)
+           --reset dropped. The service's orphans policy becomes that choice: --flush
+           without --reset switches a service that resets its orphans to re-hash.
+           The service's last backend goes only with --allow-empty (the service then
+           drops every new flow: lb_no_backend)
   set      change the weight (0..65535) and/or the state of a backend
   show     one service: its match, mode, key, policies and backends with their counters
   create   a new service (lb.services[]) without backends: add them with `lb add`.
@@ -386,6 +390,7 @@ int runLbCommand(LbCmdContext& c, const std::vector<std::string>& a) {
   const std::string svc = a[1], be = a[2];
   uint64_t expected = 0;
   bool have_expected = false, force = false, drain = false, flush = false, reset = false;
+  bool allow_empty = false;
   v1::LbBackendConfig b;
   b.set_id(be);
   bool have_weight = false, have_state = false;
@@ -406,14 +411,26 @@ int runLbCommand(LbCmdContext& c, const std::vector<std::string>& a) {
       flush = true;
     } else if (o == "--reset" && sub == "remove") {
       reset = true;
+    } else if (o == "--allow-empty" && sub == "remove") {
+      allow_empty = true;
     } else if (o == "--expected-version") {
       if (!value(&v) || !absl::SimpleAtoi(v, &expected)) {
         return c.usage("--expected-version needs a number", kLbHelp);
       }
       have_expected = true;
     } else if (o == "--weight" && sub != "remove") {
-      if (!value(&v) || !absl::SimpleAtoi(v, &n)) return c.usage("--weight needs a number", kLbHelp);
-      b.set_weight(n);
+      int64_t w = 0;
+      if (!value(&v) || !absl::SimpleAtoi(v, &w)) return c.usage("--weight needs a number", kLbHelp);
+      // A number out of range is an invalid backend (exit 4), not a usage error: the
+      // appliance refuses one over 65535 naming the field; one the request cannot carry
+      // (negative) is refused here the same way.
+      if (w < 0 || w > int64_t(UINT32_MAX)) {
+        return c.fail("lb " + sub,
+                      grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                   absl::StrCat("backend '", be, "' weight: ", w,
+                                                " is out of range [0, 65535]")));
+      }
+      b.set_weight(uint32_t(w));
       have_weight = true;
     } else if (o == "--state" && sub != "remove") {
       v1::LbBackendState s;
@@ -438,6 +455,7 @@ int runLbCommand(LbCmdContext& c, const std::vector<std::string>& a) {
   }
   if (drain && flush) return c.usage("lb remove: --drain or --flush, not both", kLbHelp);
   if (reset && !flush) return c.usage("lb remove: --reset goes with --flush", kLbHelp);
+  if (allow_empty && !flush) return c.usage("lb remove: --allow-empty goes with --flush", kLbHelp);
   if (sub == "set" && !have_weight && !have_state) {
     return c.usage("lb set: give --weight and/or --state", kLbHelp);
   }
@@ -462,6 +480,7 @@ int runLbCommand(LbCmdContext& c, const std::vector<std::string>& a) {
     req.set_backend_id(be);
     req.set_mode(flush ? v1::LB_REMOVE_FLUSH : v1::LB_REMOVE_DRAIN);
     req.set_flows(reset ? v1::LB_ORPHANS_RESET : v1::LB_ORPHANS_REHASH);
+    req.set_allow_empty(allow_empty);
     req.set_expected_version(expected);
     req.set_force(force);
     st = c.stub->RemoveLbBackend(&ctx, req, &resp);

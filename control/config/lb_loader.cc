@@ -170,9 +170,12 @@ void lbToModel(const v1::LbConfig& cfg, rules::LbModel* out, rules::ConfigErrorL
       case v1::LB_MODE_IPIP: m.mode = rules::LbMode::kIpip; break;
       default: w.add(base + ".mode", absl::StrCat(int(s.mode()), " is not a mode"));
     }
-    m.orphans = s.orphans() == v1::LB_ORPHANS_RESET ? rules::LbOrphanPolicy::kReset
-                                                    : rules::LbOrphanPolicy::kRehash;
-    if (!v1::LbOrphanPolicy_IsValid(s.orphans())) w.add(base + ".orphans", "unknown policy");
+    switch (s.orphans()) {
+      case v1::LB_ORPHANS_REHASH: m.orphans = rules::LbOrphanPolicy::kRehash; break;
+      case v1::LB_ORPHANS_RESET: m.orphans = rules::LbOrphanPolicy::kReset; break;
+      case v1::LB_ORPHANS_REHASH_OR_RESET: m.orphans = rules::LbOrphanPolicy::kRehashOrReset; break;
+      default: w.add(base + ".orphans", absl::StrCat(int(s.orphans()), " is not a policy"));
+    }
     addrField(s.tunnel_src_v4(), base + ".tunnel_src_v4", w, m.tunnel_src_v4);
     addrField(s.tunnel_src_v6(), base + ".tunnel_src_v6", w, m.tunnel_src_v6);
     m.table_size = s.table_size() ? s.table_size() : rules::kLbDefaultTableSize;

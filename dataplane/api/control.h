@@ -132,6 +132,12 @@ class DataplaneControl {
     (void)generation, (void)stage, (void)rule;
     return "";
   }
+  // --- lb --- The id of backend `backend` of service `service` (PacketVerdict::backend,
+  // lb_service) in the snapshot of `generation`; "" when unknown.
+  virtual std::string backendName(uint32_t generation, uint16_t service, uint16_t backend) const {
+    (void)generation, (void)service, (void)backend;
+    return "";
+  }
   // --- lb --- Per-backend counters summed over the workers, keyed by backend identity
   // (rules::CompiledLbBackend::identity). Kept across reloads: a backend that keeps its
   // identity keeps counting.

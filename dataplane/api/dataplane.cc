@@ -398,7 +398,7 @@ std::shared_ptr<const rules::CompiledDpi> Dataplane::dpiRules(uint32_t generatio
 }
 
 void Dataplane::rememberNames(const rules::Snapshot& s) {
-  names_.push_back(NamesAt{s.generation, s.firewall, s.dpi, s.dns});
+  names_.push_back(NamesAt{s.generation, s.firewall, s.dpi, s.dns, s.lb});
   if (names_.size() > kNamesKept) names_.pop_front();
 }
 
@@ -416,6 +416,18 @@ std::string Dataplane::ruleName(uint32_t generation, Stage stage, uint32_t rule)
       return it->dns->lists[rule]->name;  // DNS filtering: the list
     }
     return "";
+  }
+  return "";
+}
+
+std::string Dataplane::backendName(uint32_t generation, uint16_t service,
+                                   uint16_t backend) const {  // --- lb ---
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  for (auto it = names_.rbegin(); it != names_.rend(); ++it) {
+    if (it->generation != generation) continue;
+    if (!it->lb || service >= it->lb->services.size()) return "";
+    const auto& svc = *it->lb->services[service];
+    return backend < svc.backends.size() ? svc.backends[backend].id : "";
   }
   return "";
 }

@@ -71,6 +71,8 @@ class Dataplane : public DataplaneControl {
   std::vector<PortInfo> ports() const override;
   ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override;
   std::string ruleName(uint32_t generation, Stage stage, uint32_t rule) const override;
+  std::string backendName(uint32_t generation, uint16_t service,
+                          uint16_t backend) const override;  // --- lb ---
   // The running snapshot / state: only for the thread that publishes (or while nothing can
   // publish, e.g. after the API stopped), valid until the next publish. Other threads (API
   // handlers) use currentGeneration() or the accessors that take publish_mu_: the RCU grace
@@ -116,6 +118,7 @@ class Dataplane : public DataplaneControl {
     std::shared_ptr<const rules::CompiledFirewall> fw;
     std::shared_ptr<const rules::CompiledDpi> dpi;  // --- dpi ---
     std::shared_ptr<const rules::CompiledDns> dns;  // DNS filtering: list names
+    std::shared_ptr<const rules::CompiledLb> lb;    // --- lb --- backend ids
   };
   static constexpr size_t kNamesKept = 64;
   void rememberNames(const rules::Snapshot& s);

@@ -33,6 +33,7 @@ constexpr uint8_t kFlowMidstream = 0x02;      // TCP picked up without a SYN
 constexpr uint8_t kFlowFinOrig = 0x04;        // initiator sent FIN
 constexpr uint8_t kFlowFinReply = 0x08;       // responder sent FIN
 constexpr uint8_t kFlowInitiatorSideB = 0x10; // the first packet arrived on side B
+constexpr uint8_t kFlowNoLb = 0x20;           // created while no LB service existed: never balanced
 constexpr uint8_t kFlowInUse = 0x80;
 
 // Hot per-flow state: exactly one cache line. Direction index 0 = initiator -> responder

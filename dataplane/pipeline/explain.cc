@@ -406,6 +406,7 @@ bool explainLb(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
     }
   }
   r.verdict.backend = be;
+  r.verdict.lb_service = uint16_t(si);
   r.backend = b.id;
   ruleStep(r, Stage::kLb, "balance", detail);
   return false;

@@ -5,7 +5,10 @@
 // flow's LB state (by service and backend identity, not table slot), so later table changes
 // never move the flow: a draining backend keeps its flows; a backend that is gone (removed
 // with flush, re-addressed) or down hands its flows to the service's orphan policy: pick
-// again from the current table (rehash) or drop the flow's packets (reset).
+// again from the current table (rehash) or drop the flow's packets (reset). A re-hash that
+// finds no backend (none in the table, or the key missing with fallback drop) drops the
+// packet and never lets the flow go on untranslated: under rehash the flow stays an orphan
+// and its next packet picks again; under rehash-or-reset it is reset.
 //
 // NAT: the forward packets get the backend's address/port; a second flow entry keyed by the
 // translated tuple (client <-> backend) carries the VIP so the backend's answers get the
@@ -31,7 +34,8 @@ void Worker::lbInit() {
 
 void Worker::lbRefresh(const rules::Snapshot* s) {
   lbc_ = s && s->lb ? s->lb.get() : nullptr;
-  if (lbc_ != nullptr && !lbc_->services.empty()) lb_seen_ = true;
+  lb_active_ = lbc_ != nullptr && !lbc_->services.empty();
+  if (lb_active_) lb_seen_ = true;
 }
 
 uint16_t Worker::lbCounterSlot(uint64_t identity) {
@@ -188,6 +192,7 @@ bool Worker::lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledL
   }
   if (&r != &tmp) {
     r.be_idx = b.v[i].backend;
+    r.svc_idx = b.v[i].lb_service;
     const int32_t pos = b.pos[i];
     r.ctr = pos >= 0 && lb_flow_[pos].kind == LbFlow::kBalanced ? lb_flow_[pos].ctr
                                                                  : lbCounterSlot(be.identity);
@@ -208,7 +213,10 @@ bool Worker::lbFollowFragment(rte_mbuf* m, const PacketMeta& pm, int32_t slot,
     v.reason = why;
     return false;
   }
-  if (r.kind == LbFragRewrite::kForward) v.backend = r.be_idx;
+  if (r.kind == LbFragRewrite::kForward) {
+    v.backend = r.be_idx;
+    v.lb_service = r.svc_idx;
+  }
   if (r.kind == LbFragRewrite::kReverse) c_->lb_nat_reversed.add();
   c_->lb_fragments_followed.add();
   lbCount(r.ctr, bytes);
@@ -339,7 +347,8 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
     f->svc_idx = uint16_t(si);
     if (b.dir[i] != 0) {  // answers on the original tuple (L2 / IPIP return path): as they are
       lbCount(f->ctr, bytes);
-      b.v[i].backend = f->be_idx;
+      b.v[i].backend = f->be_idx;  // kNoBackend while an orphan waits for a backend
+      b.v[i].lb_service = f->svc_idx;
       return;
     }
     int be = svc.findBackend(f->backend, f->be_idx);
@@ -354,8 +363,14 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
       rules::LbPacket p;
       lbView(pm, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, p);
       be = lbChoose(svc, p, b, i);
-      if (be < 0) {
-        f->kind = LbFlow::kNotBalanced;
+      if (be < 0) {  // dropped (lb_no_backend / lb_key_missing): never sent on untranslated
+        if (svc.orphans == rules::LbOrphanPolicy::kRehashOrReset) {
+          f->kind = LbFlow::kReset;
+          c_->lb_flows_reset.add();
+        } else {  // rehash: still orphaned, the next packet picks again (like a new flow's)
+          f->backend = 0;  // no backend has identity 0
+          f->be_idx = kNoBackend;
+        }
         return;
       }
       lbPin(*f, svc, uint32_t(si), uint32_t(be));
@@ -370,11 +385,22 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
     }
     f->be_idx = uint16_t(be);
     b.v[i].backend = uint16_t(be);
+    b.v[i].lb_service = uint16_t(si);
     if (lbForward(m, b, i, svc, svc.backends[be])) lbCount(f->ctr, m->pkt_len);
     return;
   }
 
-  if (lb == nullptr || lb->services.empty()) return;
+  // A flow that left unbalanced while no service existed (created then, or seen now with
+  // none) keeps that decision: balancing it later would move an established connection to
+  // a backend that never saw its start.
+  if (lb == nullptr || lb->services.empty()) {
+    if (f) f->kind = LbFlow::kNotBalanced;
+    return;
+  }
+  if (f && (flows_->entry(pos).flags & kFlowNoLb) != 0) {
+    f->kind = LbFlow::kNotBalanced;
+    return;
+  }
   if (f && b.dir[i] != 0) return;  // the answer side of a flow nobody balanced
   rules::LbPacket p;
   lbView(pm, rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, p);
@@ -390,6 +416,7 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
   // backend may have come back).
   if (be < 0) return;
   b.v[i].backend = uint16_t(be);
+  b.v[i].lb_service = uint16_t(si);
   if (f) {
     lbPin(*f, *svc, si, uint32_t(be));
     c_->lb_flows_balanced.add();

@@ -532,6 +532,7 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
       if (v.in_side == kSideB) ne.flags |= kFlowInitiatorSideB;
       ne.flow_seq = ++flow_seq_;
       ne.rule = kNoRule;
+      if (!lb_active_) ne.flags |= kFlowNoLb;  // --- lb --- decided: not balanced
       if (midstream) {
         ne.tcp_state = TcpState::kEstablished;
         ne.flags |= kFlowMidstream;

@@ -90,6 +90,7 @@ inline const char* sideName(uint8_t s) { return s == kSideA ? "A" : "B"; }
 
 constexpr uint32_t kNoRule = 0xffffffffu;
 constexpr uint16_t kNoBackend = 0xffff;
+constexpr uint16_t kNoLbService = 0xffff;
 
 // What happened to one packet (replay --verdicts, Explain, tests).
 struct PacketVerdict {
@@ -99,10 +100,13 @@ struct PacketVerdict {
   Verdict verdict = Verdict::kNone;
   Stage stage = Stage::kNone;        // stage that decided (kNone: passed every stage)
   DropReason reason = DropReason::kNone;
-  uint8_t in_side = kSideA;
+  // Two one-bit fields in one byte: the verdict stays 32 bytes with lb_service below.
+  uint8_t in_side : 1 = kSideA;
+  bool flow_new : 1 = false;
   uint32_t rule = kNoRule;     // rule index in the judging snapshot's stage
-  uint16_t backend = kNoBackend;
-  bool flow_new = false;
+  uint16_t backend = kNoBackend;       // --- lb --- backend index in its service
+  uint16_t lb_service = kNoLbService;  // --- lb --- that service's index (names the backend)
 };
+static_assert(sizeof(PacketVerdict) == 32, "PacketVerdict: one per packet in every burst");
 
 }  // namespace dpu::dp

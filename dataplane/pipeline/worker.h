@@ -365,6 +365,7 @@ class Worker {
     uint16_t port = 0;       // NAT: backend port (kForward) / VIP port (kReverse); 0 = keep
     uint16_t ctr = kLbNoCounter;
     uint16_t be_idx = kNoBackend;
+    uint16_t svc_idx = kNoLbService;  // the verdict's lb_service
     uint8_t addr[16] = {0};  // NAT: backend address / VIP (kReverse); IPIP: outer dst
     uint8_t tun[16] = {0};   // IPIP: outer src
   };
@@ -379,6 +380,10 @@ class Worker {
   // Set once a snapshot with a service was seen: until then no flow has LB state and the
   // stage is skipped (its per-flow array is not touched).
   bool lb_seen_ = false;
+  // The current snapshot has a service. A flow created while it has none is flagged
+  // kFlowNoLb by the flow stage (its entry is written then anyway): its packets went out
+  // unbalanced, so a service added later must not take it over mid-connection.
+  bool lb_active_ = false;
   std::unique_ptr<LbFlow[]> lb_flow_;
   std::unique_ptr<LbBackendCounters[]> lb_ctr_;
   // --- end lb ---

@@ -1,9 +1,14 @@
 #include "rules/compile/lb_compiler.h"
 
+#include <algorithm>
+#include <array>
+#include <map>
 #include <set>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "rules/compile/firewall_parsers.h"
 
 namespace dpu::rules {
 
@@ -96,12 +101,82 @@ void checkKey(const LbService& s, Ctx& c) {
   }
 }
 
+std::string macText(const std::array<uint8_t, 6>& m) {
+  std::string t;
+  for (int i = 0; i < 6; ++i) absl::StrAppend(&t, i ? ":" : "", absl::Hex(m[i], absl::kZeroPad2));
+  return t;
+}
+
+// Why a backend MAC cannot be a destination ("" = it can): frames to it would reach every
+// station of the segment, or none.
+const char* badMac(const std::array<uint8_t, 6>& m) {
+  bool zero = true, ones = true;
+  for (uint8_t b : m) {
+    zero = zero && b == 0;
+    ones = ones && b == 0xff;
+  }
+  if (zero) return "the all-zero address";
+  if (ones) return "the broadcast address";
+  if (m[0] & 1) return "a multicast address (group bit set)";
+  return "";
+}
+
+// Why a backend address cannot be one host ("" = it can).
+template <size_t N>
+const char* badAddress(const std::array<uint8_t, N>& a) {
+  bool zero = true, ones = true;
+  for (uint8_t b : a) {
+    zero = zero && b == 0;
+    ones = ones && b == 0xff;
+  }
+  if (zero) return "the unspecified address";
+  if (N == 4 && ones) return "the broadcast address";
+  if (N == 4 ? (a[0] & 0xf0) == 0xe0 : a[0] == 0xff) return "a multicast address";
+  return "";
+}
+
+template <size_t N>
+std::string addrText(const std::array<uint8_t, N>& a) {
+  IpPrefix p;
+  std::copy(a.begin(), a.end(), p.addr.begin());
+  p.v6 = N == 16;
+  p.len = N * 8;
+  return formatPrefix(p, true);
+}
+
+// The destination of the service (one host address) equal to `a` (-1 = none).
+template <size_t N>
+int vipEqual(const LbService& s, const std::array<uint8_t, N>& a) {
+  for (size_t i = 0; i < s.dst.size(); ++i) {
+    const IpPrefix& p = s.dst[i];
+    if (p.v6 == (N == 16) && p.len == N * 8 && std::equal(a.begin(), a.end(), p.addr.begin())) {
+      return int(i);
+    }
+  }
+  return -1;
+}
+
+// A backend address (ipv4 / ipv6) that can receive the service's traffic: one host, and in
+// mode nat not the VIP itself (a dst host address of the service).
+template <size_t N>
+void checkBackendAddress(const LbService& s, const std::array<uint8_t, N>& a,
+                         const std::string& field, const std::string& rule, Ctx& c) {
+  if (const char* why = badAddress(a); *why) {
+    c.add(field, absl::StrCat(addrText(a), " is ", why, ", not a backend"), rule);
+  } else if (int d = vipEqual(s, a); s.mode == LbMode::kNat && d >= 0) {
+    c.add(field, absl::StrCat(addrText(a), " is the service's own destination dst[", d,
+                              "] (the VIP): mode nat would send the flow to the VIP untranslated"),
+          rule);
+  }
+}
+
 void checkBackends(const LbService& s, Ctx& c, bool fam4, bool fam6) {
   if (s.backends.size() > kLbMaxBackends) {
     c.add("backends", absl::StrCat(s.backends.size(), " backends; at most ", kLbMaxBackends));
     return;
   }
   std::set<std::string> ids;
+  std::map<std::array<uint8_t, 6>, size_t> macs;  // MAC -> first backend with it
   for (size_t j = 0; j < s.backends.size(); ++j) {
     const LbBackend& b = s.backends[j];
     std::string bp = absl::StrCat("backends[", j, "]");
@@ -111,6 +186,28 @@ void checkBackends(const LbService& s, Ctx& c, bool fam4, bool fam6) {
       continue;
     }
     if (!ids.insert(b.id).second) c.add(bp + ".id", "duplicate backend id in the service", rule);
+    // '/' separates service and backend in "service/backend" names (errors, events).
+    for (char ch : b.id) {
+      if (ch == '/' || ch == ' ' || (static_cast<unsigned char>(ch) < 0x20) || ch == 0x7f) {
+        c.add(bp + ".id",
+              absl::StrCat("'", absl::CHexEscape(b.id), "': a backend id has no '/', space or "
+                           "control character"),
+              rule);
+        break;
+      }
+    }
+    if (b.mac) {
+      if (const char* why = badMac(*b.mac); *why) {
+        c.add(bp + ".mac", absl::StrCat(macText(*b.mac), " is ", why, ", not a backend"), rule);
+      } else if (auto [it, fresh] = macs.emplace(*b.mac, j); !fresh && s.mode == LbMode::kL2) {
+        // (nat / ipip: the MAC is the next hop, which several backends may share)
+        c.add(bp + ".mac", absl::StrCat(macText(*b.mac), " is the MAC of backends[", it->second,
+                                        "] ('", s.backends[it->second].id, "') too"),
+              rule);
+      }
+    }
+    if (b.ipv4) checkBackendAddress(s, *b.ipv4, bp + ".ipv4", rule, c);
+    if (b.ipv6) checkBackendAddress(s, *b.ipv6, bp + ".ipv6", rule, c);
     if (b.weight > 65535) {
       c.add(bp + ".weight", absl::StrCat(b.weight, " is out of range [0, 65535]"), rule);
     }
@@ -135,6 +232,28 @@ void checkBackends(const LbService& s, Ctx& c, bool fam4, bool fam6) {
     if (b.port != 0 && s.mode != LbMode::kNat) {
       c.add(bp + ".port", "a backend port only applies to mode nat", rule);
     }
+  }
+}
+
+// A TCP connection's first packet (the SYN) has no payload: a key field read from the
+// payload (raw at anchor payload, dns.qname) is missing from it, and with fallback drop every
+// connection to the service would die on its SYN. Refused for services that carry TCP
+// (protocol tcp, or no protocol given).
+void checkSynKey(const LbService& s, Ctx& c) {
+  if (s.fallback != LbFallback::kDrop || (s.protocol && *s.protocol != 6)) return;
+  for (size_t i = 0; i < s.key.size(); ++i) {
+    const LbKeyField& f = s.key[i];
+    const bool payload = f.kind == LbFieldKind::kDnsQname ||
+                         (f.kind == LbFieldKind::kRaw && f.anchor == LbAnchor::kPayload);
+    if (!payload) continue;
+    c.add(absl::StrCat("key[", i, "]"),
+          absl::StrCat(f.kind == LbFieldKind::kDnsQname ? "dns.qname" : "a raw payload field",
+                       " is never in a TCP SYN (no payload), and with fallback "
+                       "LB_FALLBACK_DROP every TCP connection ",
+                       s.protocol ? "to the service" : "(the service has no protocol: any)",
+                       " would be dropped on its SYN: set protocol udp, or fallback "
+                       "LB_FALLBACK_HASH_5TUPLE"));
+    return;
   }
 }
 
@@ -182,6 +301,7 @@ void checkService(const LbService& s, int index, std::set<std::string>& ids,
     }
   }
   checkKey(s, c);
+  checkSynKey(s, c);
   checkBackends(s, c, fam4, fam6);
 }
 

@@ -58,8 +58,12 @@ enum class LbMode : uint8_t { kL2 = 0, kNat = 1, kIpip = 2 };
 // the table, flows pinned to it follow the service's orphan policy (like a removed backend).
 enum class LbBackendState : uint8_t { kActive = 0, kDraining = 1, kDown = 2 };
 // What happens to a tracked flow whose backend is gone (removed with flush, or down):
-// pick a backend again from the current table, or reset (drop; TCP gets no RST).
-enum class LbOrphanPolicy : uint8_t { kRehash = 0, kReset = 1 };
+// kRehash: pick a backend again from the current table; when that finds none (no backend
+//   in the table, or a key field missing with fallback drop) the packet is dropped and the
+//   flow's next packet picks again, like a new flow's first packet.
+// kReset: drop the flow's packets (TCP gets no RST).
+// kRehashOrReset: pick again once; when that finds none, reset the flow.
+enum class LbOrphanPolicy : uint8_t { kRehash = 0, kReset = 1, kRehashOrReset = 2 };
 
 struct LbBackend {
   std::string id;   // unique within its service

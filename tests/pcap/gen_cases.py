@@ -1572,7 +1572,7 @@ def lb_case_weights():
     c = Case("lb_weights", lb_service("LB_MODE_L2", [lb_backend(1, weight=1), lb_backend(2, weight=3)],
                                       protocol="udp", table_size=65537), """
 Load balancer weights: be1 weight 1, be2 weight 3. 200 UDP flows to the VIP: the verdicts'
-backend field shows about a quarter on be1 (index 0) and three quarters on be2 (index 1).""")
+backend field (the backend id) shows about a quarter be1 and three quarters be2.""")
     for n in range(200):
         c.add(eth_a() / IP(src=f"10.4.{n // 200}.{n % 200 + 1}", dst="192.0.2.10") /
               UDP(sport=30000 + n, dport=80) / Raw(payload(16, n)), f"F w{n} new",

@@ -105,8 +105,111 @@ TEST(LbCompiler, ServiceAndBackendErrors) {
   LbModel few{{service()}};
   few.services[0].table_size = 251;
   few.services[0].backends.clear();
-  for (int i = 0; i < 26; ++i) few.services[0].backends.push_back(be("b" + std::to_string(i), 1));
+  for (int i = 0; i < 26; ++i) {
+    few.services[0].backends.push_back(be("b" + std::to_string(i), uint8_t(i + 1)));
+  }
   EXPECT_THAT(fields(few), ElementsAre("lb.services[0].table_size"));
+}
+
+// Issue 18.3: backend MACs and addresses that are no single host, a NAT backend that is the
+// service's own VIP (a backend elsewhere inside a VIP prefix stays allowed), duplicate MACs (mode l2) and ids with '/' or spaces are refused, each
+// with its field and the reason.
+TEST(LbCompiler, BackendsThatCannotReceiveTheTrafficAreRefused) {
+  auto errors = [](const LbModel& m) {
+    ConfigErrorList errs;
+    validateLb(m, errs);
+    std::vector<std::string> out;
+    for (const auto& e : errs) out.push_back(e.field + ": " + e.reason);
+    return out;
+  };
+  using ::testing::HasSubstr;
+  LbModel m{{service()}};
+  auto& b = m.services[0].backends;
+  b.push_back(be("zero-mac", 4));
+  b.back().mac = std::array<uint8_t, 6>{0, 0, 0, 0, 0, 0};
+  b.push_back(be("bcast-mac", 5));
+  b.back().mac = std::array<uint8_t, 6>{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  b.push_back(be("mcast-mac", 6));
+  b.back().mac = std::array<uint8_t, 6>{0x01, 0x00, 0x5e, 0, 0, 1};
+  b.push_back(be("dup-mac", 7));
+  b.back().mac = b[0].mac;
+  b.push_back(be("has/slash", 8));
+  b.push_back(be("has space", 9));
+  auto e = errors(m);
+  ASSERT_EQ(e.size(), 6u) << ::testing::PrintToString(e);
+  EXPECT_THAT(e[0], HasSubstr("lb.services[0].backends[3].mac: 00:00:00:00:00:00 is the all-zero"));
+  EXPECT_THAT(e[1], HasSubstr("lb.services[0].backends[4].mac: ff:ff:ff:ff:ff:ff is the broadcast"));
+  EXPECT_THAT(e[2], HasSubstr("lb.services[0].backends[5].mac: 01:00:5e:00:00:01 is a multicast"));
+  EXPECT_THAT(e[3], HasSubstr("lb.services[0].backends[6].mac: 02:00:00:00:01:01 is the MAC of "
+                              "backends[0] ('a')"));
+  EXPECT_THAT(e[4], HasSubstr("lb.services[0].backends[7].id: 'has/slash'"));
+  EXPECT_THAT(e[5], HasSubstr("lb.services[0].backends[8].id: 'has space'"));
+
+  // Addresses: unspecified, broadcast, multicast (v4 and v6); in mode nat, the VIP itself.
+  m = LbModel{{service()}};
+  m.services[0].mode = LbMode::kNat;
+  IpPrefix v6;
+  v6.v6 = true;
+  v6.addr = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7};
+  v6.len = 128;
+  m.services[0].dst.push_back(v6);
+  auto& n = m.services[0].backends;
+  for (auto& x : n) x.ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, x.ipv4->at(3)};
+  n[0].ipv4 = std::array<uint8_t, 4>{0, 0, 0, 0};
+  n[1].ipv4 = std::array<uint8_t, 4>{255, 255, 255, 255};
+  n[2].ipv4 = std::array<uint8_t, 4>{224, 0, 0, 251};
+  n.push_back(be("vip", 4));
+  n.back().ipv4 = std::array<uint8_t, 4>{192, 0, 2, 10};
+  n.back().ipv6 = std::array<uint8_t, 16>{};  // ::
+  n.push_back(be("mc6", 5));
+  n.back().ipv6 = std::array<uint8_t, 16>{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  n.push_back(be("vip6", 6));
+  n.back().ipv6 = std::array<uint8_t, 16>{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7};
+  e = errors(m);
+  ASSERT_EQ(e.size(), 7u) << ::testing::PrintToString(e);
+  EXPECT_THAT(e[0], HasSubstr("backends[0].ipv4: 0.0.0.0 is the unspecified address"));
+  EXPECT_THAT(e[1], HasSubstr("backends[1].ipv4: 255.255.255.255 is the broadcast address"));
+  EXPECT_THAT(e[2], HasSubstr("backends[2].ipv4: 224.0.0.251 is a multicast address"));
+  EXPECT_THAT(e[3], HasSubstr("backends[3].ipv4: 192.0.2.10 is the service's own "
+                              "destination dst[0] (the VIP)"));
+  EXPECT_THAT(e[4], HasSubstr("backends[3].ipv6: :: is the unspecified address"));
+  EXPECT_THAT(e[5], HasSubstr("backends[4].ipv6: ff02::1 is a multicast address"));
+  EXPECT_THAT(e[6], HasSubstr("backends[5].ipv6: 2001:db8::7 is the service's own "
+                              "destination dst[1] (the VIP)"));
+  // The same addresses are fine as next hops of another mode (ipip: no VIP check), and two
+  // nat / ipip backends may share a next-hop MAC.
+  m = LbModel{{service()}};
+  m.services[0].mode = LbMode::kIpip;
+  m.services[0].tunnel_src_v4 = std::array<uint8_t, 4>{198, 51, 100, 1};
+  m.services[0].backends[0].ipv4 = std::array<uint8_t, 4>{192, 0, 2, 10};
+  for (auto& x : m.services[0].backends) x.mac = m.services[0].backends[0].mac;
+  EXPECT_TRUE(errors(m).empty()) << ::testing::PrintToString(errors(m));
+}
+
+// Issue 18.4: a service carrying TCP keyed on the payload (raw payload field, dns.qname) with
+// fallback drop would drop every SYN: refused with the key field and the way out.
+TEST(LbCompiler, TcpServiceKeyedOnThePayloadWithFallbackDropIsRefused) {
+  LbKeyField raw{LbFieldKind::kRaw, LbAnchor::kPayload, 0, 4, {}};
+  LbKeyField qname{LbFieldKind::kDnsQname, LbAnchor::kL2, 0, 0, {}};
+  LbKeyField src{LbFieldKind::kIpSrc, LbAnchor::kL2, 0, 0, {}};
+  for (const LbKeyField& k : {raw, qname}) {
+    LbModel m{{service()}};
+    m.services[0].key = {src, k};
+    m.services[0].fallback = LbFallback::kDrop;
+    ConfigErrorList errs;
+    validateLb(m, errs);
+    ASSERT_EQ(errs.size(), 1u);
+    EXPECT_EQ(errs[0].field, "lb.services[0].key[1]");
+    EXPECT_THAT(errs[0].reason, ::testing::HasSubstr("dropped on its SYN"));
+    m.services[0].protocol.reset();  // any protocol includes TCP
+    EXPECT_THAT(fields(m), ElementsAre("lb.services[0].key[1]"));
+    m.services[0].protocol = 17;  // UDP: fine
+    m.services[0].dst_ports.reset();
+    EXPECT_TRUE(fields(m).empty());
+    m.services[0].protocol = 6;  // TCP with the 5-tuple fallback: fine
+    m.services[0].fallback = LbFallback::kHash5Tuple;
+    EXPECT_TRUE(fields(m).empty());
+  }
 }
 
 TEST(LbCompiler, OnlyTheChangedServiceIsRebuilt) {

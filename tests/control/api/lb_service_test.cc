@@ -133,6 +133,44 @@ TEST_F(LbServiceTest, DrainThenFlushWithReset) {
             grpc::StatusCode::NOT_FOUND);
 }
 
+// Issue 18.3: flushing a service's last backend needs allow_empty; a flush without RESET
+// makes the service re-hash its orphans (even one that reset them before).
+TEST_F(LbServiceTest, FlushOfTheLastBackendNeedsAllowEmpty) {
+  v1::RemoveLbBackendRequest rm;
+  rm.set_service_id("web");
+  rm.set_mode(v1::LB_REMOVE_FLUSH);
+  rm.set_flows(v1::LB_ORPHANS_RESET);
+  rm.set_force(true);
+  v1::ApplyConfigResponse resp;
+  for (const char* id : {"be1", "be2"}) {
+    rm.set_backend_id(id);
+    ASSERT_TRUE(service_->RemoveLbBackend(nullptr, &rm, &resp).ok()) << id;
+  }
+  EXPECT_EQ(web().orphans(), v1::LB_ORPHANS_RESET);
+  rm.set_backend_id("be3");
+  rm.set_flows(v1::LB_ORPHANS_REHASH);
+  grpc::Status st = service_->RemoveLbBackend(nullptr, &rm, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("last backend"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("allow_empty"), std::string::npos) << st.error_message();
+  ASSERT_EQ(web().backends_size(), 1) << "nothing applied";
+  EXPECT_EQ(web().orphans(), v1::LB_ORPHANS_RESET);
+  rm.set_allow_empty(true);
+  ASSERT_TRUE(service_->RemoveLbBackend(nullptr, &rm, &resp).ok());
+  EXPECT_EQ(web().backends_size(), 0);
+  EXPECT_EQ(web().orphans(), v1::LB_ORPHANS_REHASH) << "--flush without --reset: re-hash";
+  ASSERT_TRUE(plane_.lb());
+  EXPECT_TRUE(plane_.lb()->services[0]->backends.empty());
+  // Draining the last backend (it stays) needs no flag.
+  rm.set_service_id("dns");
+  rm.set_mode(v1::LB_REMOVE_DRAIN);
+  rm.set_allow_empty(false);
+  for (const char* id : {"be1", "be2", "be3"}) {
+    rm.set_backend_id(id);
+    EXPECT_TRUE(service_->RemoveLbBackend(nullptr, &rm, &resp).ok()) << id;
+  }
+}
+
 TEST_F(LbServiceTest, SetWeightAndStateRebuildsOnlyThatService) {
   auto before = plane_.lb();
   ASSERT_TRUE(before);

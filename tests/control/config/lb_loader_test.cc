@@ -59,6 +59,26 @@ TEST(LbLoader, ConvertsEveryField) {
   EXPECT_EQ((*s.backends[1].ipv6)[15], 2);
 }
 
+TEST(LbLoader, OrphanPolicies) {
+  auto cfg = parse(R"({"services": [
+    {"id": "a", "dst": ["192.0.2.1"]},
+    {"id": "b", "dst": ["192.0.2.2"], "orphans": "LB_ORPHANS_RESET"},
+    {"id": "c", "dst": ["192.0.2.3"], "orphans": "LB_ORPHANS_REHASH_OR_RESET"}]})");
+  rules::LbModel m;
+  rules::ConfigErrorList errors;
+  lbToModel(cfg, &m, errors);
+  EXPECT_TRUE(errors.empty());
+  ASSERT_EQ(m.services.size(), 3u);
+  EXPECT_EQ(m.services[0].orphans, rules::LbOrphanPolicy::kRehash);
+  EXPECT_EQ(m.services[1].orphans, rules::LbOrphanPolicy::kReset);
+  EXPECT_EQ(m.services[2].orphans, rules::LbOrphanPolicy::kRehashOrReset);
+  cfg.mutable_services(0)->set_orphans(static_cast<v1::LbOrphanPolicy>(7));
+  m = rules::LbModel{};
+  lbToModel(cfg, &m, errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "lb.services[0].orphans");
+}
+
 TEST(LbLoader, ErrorsNameTheField) {
   auto cfg = parse(R"({"services": [{
     "id": "web", "dst": ["192.0.2.300"], "protocol": "tcpx", "dst_ports": "80-",

@@ -2,8 +2,9 @@
 # The load balancer through dpuctl against the real appliance: a service from the config
 # file, `lb list` with per-backend counters moving with traffic (common.sh's capture has TCP
 # 10.0.0.1 -> 10.0.0.2:80), `lb add` / `lb set` / `lb remove --drain` / `lb remove --flush
-# --reset`, errors (duplicate: exit 1 ALREADY_EXISTS; invalid backend: exit 4 naming the
-# field), and the backends surviving a restart.
+# --reset`, errors (duplicate: exit 1 ALREADY_EXISTS; invalid backend or negative weight:
+# exit 4 naming the field), the backends surviving a restart, and the last backend removed
+# only with --allow-empty.
 source "$(dirname "$0")/common.sh" "$@"
 
 STATE=$WORK/state
@@ -41,7 +42,13 @@ rc=0; ctl lb add web be9 --ipv4 10.9.0.9 2>"$WORK/bad.err" || rc=$?
   fail "invalid add: rc $rc $(cat "$WORK/bad.err")"
 rc=0; ctl lb add nope be1 --mac 02:be:00:00:00:01 2>"$WORK/nf.err" || rc=$?
 [[ $rc -eq 1 ]] && grep -q NOT_FOUND "$WORK/nf.err" || fail "unknown service: rc $rc"
-pass "lb add; duplicate (exit 1), invalid (exit 4, field named), unknown service"
+rc=0; ctl lb set web be1 --weight -1 2>"$WORK/neg.err" || rc=$?
+[[ $rc -eq 4 ]] && grep -q "weight: -1 is out of range" "$WORK/neg.err" ||
+  fail "negative weight: rc $rc $(cat "$WORK/neg.err")"
+rc=0; ctl lb add web be9 --mac ff:ff:ff:ff:ff:ff 2>"$WORK/bcast.err" || rc=$?
+[[ $rc -eq 4 ]] && grep -q "lb.services\[0\].backends\[3\].mac: ff:ff:ff:ff:ff:ff is the broadcast" "$WORK/bcast.err" ||
+  fail "broadcast MAC: rc $rc $(cat "$WORK/bcast.err")"
+pass "lb add; duplicate (exit 1), invalid (exit 4, field named: no MAC, broadcast MAC), negative weight (exit 4), unknown service"
 
 ctl lb set web be1 --weight 3 >/dev/null || fail "lb set"
 ctl lb remove web be2 --drain >/dev/null || fail "lb remove --drain"
@@ -63,4 +70,12 @@ ctl --json lb list >"$WORK/l4.json"
 [[ $(jq_py "$WORK/l4.json" '[b["backend"]["id"] for b in d["services"][0]["backends"]]') == "['be1', 'be3']" ]] ||
   fail "after restart: $(cat "$WORK/l4.json")"
 pass "backends survive a restart"
+
+ctl lb remove web be3 --flush >/dev/null || fail "lb remove --flush be3"
+rc=0; ctl lb remove web be1 --flush 2>"$WORK/last.err" || rc=$?
+[[ $rc -eq 1 ]] && grep -q "last backend" "$WORK/last.err" || fail "last backend: rc $rc $(cat "$WORK/last.err")"
+ctl lb remove web be1 --flush --allow-empty >/dev/null || fail "lb remove --flush --allow-empty"
+ctl --json lb list >"$WORK/l5.json"
+[[ $(jq_py "$WORK/l5.json" 'len(d["services"][0].get("backends", []))') == 0 ]] || fail "empty: $(cat "$WORK/l5.json")"
+pass "the last backend goes only with --allow-empty"
 stop_appliance

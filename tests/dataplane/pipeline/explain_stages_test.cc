@@ -33,7 +33,8 @@ constexpr const char* kConfig = R"({
      "key": [{"field": "ip.src"}, {"field": "l4.sport"}],
      "backends": [{"id": "be1", "mac": "02:be:00:00:00:01"}, {"id": "be2", "mac": "02:be:00:00:00:02"},
                   {"id": "be3", "mac": "02:be:00:00:00:03"}]},
-    {"id": "raw", "dst": ["192.0.2.20"], "mode": "LB_MODE_NAT", "fallback": "LB_FALLBACK_DROP",
+    {"id": "raw", "dst": ["192.0.2.20"], "protocol": "udp", "mode": "LB_MODE_NAT",
+     "fallback": "LB_FALLBACK_DROP",
      "key": [{"field": "raw", "anchor": "payload", "offset": 0, "length": 4}],
      "backends": [{"id": "n1", "ipv4": "10.9.0.1", "port": 8080}]}]}
 })";

@@ -403,6 +403,121 @@ TEST(LbPipeline, NoBackendInTheTableDrops) {
   EXPECT_EQ(macBackend(out[0]), 2);
 }
 
+// Issue 18.1: a connection that started while no service existed went out unbalanced; a
+// service added later for its VIP must not move it to a backend mid-connection (that backend
+// never saw the SYN). Both with no LB at all yet and with services removed and added again.
+TEST(LbPipeline, AFlowStartedWhileNoServiceExistedStaysUnbalanced) {
+  Harness h(snapWith(rules::LbModel{}));
+  h.send(0, syn(1));
+  h.poll();
+  ASSERT_EQ(h.out(1), std::vector<Frame>{syn(1)});
+  rules::LbModel m{{web(LbMode::kNat, 3)}};
+  ASSERT_TRUE(h.dp().prepareAndPublish(snapWith(m)).ok());
+  h.send(0, data(1));
+  h.send(0, syn(2));  // a new connection is balanced
+  h.poll();
+  auto out = h.out(1);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], data(1)) << "the established flow was taken over by the new service";
+  EXPECT_EQ(h.verdicts()[1].backend, kNoBackend);
+  EXPECT_EQ(parse(out[1]).dst.b[0], 10) << "NAT to a backend";
+  EXPECT_NE(h.verdicts()[2].backend, kNoBackend);
+  EXPECT_EQ(h.counters().lb_flows_balanced, 1u);
+
+  // Every service removed, a connection starts, the service comes back: it stays unbalanced.
+  ASSERT_TRUE(h.dp().prepareAndPublish(snapWith(rules::LbModel{})).ok());
+  h.send(0, syn(3));
+  h.poll();
+  ASSERT_EQ(h.out(1), std::vector<Frame>{syn(3)});
+  ASSERT_TRUE(h.dp().prepareAndPublish(snapWith(m)).ok());
+  h.send(0, data(3));
+  h.send(0, data(1));
+  h.poll();
+  EXPECT_EQ(h.out(1), (std::vector<Frame>{data(3), data(1)}));
+  EXPECT_EQ(h.counters().lb_flows_balanced, 1u);
+}
+
+// Issue 18.2: a flow whose backend goes down while no other backend is up: its packets are
+// dropped (lb_no_backend) and never leave untranslated to the VIP; under rehash its next
+// packet after a backend is back gets that backend (NAT), under rehash-or-reset it stays
+// dropped.
+TEST(LbPipeline, ARehashThatFindsNoBackendNeverSendsTheFlowUntranslated) {
+  for (auto policy : {rules::LbOrphanPolicy::kRehash, rules::LbOrphanPolicy::kRehashOrReset}) {
+    SCOPED_TRACE(int(policy));
+    rules::LbModel m{{web(LbMode::kNat, 2)}};
+    m.services[0].orphans = policy;
+    Harness h(snapWith(m));
+    h.send(0, syn(1));
+    h.poll();
+    ASSERT_EQ(h.out(1).size(), 1u);
+    for (auto& b : m.services[0].backends) b.state = LbBackendState::kDown;
+    ASSERT_TRUE(h.dp().prepareAndPublish(snapWith(m)).ok());
+    h.send(0, data(1));
+    h.send(0, data(1));
+    h.poll();
+    EXPECT_TRUE(h.out(1).empty()) << "a packet left untranslated while no backend was up";
+    EXPECT_EQ(drops(h.counters(), DropReason::kLbNoBackend),
+              policy == rules::LbOrphanPolicy::kRehash ? 2u : 1u);
+    m.services[0].backends[1].state = LbBackendState::kActive;
+    ASSERT_TRUE(h.dp().prepareAndPublish(snapWith(m)).ok());
+    h.send(0, data(1));
+    h.poll();
+    auto out = h.out(1);
+    if (policy == rules::LbOrphanPolicy::kRehash) {
+      ASSERT_EQ(out.size(), 1u);
+      PacketMeta o = parse(out[0]);
+      EXPECT_EQ(o.dst.b[0], 10);
+      EXPECT_EQ(o.dst.b[3], 2) << "be2, the backend that came back";
+      EXPECT_EQ(h.verdicts().back().backend, 1u);
+      EXPECT_EQ(h.counters().lb_flows_rehashed, 1u);
+    } else {
+      EXPECT_TRUE(out.empty());
+      EXPECT_EQ(drops(h.counters(), DropReason::kLbFlowReset), 2u);
+      EXPECT_EQ(h.counters().lb_flows_reset, 1u);
+    }
+  }
+}
+
+// Issue 18.2, key missing: a flushed backend's flow whose next datagram lacks the key field
+// (fallback drop) is dropped (lb_key_missing), not sent on to the VIP; the next datagram with
+// the key picks a backend of the current table.
+TEST(LbPipeline, AnOrphanWhoseDatagramLacksTheKeyIsDroppedThenRehashed) {
+  LbService s = web(LbMode::kNat, 2);
+  s.protocol = kUdp;
+  s.dst_ports = rules::PortRange{7000, 7000};
+  rules::LbKeyField sid;
+  sid.kind = rules::LbFieldKind::kRaw;
+  sid.anchor = rules::LbAnchor::kPayload;
+  sid.offset = 0;
+  sid.length = 4;
+  s.key = {sid};
+  s.fallback = rules::LbFallback::kDrop;
+  rules::LbModel m{{s}};
+  Harness h(snapWith(m));
+  auto dgram = [](const std::string& pl) {
+    return PacketBuilder().ipv4("10.7.0.1", "192.0.2.10").udp(20000, 7000).payload(pl).build();
+  };
+  h.send(0, dgram("sessA"));
+  h.poll();
+  auto out = h.out(1);
+  ASSERT_EQ(out.size(), 1u);
+  const int first = parse(out[0]).dst.b[3];
+  // Flush the flow's backend (rehash), then a datagram too short for the key.
+  m.services[0].backends.erase(m.services[0].backends.begin() + (first - 1));
+  ASSERT_TRUE(h.dp().prepareAndPublish(snapWith(m)).ok());
+  h.send(0, dgram("ab"));
+  h.send(0, dgram("cd"));
+  h.poll();
+  EXPECT_TRUE(h.out(1).empty()) << "a keyless datagram of an orphan left untranslated";
+  EXPECT_EQ(drops(h.counters(), DropReason::kLbKeyMissing), 2u);
+  h.send(0, dgram("sessB"));
+  h.poll();
+  out = h.out(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(parse(out[0]).dst.b[0], 10);
+  EXPECT_EQ(parse(out[0]).dst.b[3], 3 - first) << "the remaining backend";
+}
+
 // Reassembles IPv4 fragments (untagged Ethernet, 20-byte headers, any order) into one
 // unfragmented frame with a fresh header checksum: its L4 checksum then verifies only if every
 // fragment was rewritten consistently with the first one's checksum fix.
