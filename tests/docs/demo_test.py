@@ -112,9 +112,8 @@ def main():
               for e in events), 'no alert event of rule %s' % alert['rule'])
     lb = intent['lb']
     for i in lb['packets']:
-        # The verdict names the backend by its index in the service.
-        check(v[i]['verdict'] == 'forward' and v[i]['backend'] is not None and
-              0 <= int(v[i]['backend']) < len(lb['backends']),
+        # The verdict names the backend by its id.
+        check(v[i]['verdict'] == 'forward' and v[i]['backend'] in lb['backends'],
               'web service packet %d: %s (want forwarded to one of %s)' % (i, v[i], lb['backends']))
     check(len({v[i]['flow_id'] for i in lb['packets']}) == lb['flows'], 'web flows')
     # What left side B: every packet to the service went to a backend's address (NAT), and

@@ -25,13 +25,16 @@ last_rc=0
 run() {
   local name=$1 stem=$2
   shift 2
+  # (a directory of the same name older than the run is another, earlier process's with the
+  # same pid, e.g. a run killed with SIGKILL: not this run's)
+  touch "$work/$name.start"
   "$@" >"$work/$name.out" 2>"$work/$name.err" &
   local pid=$!
   wait "$pid"
   last_rc=$?
   local d
   for d in $(runtime_dirs "$stem$pid"); do
-    [[ -e $d ]] && fail "$name: left the DPDK runtime directory $d"
+    [[ -e $d && ! $work/$name.start -nt $d ]] && fail "$name: left the DPDK runtime directory $d"
   done
   [[ -e /tmp/dpu-replay-empty-$pid.pcap ]] && fail "$name: left /tmp/dpu-replay-empty-$pid.pcap"
   return 0

@@ -208,7 +208,7 @@ TEST_F(DpuctlCreate, FiveProblemsInOneAnswer) {
                                "ACTION_DEFAULT, ALLOW, DENY, REJECT (did you mean DENY?)"));
     EXPECT_THAT(out, HasSubstr("firewall.rules[1].dst_ports"));
     EXPECT_THAT(out, HasSubstr("99999"));
-    EXPECT_THAT(out, HasSubstr("rule 'ads'"));
+    EXPECT_THAT(out, HasSubstr("list 'ads'"));
     EXPECT_THAT(out, HasSubstr("empty label"));
     // Nothing repeats what a parse error said (the action left out is not "required").
     EXPECT_THAT(out, Not(HasSubstr("required: allow, deny or reject")));

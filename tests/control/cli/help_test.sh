@@ -34,8 +34,8 @@ while IFS=$'\t' read -r key opts; do
   esac
 done <<<"$USAGE"
 # The top-level helps.
-"$CTL" --help | grep -q "'dpuctl <command> --help'" || fail "dpuctl --help does not point to the command helps"
-"$APP" --help | grep -q "'dpu-appliance <command> --help'" || fail "dpu-appliance --help does not point to the command helps"
+grep -q "'dpuctl <command> --help'" <<<"$("$CTL" --help)" || fail "dpuctl --help does not point to the command helps"
+grep -q "'dpu-appliance <command> --help'" <<<"$("$APP" --help)" || fail "dpu-appliance --help does not point to the command helps"
 # Unknown options: exit 2 and the way to the help.
 rc=0; "$APP" run --bogus >/dev/null 2>"$(mktemp)" || rc=$?
 [[ $rc -eq 2 ]] || fail "dpu-appliance run --bogus: exit $rc (want 2)"

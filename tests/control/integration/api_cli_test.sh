@@ -166,9 +166,9 @@ rc=0; "$DPUCTL" frobnicate 2>/dev/null || rc=$?
 [[ $rc -eq 2 ]] || fail "unknown command: rc $rc"
 rc=0; "$DPUCTL" 2>/dev/null || rc=$?
 [[ $rc -eq 2 ]] || fail "no command: rc $rc"
-"$DPUCTL" --help | grep -q "config apply FILE" || fail "dpuctl --help"
-"$DPUCTL" config --help | grep -q "examples:" || fail "dpuctl config --help"
-"$DPUCTL" explain --help | grep -q -- "--frame-hex" || fail "dpuctl explain --help"
+grep -q "config apply FILE" <<<"$("$DPUCTL" --help)" || fail "dpuctl --help"
+grep -q "examples:" <<<"$("$DPUCTL" config --help)" || fail "dpuctl config --help"
+grep -q -- "--frame-hex" <<<"$("$DPUCTL" explain --help)" || fail "dpuctl explain --help"
 rc=0; "$DPUCTL" --server "unix:$WORK/nothing.sock" status 2>"$WORK/un.err" || rc=$?
 [[ $rc -eq 1 ]] || fail "unreachable server: rc $rc"
 grep -q "UNAVAILABLE" "$WORK/un.err" || fail "unreachable: $(cat "$WORK/un.err")"
