@@ -249,9 +249,11 @@ inline void FirewallTables::classifyFamily(const Family& f, const uint8_t** d,
     return;
   }
   // Two shape groups: each gives its best rank; the lower one wins.
+  // (positions 0..kChunk-1 whatever n is: the whole array is initialized, which GCC 12's
+  // -Wmaybe-uninitialized can see, at the cost of a few stores on this split-family path)
   uint32_t pos[kChunk];
   int64_t a[kChunk], b[kChunk];
-  for (uint32_t j = 0; j < n; ++j) pos[j] = j;
+  for (uint32_t j = 0; j < kChunk; ++j) pos[j] = j;
   classifyChain(f.ctx, f.split, d, pos, n, a);
   classifyChain(f.ctx + f.split, f.n - f.split, d, pos, n, b);
   for (uint32_t j = 0; j < n; ++j) {
