@@ -371,9 +371,31 @@ JsonCheck checkJsonDocument(const std::string& text, const Descriptor* type,
     err.reason = absl::StrCat("not JSON: column ", column, ": ", what);
     out.errors.push_back(std::move(err));
     return out;
+  } catch (const Json::exception& e) {
+    // Not a syntax error but a value nlohmann cannot hold (e.g. out_of_range 406, a number
+    // such as 531e309 that overflows a double): the document is refused, never thrown out of
+    // this pass (found by the config fuzz target).
+    out.syntax_error = true;
+    rules::ConfigError err;
+    err.file = source;
+    std::string what = e.what();
+    if (size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    err.reason = absl::StrCat("not JSON: ", what);
+    out.errors.push_back(std::move(err));
+    return out;
   }
-  Checker(&out.errors, source).message(doc, type, "");
-  out.cleaned = doc.dump();
+  try {
+    Checker(&out.errors, source).message(doc, type, "");
+    out.cleaned = doc.dump();
+  } catch (const Json::exception& e) {
+    // The checker reads only values it has type-checked; should one still throw, the
+    // document is refused with the reason rather than the exception escaping.
+    out.syntax_error = true;
+    rules::ConfigError err;
+    err.file = source;
+    err.reason = absl::StrCat("cannot check the JSON document: ", e.what());
+    out.errors.push_back(std::move(err));
+  }
   return out;
 }
 

@@ -583,6 +583,17 @@ TEST(ConfigLoaderAllErrors, SyntaxErrorHasItsLine) {
   EXPECT_EQ(ok.config.dataplane().non_ip(), v1::DROP);
 }
 
+// A number a double cannot hold is refused as not JSON; nlohmann's out_of_range (406) used
+// to escape the pre-pass and abort the process (found by the config fuzz target).
+TEST(ConfigLoaderAllErrors, NumberOverflowIsAnErrorNotAnException) {
+  ParsedConfig p = parseConfigAll(R"({"dataplane": {"timeouts": {"udp_s": 531e309}}})",
+                                  ConfigFormat::kJson, "n.json");
+  EXPECT_FALSE(p.usable);
+  ASSERT_FALSE(p.errors.empty());
+  EXPECT_THAT(p.errors[0].reason, HasSubstr("not JSON"));
+  EXPECT_THAT(p.errors[0].reason, HasSubstr("531e309"));
+}
+
 // Semantic errors of one section no longer hide the compile errors of the others, nor the
 // compile errors of the same section (a bad ttl hid the bad entries of the list).
 TEST(ConfigLoaderAllErrors, EverySectionIsCompiledAndRefusedFieldsLeftOut) {
