@@ -92,10 +92,12 @@ grpc::Status ReflectionV1Service::ServerReflectionInfo(
         }
         break;
       }
-      default:
+      default:  // every kind of request is answered above: this one names none
         r.mutable_error_response()->set_error_code(
-            static_cast<int>(grpc::StatusCode::UNIMPLEMENTED));
-        r.mutable_error_response()->set_error_message("request type not implemented");
+            static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+        r.mutable_error_response()->set_error_message(
+            "the request sets none of file_by_filename, file_containing_symbol, "
+            "file_containing_extension, all_extension_numbers_of_type, list_services");
         break;
     }
     if (!stream->Write(r)) break;

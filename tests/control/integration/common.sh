@@ -65,6 +65,10 @@ cleanup() {
     [[ -n $p ]] && kill -9 "$p" 2>/dev/null || true
   done
   wait 2>/dev/null || true
+  # An appliance stopped with kill -9 (persistence tests) cannot remove its DPDK runtime
+  # directory itself: remove those of this script's file prefixes (start_appliance's,
+  # ops_test's unit run, state_faults' read-only run).
+  rm -rf /var/run/dpdk/dpuit_"${TEST_NAME}"_$$_* /var/run/dpdk/dpuit_unit_$$ 2>/dev/null || true
   if [[ $rc -ne 0 && -n ${KEEP_WORK:-} ]]; then
     echo "work directory kept: $WORK"
   else
