@@ -12,6 +12,8 @@
 #   l3fwd_acl  l3fwd --lookup=acl: rte_acl per packet with --acl-rules FILE (an appliance rule
 #              file) converted to l3fwd's ACL rule format, plus a default route to port 1
 #   appliance  dpu-appliance run (--app-config FILE, default no rules)
+#   baseline   another dpu-appliance binary (--baseline BIN), same config: an A/B of two
+#              builds in the same interleaved run
 # l3fwd is built from /usr/share/dpdk/examples/l3fwd (Debian package dpdk-doc) at benchmark
 # time in a temporary directory, with two patches applied by this script (l3fwd_build):
 # the port's RX checksum offload request is set to 0 (net_pcap / net_null have none, and
@@ -49,7 +51,7 @@
 #                           [--testpmd BIN] [--idle-wait S] [--idle-max PCT]
 #                           [--retries N] [--min-cpu PCT] [--nice N] [--app-config FILE]
 #                           [--tools "testpmd l3fwd_em l3fwd_acl appliance"]
-#                           [--acl-rules FILE] [--eal-extra "ARGS"]
+#                           [--acl-rules FILE] [--eal-extra "ARGS"] [--baseline BIN]
 #                           [--only TOOL] [--testpmd-mode MODE] [--check]
 # --eal-extra: more EAL arguments for the appliance and l3fwd (e.g.
 #              --force-max-simd-bitwidth=512).
@@ -82,6 +84,7 @@ TOOLS="testpmd appliance"
 ACL_RULES=""    # --acl-rules FILE: appliance rule file, converted for l3fwd_acl
 EAL_EXTRA=""    # --eal-extra "ARGS": more EAL arguments for the appliance and l3fwd
 KEEP=0
+BASELINE=""    # --baseline BIN: the "baseline" tool runs this appliance binary
 TP_MODE=io      # --testpmd-mode M: testpmd --forward-mode (io is the baseline; e.g. 5tswap)
 CHECK=0
 TARGET=0.9
@@ -110,6 +113,7 @@ while [[ $# -gt 0 ]]; do
     --acl-rules) ACL_RULES="$2"; shift 2 ;;
     --eal-extra) EAL_EXTRA="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --baseline) BASELINE="$2"; shift 2 ;;
     --testpmd-mode) TP_MODE="$2"; shift 2 ;;
     --check) CHECK=1; shift ;;
     -h|--help) usage 0 ;;
@@ -122,8 +126,11 @@ die() { echo "fwd_bench: $*" >&2; exit 1; }
 [[ -n "$TESTPMD" && -x "$TESTPMD" ]] || die "dpdk-testpmd not found (apt-get install dpdk)"
 if [[ -n "$ONLY" ]]; then TOOLS="$ONLY"; fi
 for t in $TOOLS; do
-  case $t in testpmd|l3fwd_em|l3fwd_acl|appliance) ;; *) die "unknown tool '$t'" ;; esac
+  case $t in testpmd|l3fwd_em|l3fwd_acl|appliance|baseline) ;; *) die "unknown tool '$t'" ;; esac
 done
+if [[ " $TOOLS " == *" baseline "* ]]; then
+  [[ -x "$BASELINE" ]] || die "the baseline tool needs --baseline BIN"
+fi
 if [[ " $TOOLS " == *" l3fwd_acl "* ]]; then
   [[ -r "$ACL_RULES" ]] || die "l3fwd_acl needs --acl-rules FILE (an appliance rule file)"
 fi
@@ -191,6 +198,7 @@ trap cleanup EXIT
 APP_SRC="$APP"
 APP="$OUTDIR/dpu-appliance"
 cp "$APP_SRC" "$APP"
+if [[ -n "$BASELINE" ]]; then cp "$BASELINE" "$OUTDIR/dpu-appliance-baseline"; BASELINE="$OUTDIR/dpu-appliance-baseline"; fi
 if [[ -z "$PCAP" ]]; then
   PCAP="$OUTDIR/traffic_${FLOWS}.pcap"
   "$PY" "$HERE/gen_traffic.py" -o "$PCAP" --flows "$FLOWS" >"$OUTDIR/gen.txt"
@@ -377,9 +385,11 @@ EOF
 }
 
 # --- one appliance run: prints "mpps cpu_share" ----------------------------------------
+run_baseline() { APP="$BASELINE" NAME=baseline run_appliance "$1"; }
 run_appliance() {
-  local i=$1 out="$OUTDIR/appliance_$1.out" err="$OUTDIR/appliance_$1.err" pid s0 s1 tid total
-  local prefix; prefix=$(prefix_of app "$i")
+  local name=${NAME:-appliance}
+  local i=$1 out="$OUTDIR/${name}_$1.out" err="$OUTDIR/${name}_$1.err" pid s0 s1 tid total
+  local prefix; prefix=$(prefix_of "$name" "$i")
   # The stats line at ~WARMUP opens the window; the one at ~WARMUP+DURATION closes it.
   total=$((WARMUP + DURATION + 2))
   # A fresh, private state directory: a config committed in the default one
@@ -414,26 +424,43 @@ run_appliance() {
 import re, sys
 err, out = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 warm, dur = float(sys.argv[3]), float(sys.argv[4])
-lines = [(float(t), int(rx), float(mpps), int(fwd), int(drop)) for t, rx, mpps, fwd, drop in
-         re.findall(r"^\[\s*([\d.]+)s\] rx (\d+) \(([\d.]+) Mpps\)\s+fwd (\d+)\s+drop (\d+)",
+# Two formats of the stats line: cumulative counters ("rx N (X Mpps)  fwd N  drop N", older
+# builds) or per-second rates over the interval ("rx R pps  fwd R/s  drop R/s", newer ones).
+cum = [(float(t), int(rx), float(mpps), int(fwd), int(drop)) for t, rx, mpps, fwd, drop in
+       re.findall(r"^\[\s*([\d.]+)s\] rx (\d+) \(([\d.]+) Mpps\)\s+fwd (\d+)\s+drop (\d+)",
+                  err, re.M)]
+rates = [(float(t), float(rx), float(fwd), float(drop)) for t, rx, fwd, drop in
+         re.findall(r"^\[\s*([\d.]+)s\] rx ([\d.]+) pps\s+fwd ([\d.]+)/s\s+drop ([\d.]+)/s",
                     err, re.M)]
+lines = cum or rates
 # The first line at >= WARMUP opens the window, the first at >= WARMUP + DURATION closes it.
 first = next((k for k, l in enumerate(lines) if l[0] >= warm - 0.05), None)
 last = next((k for k, l in enumerate(lines) if l[0] >= warm + dur - 0.05), len(lines) - 1)
 win = lines[first:last + 1] if first is not None else []
 if len(win) < 2:
     sys.exit("not enough stats lines in the window")
-pk = secs = 0.0
-for prev, cur in zip(win, win[1:]):
-    d = cur[1] - prev[1]
-    pk += d
-    secs += d / (cur[2] * 1e6) if cur[2] > 0 else 1.0
-fwd = win[-1][3] - win[0][3]
-drops = win[-1][4] - win[0][4]
+if cum:
+    pk = secs = 0.0
+    for prev, cur in zip(win, win[1:]):
+        d = cur[1] - prev[1]
+        pk += d
+        secs += d / (cur[2] * 1e6) if cur[2] > 0 else 1.0
+    fwd = win[-1][3] - win[0][3]
+    drops = win[-1][4] - win[0][4]
+else:
+    # Each line's rate covers the interval since the line before it: the window's rate is
+    # their mean weighted by the interval lengths (printed to 0.1 s; each is ~1 s).
+    pk = secs = fwd = drops = 0.0
+    for prev, cur in zip(win, win[1:]):
+        dt = max(cur[0] - prev[0], 0.05)
+        pk += cur[1] * dt
+        fwd += cur[2] * dt
+        drops += cur[3] * dt
+        secs += dt
 if drops:
-    sys.exit(f"{drops} drops in the window")
+    sys.exit(f"{drops:.0f} drops in the window")
 if abs(fwd - pk) > 0.001 * pk + 64:
-    sys.exit(f"rx {pk} and forwarded {fwd} disagree in the window")
+    sys.exit(f"rx {pk:.0f} and forwarded {fwd:.0f} disagree in the window")
 m = re.search(r"^\s*A \(.*?\)\s+(\d+)\s+\d+\s+(\d+)\s+\d+\s*\n\s*B \(.*?\)\s+(\d+)\s+\d+\s+(\d+)",
               out, re.M)
 if not m:
@@ -540,7 +567,7 @@ import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
 target, check = float(sys.argv[2]), sys.argv[3] == "1"
 med = {}
-for tool in ("testpmd", "l3fwd_em", "l3fwd_acl", "appliance"):
+for tool in ("testpmd", "l3fwd_em", "l3fwd_acl", "baseline", "appliance"):
     v = [float(r[2]) for r in rows if r[1] == tool]
     if v:
         med[tool] = statistics.median(v)
@@ -555,7 +582,7 @@ if low:
     print(f"warning: {len(low)} run(s) kept with the worker thread on its CPU less than "
           f"{sys.argv[4]}% of the window (other load on the machine); numbers are noisy")
 if "appliance" in med:
-    for peer in ("l3fwd_em", "l3fwd_acl"):
+    for peer in ("l3fwd_em", "l3fwd_acl", "baseline"):
         if peer in med:
             print(f"ratio appliance/{peer} = {med['appliance'] / med[peer]:.3f}")
 if "appliance" not in med or "testpmd" not in med:
