@@ -11,6 +11,8 @@
 #              5-tuple per packet (routes for every 5-tuple of PCAP, all to port 1)
 #   l3fwd_acl  l3fwd --lookup=acl: rte_acl per packet with --acl-rules FILE (an appliance rule
 #              file) converted to l3fwd's ACL rule format, plus a default route to port 1
+#   l3fwd_acl512  l3fwd_acl with EAL --force-max-simd-bitwidth=512: rte_acl's AVX-512
+#              classify instead of AVX2 (EAL's default cap is 256 bits)
 #   appliance  dpu-appliance run (--app-config FILE, default no rules)
 #   baseline   another dpu-appliance binary (--baseline BIN), same config: an A/B of two
 #              builds in the same interleaved run
@@ -126,12 +128,12 @@ die() { echo "fwd_bench: $*" >&2; exit 1; }
 [[ -n "$TESTPMD" && -x "$TESTPMD" ]] || die "dpdk-testpmd not found (apt-get install dpdk)"
 if [[ -n "$ONLY" ]]; then TOOLS="$ONLY"; fi
 for t in $TOOLS; do
-  case $t in testpmd|l3fwd_em|l3fwd_acl|appliance|baseline) ;; *) die "unknown tool '$t'" ;; esac
+  case $t in testpmd|l3fwd_em|l3fwd_acl|l3fwd_acl512|appliance|baseline) ;; *) die "unknown tool '$t'" ;; esac
 done
 if [[ " $TOOLS " == *" baseline "* ]]; then
   [[ -x "$BASELINE" ]] || die "the baseline tool needs --baseline BIN"
 fi
-if [[ " $TOOLS " == *" l3fwd_acl "* ]]; then
+if [[ " $TOOLS " == *" l3fwd_acl"* ]]; then
   [[ -r "$ACL_RULES" ]] || die "l3fwd_acl needs --acl-rules FILE (an appliance rule file)"
 fi
 if [[ " $TOOLS " == *" l3fwd_"* ]]; then
@@ -490,8 +492,8 @@ EOF
 }
 
 run_l3fwd() {
-  local mode=$1 i=$2 log="$OUTDIR/l3fwd_${1}_$2.log" pid s0 s1 t0 t1 prefix sock rules
-  prefix=$(prefix_of "l3fwd$mode" "$i")
+  local mode=$1 i=$2 log="$OUTDIR/l3fwd_${1}${SIMD512:+512}_$2.log" pid s0 s1 t0 t1 prefix sock rules
+  prefix=$(prefix_of "l3fwd$mode${SIMD512:+512}" "$i")
   sock="/var/run/dpdk/$prefix/dpdk_telemetry.v2"
   if [[ $mode == em ]]; then
     rules=(--rule_ipv4="$L3FWD_DIR/em4.cfg" --rule_ipv6="$L3FWD_DIR/em6.cfg")
@@ -500,7 +502,7 @@ run_l3fwd() {
   fi
   # One lcore, the worker lcore, as l3fwd's main lcore: it runs the loop itself.
   $NICE_CMD "$L3FWD" -l "$WORKER_LCORE" --no-huge --no-pci --no-shconf --file-prefix="$prefix" \
-    -m "$MEM" $EAL_EXTRA "${VDEVS[@]}" -- -p 0x3 --config="(0,0,$WORKER_LCORE),(1,0,$WORKER_LCORE)" \
+    -m "$MEM" $EAL_EXTRA ${SIMD512:+--force-max-simd-bitwidth=512} "${VDEVS[@]}" -- -p 0x3 --config="(0,0,$WORKER_LCORE),(1,0,$WORKER_LCORE)" \
     --parse-ptype --lookup="$mode" "${rules[@]}" >"$log" 2>&1 &
   pid=$!
   started "$pid"
@@ -527,6 +529,7 @@ EOF
 }
 run_l3fwd_em() { run_l3fwd em "$1"; }
 run_l3fwd_acl() { run_l3fwd acl "$1"; }
+run_l3fwd_acl512() { SIMD512=1 run_l3fwd acl "$1"; }
 
 # --- main -------------------------------------------------------------------------------
 RESULTS="$OUTDIR/results.tsv"
@@ -567,7 +570,7 @@ import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
 target, check = float(sys.argv[2]), sys.argv[3] == "1"
 med = {}
-for tool in ("testpmd", "l3fwd_em", "l3fwd_acl", "baseline", "appliance"):
+for tool in ("testpmd", "l3fwd_em", "l3fwd_acl", "l3fwd_acl512", "baseline", "appliance"):
     v = [float(r[2]) for r in rows if r[1] == tool]
     if v:
         med[tool] = statistics.median(v)
@@ -582,7 +585,7 @@ if low:
     print(f"warning: {len(low)} run(s) kept with the worker thread on its CPU less than "
           f"{sys.argv[4]}% of the window (other load on the machine); numbers are noisy")
 if "appliance" in med:
-    for peer in ("l3fwd_em", "l3fwd_acl", "baseline"):
+    for peer in ("l3fwd_em", "l3fwd_acl", "l3fwd_acl512", "baseline"):
         if peer in med:
             print(f"ratio appliance/{peer} = {med['appliance'] / med[peer]:.3f}")
 if "appliance" not in med or "testpmd" not in med:
