@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -640,6 +641,19 @@ int main(int argc, char** argv) {
         << r.mismatches << '\n';
     if (r.mismatches) ++bad;
   }
+  // EAL never removes its runtime directories (<base>/<file prefix>): ours and those of
+  // every dpdk-test-acl run (prefixes aclbench<pid>_<n>) go now.
+  const std::string rt = rte_eal_get_runtime_dir();
   rte_eal_cleanup();
+  if (const size_t slash = rt.rfind('/'); slash != std::string::npos && slash > 0) {
+    const std::string base = rt.substr(0, slash);
+    const std::string self = "aclbenchself" + std::to_string(getpid());
+    const std::string child = "aclbench" + std::to_string(getpid()) + "_";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == self || name.rfind(child, 0) == 0) std::filesystem::remove_all(e.path(), ec);
+    }
+  }
   return bad ? 1 : 0;
 }
