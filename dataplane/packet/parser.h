@@ -312,7 +312,7 @@ inline ParseStatus parseIpv6(const uint8_t* data, uint32_t off, uint32_t n, Pack
 // whose headers are consistent, kNonIp for a non-IP frame, or the malformation reason.
 inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m) {
   using namespace parser_detail;
-  m = PacketMeta{};
+  clearPacketMeta(m);
   m.frame_len = len;
   const uint32_t n = len < kMaxParsedLen ? len : kMaxParsedLen;
   if (n < kEthHeaderLen) return ParseStatus::kTruncatedL2;
