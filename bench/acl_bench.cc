@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/port/eal.h"
 #include "dataplane/stages/firewall_stage.h"
 #include "rules/compiled/firewall.h"
 
@@ -245,6 +246,9 @@ std::string run(const std::vector<std::string>& argv, int* rc) {
   int st = 0;
   waitpid(pid, &st, 0);
   *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  // dpdk-test-acl leaves its EAL runtime directory (telemetry socket; all of it when it
+  // crashes): the process is gone, so the directory of its file prefix goes too.
+  dpu::dp::removeStaleEalRuntimeDir(dpu::dp::ealRuntimeDir(argv), nullptr);
   return out;
 }
 
@@ -378,13 +382,12 @@ int main(int argc, char** argv) {
   ::mkdir(o.out.c_str(), 0755);
   std::string prefix = "--file-prefix=aclbenchself" + std::to_string(getpid());
   std::string lc = std::to_string(o.lcore);
-  std::vector<std::string> eal = {"acl_bench", "--no-huge", "--no-pci", "--no-shconf", "-m",
-                                  "6144",      "-l",        lc,         "--log-level=lib.eal:error",
-                                  prefix};
-  std::vector<char*> ea;
-  for (auto& s : eal) ea.push_back(s.data());
-  if (rte_eal_init(static_cast<int>(ea.size()), ea.data()) < 0) {
-    std::fprintf(stderr, "acl_bench: rte_eal_init failed\n");
+  // No shared files, no telemetry: EAL's runtime directory stays empty and initEal removes it.
+  std::vector<std::string> eal = {"acl_bench", "--no-huge",      "--no-pci", "--no-shconf",
+                                  "--no-telemetry", "-m",        "6144",     "-l",
+                                  lc,          "--log-level=lib.eal:error", prefix};
+  if (absl::Status st = dpu::dp::initEal(eal); !st.ok()) {
+    std::fprintf(stderr, "acl_bench: %s\n", std::string(st.message()).c_str());
     return 1;
   }
   bool have_test_acl = ::access(o.test_acl.c_str(), X_OK) == 0;

@@ -146,6 +146,8 @@ APP_HAS_STATE_DIR=0
 if grep -q -- '--state-dir' <<<"$APP_RUN_HELP"; then APP_HAS_STATE_DIR=1; fi
 
 VDEVS=(--vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev "net_null0,no-rx=1")
+source "$HERE/eal_dirs.sh"
+eal_dirs_track "fwdb_*_$$_*"  # the prefixes below, removed at exit
 eal_args() {  # $1 = file prefix
   echo -l "$LCORES" --no-huge --no-pci --no-shconf --file-prefix="$1" -m "$MEM"
 }
@@ -336,7 +338,7 @@ EOF
 }
 
 # --- main -------------------------------------------------------------------------------
-trap 'rm -f "$OUTDIR"/testpmd_*.in' EXIT
+trap 'rm -f "$OUTDIR"/testpmd_*.in; eal_dirs_cleanup' EXIT
 RESULTS="$OUTDIR/results.tsv"
 DISCARDED="$OUTDIR/discarded.tsv"
 : >"$DISCARDED"
