@@ -16,8 +16,11 @@
 # replay summary's DPI line (bytes scanned, alerts) as a check that the traffic is inspected.
 #
 # usage: bench/dpi_e2e_bench.sh [-m auto|compressed|full] [-s SESSIONS] [-C CONCURRENT]
-#                               [-r REPS] [-d DURATION] [-w WARMUP] [-o OUTDIR]
+#                               [-r REPS] [-d DURATION] [-w WARMUP] [-o OUTDIR] [-R]
 #                               [fwd_bench.sh options, e.g. --min-cpu 0 on a busy machine]
+# -R: the replay only (no timed runs): the sizing check of docs/dpi.md (every direction of
+# the mix inspected: dpi no_stream 0, tcp_stream no_window / overlap_unverified /
+# fail_closed 0) and the worker cycles per packet by bucket (stream = normalization).
 # Besides fw_e2e_bench.sh's Mpps medians and ratio it prints each run's Mpps divided by the
 # share of a CPU its worker thread got (fwd_bench's worker-cpu column): packets per second of
 # worker CPU time, the comparable figure when other work shares the cores.
@@ -25,7 +28,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 PY=/usr/bin/python3
-MODE=auto SESSIONS=2000 CONCURRENT=256 REPS=3 DURATION=5 WARMUP=3 OUTDIR=""
+MODE=auto SESSIONS=2000 CONCURRENT=256 REPS=3 DURATION=5 WARMUP=3 OUTDIR="" REPLAY_ONLY=""
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -36,7 +39,8 @@ while [[ $# -gt 0 ]]; do
     -d) DURATION=$2; shift 2 ;;
     -w) WARMUP=$2; shift 2 ;;
     -o) OUTDIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -R) REPLAY_ONLY=1; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) EXTRA+=("$1"); shift ;;
   esac
 done
@@ -93,7 +97,14 @@ def find(o, k):
             if r is not None: return r
     return None
 print("replay summary dpi:", json.dumps(find(s, "dpi")))
+print("replay summary tcp_stream:", json.dumps(find(s, "tcp_stream")))
 EOF
+if [[ -n $REPLAY_ONLY ]]; then
+  # The text summary of the same replay: counters and worker cycles per packet by bucket.
+  "$APP" replay --config "$CFG" --in "$PCAP" >"$OUTDIR/replay_summary.txt" 2>&1
+  sed -n '/^worker cycles/,/^$/p' "$OUTDIR/replay_summary.txt"
+  exit 0
+fi
 
 "$HERE/fw_e2e_bench.sh" -c "$CFG" -f 1000 -r "$REPS" -d "$DURATION" -w "$WARMUP" \
   -o "$OUTDIR/e2e" -p "$PCAP" "${EXTRA[@]}"

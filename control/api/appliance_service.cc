@@ -198,6 +198,17 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_lb_counters_full(f.lb_counters_full);
   out->set_lb_fragments_followed(f.lb_fragments_followed);
   out->set_fragment_datagrams_active(f.frag_datagrams_active);
+  v1::ReassemblyCounters* ra = out->mutable_reassembly();  // datagram normalization
+  ra->set_reassembled(f.frag_reassembled);
+  ra->set_atomic(f.frag_atomic);
+  ra->set_overlap_identical(f.frag_overlap_identical);
+  ra->set_overlap_different(f.frag_overlap_conflicts);
+  ra->set_no_buffer(f.frag_no_buffer);
+  ra->set_too_big(f.frag_too_big);
+  ra->set_hold_full(f.frag_hold_full);
+  ra->set_fail_open(f.frag_fail_open);
+  ra->set_fail_closed(f.frag_fail_closed);
+  ra->set_buffers_in_use(f.frag_buffers_in_use);
   v1::FirewallCounters* fw = out->mutable_firewall();
   fw->set_allowed(f.fw_allowed);
   fw->set_denied(f.fw_denied);
@@ -216,7 +227,6 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   dpi->set_depth_reached(f.dpi_depth);
   dpi->set_no_stream(f.dpi_no_stream);
   dpi->set_overflow(f.dpi_overflow);
-  dpi->set_unreported(f.dpi_unreported);
   dpi->set_rst_sent(f.dpi_rst_sent);
   dpi->set_prefilter_confirmed(f.dpi_pf_confirmed);
   dpi->set_prefilter_rejected(f.dpi_pf_rejected);

@@ -230,8 +230,6 @@ absl::Status runReplay(const ReplayOptions& o) {
   while (!w.drainFragments(1024)) drain();
   drain();
 
-  sum.counters = plane->counters();
-  fillStageReports(*plane, plane->current(), sum);
   sum.flows_active_at_end = w.flows().size();
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);
@@ -252,6 +250,10 @@ absl::Status runReplay(const ReplayOptions& o) {
 
   while (!w.endFlows(4096)) drain();
   drain();
+  // The counters after the flows ended: matches found at a stream's end (DPI rules that need
+  // the end of the data) are counted then, and belong in the summary like any other.
+  sum.counters = plane->counters();
+  fillStageReports(*plane, plane->current(), sum);
   w.setVerdictSink(nullptr);
   plane->detachCaller(0);
 

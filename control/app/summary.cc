@@ -518,9 +518,6 @@ std::string formatSummary(const SummaryInput& in) {
     if (t.dpi_overflow)
       absl::StrAppend(&s, absl::StrFormat("  %u compressed streams moved to full streams (slot too small)\n",
                                           t.dpi_overflow));
-    if (t.dpi_unreported)
-      absl::StrAppend(&s, absl::StrFormat("  %u rule matches not reported (more than 16 new at a stream's end)\n",
-                                          t.dpi_unreported));
     if (t.dpi_rst_sent) absl::StrAppend(&s, absl::StrFormat("  %u TCP RSTs sent (reset rules)\n", t.dpi_rst_sent));
     if (t.dpi_pf_confirmed || t.dpi_pf_rejected || t.dpi_pf_errors || t.dpi_no_window)
       absl::StrAppend(&s, absl::StrFormat(
@@ -627,7 +624,6 @@ std::string summaryJson(const SummaryInput& in) {
                     t.dpi_gaps, ",\"depth_reached\":", t.dpi_depth, ",\"no_stream\":",
                     t.dpi_no_stream);
     if (t.dpi_overflow) absl::StrAppend(&s, ",\"stream_overflow\":", t.dpi_overflow);
-    if (t.dpi_unreported) absl::StrAppend(&s, ",\"unreported\":", t.dpi_unreported);
     if (t.dpi_rst_sent) absl::StrAppend(&s, ",\"rst_sent\":", t.dpi_rst_sent);
     if (t.dpi_pf_confirmed || t.dpi_pf_rejected || t.dpi_pf_errors || t.dpi_no_window)
       absl::StrAppend(&s, ",\"prefilter\":{\"confirmed\":", t.dpi_pf_confirmed, ",\"rejected\":",
@@ -714,7 +710,9 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
     }
     absl::StrAppend(&s, "}");
   } else if (e.type == dp::EventType::kDpiAlert) {  // --- dpi ---
-    absl::StrAppend(&s, pcap_cnt, ",\"alert\":{\"rule\":",
+    // An alert raised when its flow ended (a match at a stream's end) has no packet.
+    const bool at_end = static_cast<int>(e.end_reason) != 0;
+    absl::StrAppend(&s, at_end ? std::string() : pcap_cnt, ",\"alert\":{\"rule\":",
                     e.rule == dp::kNoRule
                         ? std::string("null")
                         : absl::StrCat("\"", ruleLabel(names, e.generation, e.stage, e.rule), "\""),
@@ -723,6 +721,7 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
                                         : absl::StrCat("\"", dp::dropReasonName(e.reason), "\""),
                     ",\"verdict\":\"", dp::verdictName(e.verdict), "\",\"generation\":",
                     e.generation);
+    if (at_end) absl::StrAppend(&s, ",\"flow_end\":\"", dp::flowEndReasonName(e.end_reason), "\"");
     // The rule's action, tags and metadata (as Suricata's alert.metadata: key -> values).
     std::shared_ptr<const rules::CompiledDpi> d =
         names != nullptr && e.rule != dp::kNoRule ? names->dpiRules(e.generation) : nullptr;

@@ -317,6 +317,29 @@ std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
                           t.fragments(), t.fragments_held(), t.fragment_overlaps(),
                           t.fragments_first_missing());
   }
+  // Normalization for the inspecting stages: fragments reassembled, TCP streams.
+  if (t.has_reassembly()) {
+    const auto& r = t.reassembly();
+    if (r.reassembled() || r.atomic() || r.overlap_identical() || r.overlap_different() ||
+        r.no_buffer() || r.too_big() || r.hold_full() || r.buffers_in_use()) {
+      absl::StrAppendFormat(&o,
+                            "reassembly\n  datagrams %u   atomic %u   overlaps identical %u"
+                            "   different %u   buffers in use %u\n"
+                            "  exhausted: no buffer %u   too big %u   hold full %u   (fail open %u,"
+                            " fail closed %u)\n",
+                            r.reassembled(), r.atomic(), r.overlap_identical(),
+                            r.overlap_different(), r.buffers_in_use(), r.no_buffer(), r.too_big(),
+                            r.hold_full(), r.fail_open(), r.fail_closed());
+    }
+  }
+  if (t.tcp_stream_size()) {
+    absl::StrAppend(&o, "tcp stream\n ");
+    for (const auto& [name, v] :
+         std::map<std::string, uint64_t>(t.tcp_stream().begin(), t.tcp_stream().end())) {
+      absl::StrAppend(&o, " ", name, " ", v);
+    }
+    absl::StrAppend(&o, "\n");
+  }
   if (t.stages_size()) {
     absl::StrAppendFormat(&o, "stages\n  %-12s %14s %14s\n", "stage", "packets in", "dropped");
     for (const auto& st : t.stages()) {

@@ -36,7 +36,7 @@ struct Event {
   uint8_t proto;
   uint8_t ip_ver;             // 0 when not IP
   uint8_t tcp_state;          // TcpState (flow end)
-  FlowEndReason end_reason;   // flow end
+  FlowEndReason end_reason;   // flow end; kDpiAlert: raised at the flow's end (0: by a packet)
   uint16_t sport, dport;      // orig direction for flow end, packet direction for drops
   uint16_t vlan;
   uint32_t rule;              // rule index in the snapshot of `generation`

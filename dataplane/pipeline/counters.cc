@@ -91,6 +91,7 @@ const char* tcpStreamCounterName(int c) {
     case kTcpUnverified: return "overlap_unverified";
     case kTcpNoWindow: return "no_window";
     case kTcpFailClosed: return "fail_closed";
+    case kTcpSynData: return "syn_data";
     default: return "unknown";
   }
 }
@@ -211,7 +212,6 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.dpi_depth = c.dpi_depth.load();
   f.dpi_no_stream = c.dpi_no_stream.load();
   f.dpi_overflow = c.dpi_overflow.load();
-  f.dpi_unreported = c.dpi_unreported.load();
   f.dpi_rst_sent = c.dpi_rst_sent.load();
   f.dpi_pf_confirmed = c.dpi_pf_confirmed.load();
   f.dpi_pf_rejected = c.dpi_pf_rejected.load();
@@ -300,7 +300,6 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.dpi_depth += w.dpi_depth;
   a.dpi_no_stream += w.dpi_no_stream;
   a.dpi_overflow += w.dpi_overflow;
-  a.dpi_unreported += w.dpi_unreported;
   a.dpi_rst_sent += w.dpi_rst_sent;
   a.dpi_pf_confirmed += w.dpi_pf_confirmed;
   a.dpi_pf_rejected += w.dpi_pf_rejected;

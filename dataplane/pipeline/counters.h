@@ -48,6 +48,7 @@ enum TcpStreamCounter : int {
   kTcpUnverified,           // passed (fail_open) with overlapping bytes not compared
   kTcpNoWindow,             // flow directions that found no free comparison window
   kTcpFailClosed,           // dropped: stream state exhausted, fail_closed
+  kTcpSynData,              // SYNs whose data entered the stream (TCP Fast Open)
   kTcpStreamCounterCount
 };
 const char* tcpStreamCounterName(int c);
@@ -131,7 +132,6 @@ struct alignas(64) WorkerCounters {
   // buffer), directions that reached the depth limit, streams not inspected (pool empty).
   Counter dpi_bytes, dpi_alerts, dpi_drops, dpi_resets, dpi_gaps, dpi_depth, dpi_no_stream;
   Counter dpi_overflow;  // compressed streams that did not fit their slot (moved to full streams)
-  Counter dpi_unreported;  // newly matching rules that could not be reported (DpiOutcome)
   Counter dpi_rst_sent;  // TCP RSTs sent for rules with action reset (not in fw_rst_sent)
   // Prefilter (HS_FLAG_PREFILTER) candidates confirmed / rejected by PCRE2 / not decided
   // (match limit), and flow directions that got no history window.
@@ -178,7 +178,7 @@ struct CountersSnapshot {
     uint64_t lb_nat_reverse_created = 0;
     // --- dpi ---
     uint64_t dpi_bytes = 0, dpi_alerts = 0, dpi_drops = 0, dpi_resets = 0, dpi_gaps = 0;
-    uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0, dpi_unreported = 0;
+    uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0;
     uint64_t dpi_rst_sent = 0;
     uint64_t dpi_pf_confirmed = 0, dpi_pf_rejected = 0, dpi_pf_errors = 0, dpi_no_window = 0;
     uint64_t tcp_stream[kTcpStreamCounterCount]{};  // --- tcp stream ---

@@ -6,6 +6,8 @@
 // checksum-verified, overlaps compared; the inspector's own ordering is then never used.
 #include <rte_mbuf.h>
 
+#include <cstring>
+
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/worker.h"
 
@@ -50,24 +52,44 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
     } else
       DpiInspector::udp(*dpi_rt_, opts_.id, d, p, pm.payload_len, o);
   }
-  dpiAct(o, m, &b, i, pos);
+  dpiAct(o, b, i, pos);
 }
 
-void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int32_t pos) {
+void Worker::dpiCount(const DpiOutcome& o) {
   c_->dpi_bytes.add(o.scanned);
   if (o.depth_reached) c_->dpi_depth.add();
   if (o.no_stream) c_->dpi_no_stream.add();
   if (o.overflow) c_->dpi_overflow.add();
-  if (o.unreported) c_->dpi_unreported.add(o.unreported);
   if (o.no_window) c_->dpi_no_window.add();
   if (o.pf_confirmed) c_->dpi_pf_confirmed.add(o.pf_confirmed);
   if (o.pf_rejected) c_->dpi_pf_rejected.add(o.pf_rejected);
   if (o.pf_errors) c_->dpi_pf_errors.add(o.pf_errors);
+}
+
+void Worker::dpiCountRules(const DpiOutcome& o, uint64_t hit_ns) {
+  const rules::CompiledDpi& dpi = dpi_rt_->dpi();
+  for (uint32_t k = 0; k < o.nfired; ++k) {
+    if (dpi_hits_ != nullptr) {  // per-rule match counters
+      DpiRuleHit& h = dpi_hits_[o.fired[k]];
+      h.matches.add();
+      if (hit_ns > h.last_hit_ns.load()) h.last_hit_ns.set(hit_ns);
+    }
+    switch (dpi.rules[o.fired[k]].action) {
+      case rules::DpiAction::kAlert: c_->dpi_alerts.add(); break;
+      case rules::DpiAction::kDrop: c_->dpi_drops.add(); break;
+      case rules::DpiAction::kReset: c_->dpi_resets.add(); break;
+    }
+  }
+}
+
+void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos) {
+  dpiCount(o);
   if (o.nfired == 0 && !o.gap) return;
   const rules::CompiledDpi& dpi = dpi_rt_->dpi();
-  PacketVerdict* v = b != nullptr ? &b->v[i] : nullptr;
-  const PacketMeta* pm = b != nullptr ? &b->meta[i] : nullptr;
-  // Strongest action wins: reset > drop > alert.
+  PacketVerdict& v = b.v[i];
+  const PacketMeta& pm = b.meta[i];
+  // Strongest action wins: reset > drop > alert. Every rule the packet made true is in the
+  // outcome, so a drop or reset acts on this packet whatever else matched with it.
   int best = -1;
   uint32_t best_rule = kNoRule;
   for (uint32_t k = 0; k < o.nfired; ++k) {
@@ -84,7 +106,7 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
     reason = DropReason::kDpiDrop;
     verdict = Verdict::kDrop;
   } else if (best == static_cast<int>(rules::DpiAction::kReset)) {
-    const bool tcp = pm != nullptr && pm->l4_proto == kProtoTcpNum;
+    const bool tcp = pm.l4_proto == kProtoTcpNum;
     reason = tcp ? DropReason::kDpiReset : DropReason::kDpiDrop;
     verdict = tcp ? Verdict::kReject : Verdict::kDrop;
   }
@@ -96,55 +118,49 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
       verdict = Verdict::kDrop;
     }
   }
-  const uint64_t hit_ns = b != nullptr ? b->ts[i] : now_ns_;
-  for (uint32_t k = 0; k < o.nfired; ++k) {
-    if (dpi_hits_ != nullptr) {  // per-rule match counters
-      DpiRuleHit& h = dpi_hits_[o.fired[k]];
-      h.matches.add();
-      if (hit_ns > h.last_hit_ns.load()) h.last_hit_ns.set(hit_ns);
-    }
-    switch (dpi.rules[o.fired[k]].action) {
-      case rules::DpiAction::kAlert: c_->dpi_alerts.add(); break;
-      case rules::DpiAction::kDrop: c_->dpi_drops.add(); break;
-      case rules::DpiAction::kReset: c_->dpi_resets.add(); break;
-    }
+  dpiCountRules(o, b.ts[i]);
+  // One alert event per fired rule (and one for a gap under policy alert), about the packet.
+  Event who;
+  std::memset(&who, 0, sizeof(who));
+  who.ts_ns = b.ts[i];
+  who.in_side = v.in_side;
+  who.seq = v.seq;
+  who.flow_id = v.flow_id;
+  if (pm.l3 != L3Type::kNone) {
+    who.ip_ver = static_cast<uint8_t>(pm.l3);
+    who.proto = pm.l4_proto;
+    who.sport = pm.sport;
+    who.dport = pm.dport;
+    who.src = pm.src;
+    who.dst = pm.dst;
+    who.vlan = pm.vlan_outer;
   }
-  // One alert event per fired rule (and one for a gap under policy alert).
-  const uint32_t nev = o.nfired + (o.gap && dpi_rt_->settings().gap_policy == rules::DpiGapPolicy::kAlert);
+  const bool gap_alert = o.gap && dpi_rt_->settings().gap_policy == rules::DpiGapPolicy::kAlert;
+  dpiAlertEvents(o, gap_alert, verdict, who);
+  if (verdict == Verdict::kForward) return;
+  v.verdict = verdict;
+  v.stage = Stage::kDpi;
+  v.reason = reason;
+  v.rule = reason == DropReason::kDpiGap ? kNoRule : best_rule;
+  if (pos >= 0) dpi_block_[pos] = reason == DropReason::kDpiGap ? kNoRule : best_rule + 1;
+}
+
+void Worker::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict,
+                            const Event& who) {
+  const uint32_t nev = o.nfired + (gap_alert ? 1 : 0);
   for (uint32_t k = 0; k < nev; ++k) {
     Event* ev = newEvent();
     if (ev == nullptr) break;
+    std::memcpy(ev, &who, sizeof(Event));
     ev->type = EventType::kDpiAlert;
     ev->worker = static_cast<uint8_t>(opts_.id);
     ev->stage = Stage::kDpi;
     ev->rule = k < o.nfired ? o.fired[k] : kNoRule;
     ev->reason = k < o.nfired ? DropReason::kNone : DropReason::kDpiGap;
-    ev->verdict = v != nullptr ? verdict : Verdict::kForward;
+    ev->verdict = verdict;
     ev->generation = generation_;
-    ev->ts_ns = b != nullptr ? b->ts[i] : now_ns_;
-    if (v != nullptr) {
-      ev->in_side = v->in_side;
-      ev->seq = v->seq;
-      ev->flow_id = v->flow_id;
-    }
-    if (pm != nullptr && pm->l3 != L3Type::kNone) {
-      ev->ip_ver = static_cast<uint8_t>(pm->l3);
-      ev->proto = pm->l4_proto;
-      ev->sport = pm->sport;
-      ev->dport = pm->dport;
-      ev->src = pm->src;
-      ev->dst = pm->dst;
-      ev->vlan = pm->vlan_outer;
-    }
     postEvent(ev);
   }
-  if (v == nullptr || verdict == Verdict::kForward) return;
-  v->verdict = verdict;
-  v->stage = Stage::kDpi;
-  v->reason = reason;
-  v->rule = reason == DropReason::kDpiGap ? kNoRule : best_rule;
-  if (pos >= 0) dpi_block_[pos] = reason == DropReason::kDpiGap ? kNoRule : best_rule + 1;
-  (void)m;
 }
 
 void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {
@@ -169,6 +185,9 @@ void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {
 
 void Worker::dpiFlowEnded(int32_t pos) {
   dpi_block_[pos] = 0;
+  // The flow is still in the table (called before its removal): its identity for the alerts
+  // its streams' ends raise.
+  const FlowKey* k = flows_->keyAt(pos);
   for (int dir = 0; dir < 2; ++dir) {
     DpiDir& d = dpi_dirs_[size_t(pos) * 2 + dir];
     if (dpi_rt_ == nullptr || d.rt_id != dpi_rt_->id()) {
@@ -177,8 +196,35 @@ void Worker::dpiFlowEnded(int32_t pos) {
     }
     DpiOutcome o;
     DpiInspector::end(*dpi_rt_, opts_.id, d, o);
-    if (o.nfired) dpiAct(o, nullptr, nullptr, 0, -1);  // matches at the stream end: alerts
+    dpiCount(o);
+    if (o.nfired == 0) continue;
+    // Matches at the stream's end (`$` regexes, fullword at the last byte, ...): counted by
+    // action and rule like any match, and an alert event each about the flow direction whose
+    // bytes made them true (the flow has ended: nothing left to drop).
+    dpiCountRules(o, now_ns_);
+    Event who;
+    std::memset(&who, 0, sizeof(who));
+    who.ts_ns = now_ns_;
+    who.end_reason = flow_end_why_;  // marks the alert as raised at the flow's end
+    if (k != nullptr) dpiFlowDirection(flows_->entry(pos), *k, dir, who);
+    dpiAlertEvents(o, false, Verdict::kForward, who);
   }
+}
+
+void Worker::dpiFlowDirection(const FlowEntry& e, const FlowKey& k, int dir, Event& who) const {
+  const bool init_b = (e.flags & kFlowInitiatorSideB) != 0;
+  const bool init_hi = (e.flags & kFlowInitiatorIsHi) != 0;
+  // Direction 0: initiator -> responder; the sender of direction `dir` is the source.
+  const bool src_hi = dir == 0 ? init_hi : !init_hi;
+  who.in_side = (dir == 0) == init_b ? kSideB : kSideA;
+  who.flow_id = flowId(e);
+  who.ip_ver = k.ip_ver;
+  who.proto = k.proto;
+  who.vlan = k.vlan;
+  who.src = src_hi ? k.hi_addr : k.lo_addr;
+  who.dst = src_hi ? k.lo_addr : k.hi_addr;
+  who.sport = src_hi ? k.hi_port : k.lo_port;
+  who.dport = src_hi ? k.lo_port : k.hi_port;
 }
 
 }  // namespace dpu::dp

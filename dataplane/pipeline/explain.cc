@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "dataplane/stages/dns_stage.h"
 #include "dataplane/stages/dpi_stage.h"
@@ -281,6 +282,8 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
     DpiInspector::udp(**rt, 0, dir, p, n, o);
     how = ms.udp_stream ? "first datagram of the flow direction's stream" : "UDP datagram, scanned on its own";
   }
+  // The outcome's rule list lives in the runtime's per-worker array, which end() reuses.
+  const std::vector<uint32_t> fired(o.fired, o.fired + o.nfired);
   DpiOutcome at_end;
   if (tracked) DpiInspector::end(**rt, 0, dir, at_end);
   std::string detail = absl::StrCat(how, ": ", o.scanned, " of ", n, " bytes scanned",
@@ -291,21 +294,21 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
     end_note = absl::StrCat("; if the stream ended here, also (alerts at the stream's end): ",
                             dpiRuleList(dpi, at_end.fired, at_end.nfired));
   }
-  if (o.nfired == 0) {
+  if (fired.empty()) {
     ruleStep(r, Stage::kDpi, "pass", absl::StrCat(detail, ": no rule matches", end_note));
     return false;
   }
   // Strongest action wins, as in Worker::dpiAct: reset > drop > alert.
   int best = -1;
   uint32_t best_rule = kNoRule;
-  for (uint32_t k = 0; k < o.nfired; ++k) {
-    const int a = static_cast<int>(dpi.rules[o.fired[k]].action);
+  for (const uint32_t f : fired) {
+    const int a = static_cast<int>(dpi.rules[f].action);
     if (a > best) {
       best = a;
-      best_rule = o.fired[k];
+      best_rule = f;
     }
   }
-  absl::StrAppend(&detail, ": matching ", dpiRuleList(dpi, o.fired, o.nfired));
+  absl::StrAppend(&detail, ": matching ", dpiRuleList(dpi, fired.data(), uint32_t(fired.size())));
   const bool tcp = m.l4_proto == 6;
   if (best == static_cast<int>(rules::DpiAction::kAlert)) {
     ruleStep(r, Stage::kDpi, "alert", absl::StrCat(detail, "; alert event, forwarded", end_note));

@@ -562,7 +562,7 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
     e.packets[dir]++;
     e.bytes[dir] += m->pkt_len;
     if (is_tcp) tcpAdvance(e, pm.tcp_flags, dir);
-    v.flow_id = (static_cast<uint64_t>(opts_.id + 1) << 32) | e.flow_seq;
+    v.flow_id = flowId(e);
     if (e.verdict != 0 && e.generation != generation_ && fw_active_) {
       // A verdict from an earlier generation stays when the firewall did not change since,
       // and, with keep-established (reevaluate_on_change off), for an allowed flow.
@@ -914,6 +914,7 @@ void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t n
 
 void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
                          FlowEndReason why) {
+  flow_end_why_ = why;  // for the stages' flow-end work that follows (flowEnded)
   Event* ev = newEvent();
   if (!ev) return;
   ev->type = EventType::kFlowEnd;
@@ -924,7 +925,7 @@ void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint
   ev->stage = static_cast<Stage>(e.stage);
   ev->rule = e.rule;
   ev->ts_ns = now;
-  ev->flow_id = (static_cast<uint64_t>(opts_.id + 1) << 32) | e.flow_seq;
+  ev->flow_id = flowId(e);
   ev->first_seen_ns = flows_->cold(pos).first_seen_ns;
   ev->generation = e.generation;
   ev->proto = k.proto;

@@ -100,6 +100,7 @@ void Worker::streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::Compile
         c_->tcp_stream[kTcpUnverified].add();
         streamEvent(b, i, DropReason::kTcpStreamExhausted);
       }
+      if ((pm.tcp_flags & kTcpSyn) && r.len != 0) c_->tcp_stream[kTcpSynData].add();
       b.st_read[i] = true;
       b.st_off[i] = static_cast<uint16_t>(r.off);
       b.st_len[i] = static_cast<uint16_t>(r.len);

@@ -151,7 +151,16 @@ class Worker {
   // --- dpi --- (dpi_path.cc) the DPI stage for packet i; a flow's streams at its end.
   void dpiStage(rte_mbuf* m, Burst& b, uint16_t i);
   void dpiFlowEnded(int32_t pos);
-  void dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int32_t pos);
+  // Acts on what packet i made DPI find: counts, alert events, the strongest action.
+  void dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos);
+  void dpiCount(const DpiOutcome& o);                       // scan counters
+  void dpiCountRules(const DpiOutcome& o, uint64_t hit_ns);  // by action and per rule
+  // One alert event per fired rule (plus one for a gap under gap_policy ALERT), each a copy
+  // of `who` (time, side, flow, addresses) with the rule, stage dpi and `verdict`.
+  void dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict, const Event& who);
+  // A flow direction's identity for an event raised at the flow's end: its flow id, the side
+  // its bytes came from, its sender as source.
+  void dpiFlowDirection(const FlowEntry& e, const FlowKey& k, int dir, Event& who) const;
   // The flow-end event of a flow DPI blocked: its verdict (drop, or reject for a reset rule),
   // stage dpi and the rule (none for a gap under gap_policy DROP).
   void dpiFlowEndVerdict(int32_t pos, Event& ev) const;
@@ -197,8 +206,15 @@ class Worker {
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);
   void emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
                    FlowEndReason why);
+  // Why the flow being ended ends: set by emitFlowEnd, which every flow removal calls just
+  // before flowEnded (DPI's alerts at a stream's end carry it).
+  FlowEndReason flow_end_why_ = FlowEndReason::kTimeout;
   void releaseFragments(int32_t slot, const PacketVerdict& first, uint64_t now);
   uint64_t packetTime(rte_mbuf* m) const;
+  // The flow id events and verdicts carry (worker + 1 in the high half, creation number).
+  uint64_t flowId(const FlowEntry& e) const {
+    return (static_cast<uint64_t>(opts_.id + 1) << 32) | e.flow_seq;
+  }
   void age();
   struct AgingClock {
     uint64_t last_ns = 0;

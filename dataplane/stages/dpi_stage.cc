@@ -58,6 +58,7 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
       for (uint32_t i = w.compact_slots; i > 0; --i) w.free_compact.push_back(i - 1);
     }
     w.block_ms.reset(new uint8_t[rt->ms_stride_]());
+    w.fired.reset(new uint32_t[d.rules.empty() ? 1 : d.rules.size()]);
     const size_t ob = s.ooo_buffer_bytes;
     w.ooo_data.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ob]);
     w.ooo_bits.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ((ob + 7) / 8)]());
@@ -96,29 +97,30 @@ struct Ctx {
   DpiOutcome& out;
 };
 
-// Evaluates the rules and records those that newly match (their "fired" bit was clear), as
-// many as the outcome holds; the others stay unfired and the direction is marked so that its
-// next packet evaluates every rule again (a rule is never marked fired without being
-// reported). tick: only filesize changed since the last evaluation (CompiledDpi::evaluate).
+// Evaluates the rules and records every one that newly matches (its "fired" bit was clear):
+// the bit is set and the rule appended to the call's outcome. The outcome's array has a
+// place per rule and a rule fires once per direction (once per datagram in a block scan), so
+// it never runs out. tick: only filesize changed since the last evaluation
+// (CompiledDpi::evaluate).
 void evaluateFire(const Ctx& c, bool tick = false) {
   const CompiledDpi& dpi = c.rt.dpi();
-  uint32_t hit[DpiOutcome::kMaxFired];
-  const uint32_t room = DpiOutcome::kMaxFired - c.out.nfired;
+  uint32_t* hit = c.w.fired.get() + c.out.nfired;
+  const uint32_t room = uint32_t(dpi.rules.size()) - c.out.nfired;
   uint8_t* fired = c.ms + dpi.matchStateBytes();
   const uint32_t n = dpi.evaluate(c.ms, hit, room, fired, tick);
+  // n <= room: the rules counted in out.nfired have their fired bit set, evaluate() skips them.
   const uint32_t k = n < room ? n : room;
   for (uint32_t i = 0; i < k; ++i) {
     const uint32_t r = hit[i];
     fired[r >> 3] |= uint8_t(1u << (r & 7));
-    c.out.fired[c.out.nfired++] = r;
   }
-  if (n > k) {
-    c.d.flags |= DpiDir::kEvalPending;
-    c.out.deferred = n - k;
-  } else {
-    c.d.flags &= uint8_t(~DpiDir::kEvalPending);
-    c.out.deferred = 0;
-  }
+  c.out.nfired += k;
+}
+
+// Every inspector call starts its outcome's rule list in the worker's array.
+void beginOutcome(DpiRuntime::PerWorker& w, DpiOutcome& out) {
+  out.fired = w.fired.get();
+  out.nfired = 0;
 }
 
 uint8_t* windowOf(const DpiRuntime& rt, DpiRuntime::PerWorker& w, uint32_t win) {
@@ -190,11 +192,10 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
     keepHistory(c, p, n, seen);
   }
   c.out.scanned += n;
-  // A full evaluation when a match changed the state, on the stream's first bytes (rules true
-  // without any match, `not $a`, fire too) and after a deferred report; otherwise, when
-  // conditions read filesize, only the rules filesize can change (the tick set).
-  if (mc.changed || (c.d.flags & DpiDir::kEvalPending) ||
-      (seen == 0 && (dpi.uses_filesize || !dpi.empty_hits.empty())))
+  // A full evaluation when a match changed the state, and on the stream's first bytes (rules
+  // true without any match, `not $a`, fire too); otherwise, when conditions read filesize,
+  // only the rules filesize can change (the tick set).
+  if (mc.changed || (seen == 0 && (dpi.uses_filesize || !dpi.empty_hits.empty())))
     evaluateFire(c);
   else if (dpi.uses_filesize)
     evaluateFire(c, true);
@@ -453,6 +454,8 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
     forget(d);
     d.rt_id = rt.id();
   }
+  DpiRuntime::PerWorker& w = rt.worker(worker);
+  beginOutcome(w, out);
   if (d.flags & DpiDir::kDone) return;
   if (tcp_flags & 0x02) {  // SYN: the sequence number of the first payload byte is seq + 1
     if (!(d.flags & DpiDir::kSeqKnown)) {
@@ -466,7 +469,6 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
     d.next_seq = seq;
     d.flags |= DpiDir::kSeqKnown;
   }
-  DpiRuntime::PerWorker& w = rt.worker(worker);
   if (!openStream(rt, w, d, out)) return;
   Ctx c{rt, w, d, msOf(rt, w, d), out};
   int32_t delta = int32_t(seq - d.next_seq);
@@ -491,8 +493,6 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
     d.flags |= DpiDir::kGap | DpiDir::kDone;
   }
   if (d.flags & DpiDir::kDone) {  // depth or gap: nothing more to scan in this direction
-    // Rules deferred to a next packet that will not be scanned: unreported.
-    if (d.flags & DpiDir::kEvalPending) out.unreported += out.deferred ? out.deferred : 1;
     releaseOoo(w, rt, d);
     releaseStream(rt, w, d, nullptr);
     releaseWindow(w, d);
@@ -515,6 +515,7 @@ void DpiInspector::udp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
 void DpiInspector::block(const DpiRuntime& rt, uint32_t worker, const uint8_t* payload,
                          uint32_t len, DpiOutcome& out) {
   DpiRuntime::PerWorker& w = rt.worker(worker);
+  beginOutcome(w, out);
   DpiDir scratch_dir;
   std::memset(w.block_ms.get(), 0, rt.msStride());
   Ctx c{rt, w, scratch_dir, w.block_ms.get(), out};
@@ -530,21 +531,20 @@ void DpiInspector::block(const DpiRuntime& rt, uint32_t worker, const uint8_t* p
     if (mc.win != nullptr) countWindow(win, out);
     if (mc.changed) evaluateFire(c);
   }
-  if (scratch_dir.flags & DpiDir::kEvalPending) out.unreported += out.deferred;
 }
 
 void DpiInspector::end(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out,
                        uint8_t* final_ms) {
+  DpiRuntime::PerWorker& w = rt.worker(worker);
+  beginOutcome(w, out);
   if (d.rt_id != rt.id()) {
     forget(d);
     return;
   }
-  DpiRuntime::PerWorker& w = rt.worker(worker);
   releaseOoo(w, rt, d);
   if (d.slot != DpiDir::kNoSlot) {
     Ctx c{rt, w, d, msOf(rt, w, d), out};
     releaseStream(rt, w, d, (d.flags & DpiDir::kDone) ? nullptr : &c, final_ms);
-    if (d.flags & DpiDir::kEvalPending) out.unreported += out.deferred;
   }
   releaseWindow(w, d);
   forget(d);

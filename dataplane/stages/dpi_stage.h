@@ -19,6 +19,10 @@
 // Retransmitted bytes (sequence before the next expected one) are not scanned again; the
 // first copy of overlapping bytes wins. Out-of-order bytes beyond the buffer (or with no free
 // buffer) are a gap: the gap policy says stop inspecting, alert, or drop.
+// The packet path hands tracked TCP flows' bytes in order from the stream engine
+// (stream_path.cc), so the out-of-order buffer only ever waits for bytes a stage between the
+// engine and DPI dropped, which never come again (docs/dpi.md, "the inspector's own
+// out-of-order buffer").
 #pragma once
 
 #include <hs/hs.h>
@@ -85,6 +89,11 @@ class DpiRuntime {
     std::unique_ptr<uint8_t[]> windows;     // window_slots * prefilter_window
     std::vector<uint32_t> free_windows;
     std::unique_ptr<rules::DpiConfirmScratch> confirm;
+    // The rules one inspector call found newly matching (DpiOutcome::fired points here):
+    // one entry per rule of the set, so every rule that becomes true is reported by the
+    // packet that makes it true, however many do at once (a rule fires once per direction,
+    // and each call's outcome holds one direction's, or one datagram's, rules).
+    std::unique_ptr<uint32_t[]> fired;
   };
 
   const rules::CompiledDpi& dpi() const { return *dpi_; }
@@ -125,15 +134,16 @@ struct DpiDir {
   static constexpr uint32_t kNoSlot = 0xffffffffu;
   // kFull: `slot` is a full stream (in kCompressed mode: moved there because its compressed
   // stream did not fit a compact slot); else a compact slot.
-  // kEvalPending: the last evaluation found more newly matching rules than one packet's
-  // outcome holds; the next packet evaluates every rule again and reports the rest.
-  static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8, kEvalPending = 16;
+  static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8;
 };
 
-// What one packet did.
+// What one packet (one inspector call) did.
 struct DpiOutcome {
-  static constexpr uint32_t kMaxFired = 16;
-  uint32_t fired[kMaxFired];     // rules (indices in CompiledDpi::rules) that newly matched
+  // Every rule (index in CompiledDpi::rules) that newly matched: fired[0 .. nfired). Points
+  // into the worker's DpiRuntime::PerWorker::fired, valid until the next inspector call on
+  // that worker (copy it to keep it longer). No bound below the rule count: a packet that
+  // makes 20 rules true reports all 20, so a drop or reset among them acts on that packet.
+  const uint32_t* fired = nullptr;
   uint32_t nfired = 0;
   bool gap = false;              // this packet found a gap (policy in settings)
   bool depth_reached = false;
@@ -141,11 +151,6 @@ struct DpiOutcome {
   bool overflow = false;         // kCompressed: the compressed stream did not fit its slot,
                                  // the direction moved to a full stream
   uint32_t scanned = 0;          // bytes scanned
-  // Newly matching rules beyond kMaxFired in the last evaluation: reported by the direction's
-  // next packet (kEvalPending); `unreported` counts those a block scan or a stream's end
-  // could not report (there is no next packet).
-  uint32_t deferred = 0;
-  uint32_t unreported = 0;
   // Prefilter: candidates confirmed / rejected / not decided (PCRE2 match limit), and a
   // direction that got no history window (its candidates are confirmed on the bytes of
   // the packet that completes them only).

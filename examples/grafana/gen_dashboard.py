@@ -101,6 +101,25 @@ panel("DPI directions not fully inspected",
        (rate("dpu_dpi_depth_reached_total", window="5m"), "depth reached")], "short", 16, y, 8, 8,
       desc="Above zero: traffic the DPI stage did not see whole; check the dpi sizing and gap_policy.")
 y += 8
+row("Normalization (fragments, TCP streams)", y); y += 1
+panel("Fragmented datagrams reassembled for inspection",
+      [(rate("dpu_fragment_reassembled_datagrams_total", window="5m"), "reassembled"),
+       (rate("dpu_fragment_reassembly_overlaps_total", "data", "5m"), "overlaps ({{data}} data)")],
+      "short", 0, y, 8, 8,
+      desc="Datagrams the DNS filter and DPI read whole; overlaps with different data follow "
+           "dataplane.fragments.overlapping.")
+panel("Reassembly exhausted",
+      [(rate("dpu_fragment_reassembly_exhausted_total", "cause", "5m"), "{{cause}}"),
+       (rate("dpu_fragment_reassembly_fail_policy_total", "policy", "5m"), "fail {{policy}}")],
+      "short", 8, y, 8, 8,
+      desc="Above zero: datagrams that could not be reassembled; fail open forwards them "
+           "uninspected. Size dataplane.fragments.reassembly_buffers.")
+panel("TCP stream normalization",
+      [(rate("dpu_tcp_stream_total", "counter", "5m", 'counter!="segments",counter!="checksums_software"'),
+        "{{counter}}")], "short", 16, y, 8, 8,
+      desc="Segments dropped (bad checksum, out of order, overlap with different data, fail "
+           "closed), passed unverified, directions without a window, data on SYN.")
+y += 8
 row("Load balancer", y); y += 1
 panel("Active flows per backend",
       [(f"sum by (service, backend) (dpu_lb_backend_active_flows{sel()})",

@@ -1909,6 +1909,59 @@ match completes and every later packet of the flow (both directions); alerts are
     return c
 
 
+DPI_END_RULES = r"""
+rule tail_marker { strings: $a = /GOODBYE-MARKER$/ condition: $a }
+rule word_at_end { strings: $a = "quit" fullword condition: $a }
+"""
+
+
+def case_dpi_flow_end():
+    cfg = {"dpi": {"rule_files": ["rules.yar"]},
+           "dataplane": {"flow_table": {"capacity_per_worker": 1024, "aging_slice": 4096},
+                         "timeouts": {"tcp_established_s": 10}}}
+    c = FwCase("dpi_flow_end", cfg, """
+DPI matches that exist only when a stream ends (rules.yar: 0 tail_marker, a regex ending in
+$ = the end of the data; 1 word_at_end, "quit" fullword, true at the very end too). They are
+alerts raised when the flow ends, each about the flow direction whose bytes made it true:
+its flow id, the side those bytes came from, its sender as source; and counted in the
+summary (dpi alerts, the rules' matches). Config: tcp established timeout 10 s, the whole
+flow table aged on every loop.
+e2: the client sends "... please quit" and goes idle; at t=20 s 40 packets of a UDP flow p
+run the aging sweep: e2 expires, alert about the client's direction (side A).
+e3: "quitting" and "GOODBYE-MARKER and more": not at the end, no alert (e3 expires too).
+e1 (after the sweep): the server's answer ends with GOODBYE-MARKER, then a FIN teardown; the
+closed flow is still in the table when the replay ends: alert at shutdown (side B,
+10.2.0.80:80 -> client).
+Every packet is forwarded: the alerts come after the data has passed.""")
+    os.makedirs(os.path.join(HERE, "dpi_flow_end"), exist_ok=True)
+    with open(os.path.join(HERE, "dpi_flow_end", "rules.yar"), "w") as f:
+        f.write(DPI_END_RULES.lstrip())
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.11", dst="10.2.0.81"),
+            lambda: IP(src="10.2.0.81", dst="10.1.0.11"), 41002, 23, "e2", side_c="A", side_s="B")
+    t.handshake("e2: client ends with quit, then idle")
+    t.c("PA", note="e2: client data ending in 'quit' (fullword at the end of the stream)",
+        data=b"ls -l; please quit")
+    t.s("A", note="e2: server ACK")
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.12", dst="10.2.0.82"),
+            lambda: IP(src="10.2.0.82", dst="10.1.0.12"), 41003, 80, "e3", side_c="A", side_s="B")
+    t.handshake("e3: near misses")
+    t.c("PA", note="e3: quitting (not a whole word)", data=b"we are quitting")
+    t.s("PA", note="e3: the marker, then more bytes (not at the end)", data=b"GOODBYE-MARKER and more")
+    for n in range(40):
+        c.add(eth_a() / IP(src="10.1.0.20", dst="10.2.0.53") / UDP(sport=5000, dport=5353) /
+              Raw(b"tick %02d" % n), "F p new" if n == 0 else "F p",
+              f"p: packet {n + 1} of 40 at 20 s (runs the aging sweep: e2 and e3 expire)",
+              at_us=20_000_000 + n * 1000)
+    t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.10", dst="10.2.0.80"),
+            lambda: IP(src="10.2.0.80", dst="10.1.0.10"), 41001, 80, "e1", side_c="A", side_s="B")
+    t.handshake("e1: answer ends with the marker")
+    t.c("PA", note="e1: request", data=b"GET / HTTP/1.1\r\n\r\n")
+    t.s("PA", note="e1: answer ending in GOODBYE-MARKER (alert only when the stream ends)",
+        data=b"HTTP/1.1 200 OK\r\n\r\nGOODBYE-MARKER")
+    t.fin_teardown()
+    return c
+
+
 DPI_RESET_RULES = r"""
 rule kill_switch : c2 exfil {
   meta:
@@ -2799,6 +2852,7 @@ CASES = {
     "lb_fragments": lb_case_fragments,
     "dpi_streams": case_dpi_streams,  # --- dpi ---
     "dpi_reset": case_dpi_reset,  # --- dpi ---
+    "dpi_flow_end": case_dpi_flow_end,  # --- dpi --- alerts at a stream's end
     # DNS filtering
     "dns_udp_actions": case_dns_udp_actions,
     "dns_cname_cloaking": case_dns_cname_cloaking,

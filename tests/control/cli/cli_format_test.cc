@@ -202,6 +202,28 @@ TEST(DpiFormat, StatsAndEvents) {
   EXPECT_NE(formatEvent(e).find("tags c2,exfil"), std::string::npos);
 }
 
+// `dpuctl stats`: the normalization counters (fragments reassembled, TCP streams), shown
+// when there is something to show.
+TEST(StatsFormat, NormalizationCounters) {
+  v1::Stats s;
+  v1::ReassemblyCounters* r = s.mutable_total()->mutable_reassembly();
+  r->set_reassembled(12);
+  r->set_overlap_different(2);
+  r->set_no_buffer(5);
+  r->set_fail_closed(5);
+  (*s.mutable_total()->mutable_tcp_stream())["segments"] = 100;
+  (*s.mutable_total()->mutable_tcp_stream())["bad_checksum"] = 3;
+  const std::string o = formatStats(s, nullptr);
+  EXPECT_NE(o.find("reassembly\n  datagrams 12"), std::string::npos) << o;
+  EXPECT_NE(o.find("different 2"), std::string::npos) << o;
+  EXPECT_NE(o.find("no buffer 5"), std::string::npos) << o;
+  EXPECT_NE(o.find("fail closed 5"), std::string::npos) << o;
+  EXPECT_NE(o.find("tcp stream\n  bad_checksum 3 segments 100"), std::string::npos) << o;
+  const std::string none = formatStats(v1::Stats(), nullptr);
+  EXPECT_EQ(none.find("reassembly"), std::string::npos) << none;
+  EXPECT_EQ(none.find("tcp stream"), std::string::npos) << none;
+}
+
 }  // namespace
 }  // namespace dpu::cli
 

@@ -422,6 +422,66 @@ TEST(PromExport, DnsDpiAndRefusalNames) {
   }
 }
 
+// Normalization counters (issue 16): fragment reassembly and TCP stream normalization, each
+// with a dpu_ family of its own name (labels by cause / policy / data), zeros exported.
+TEST(PromExport, NormalizationCounters) {
+  v1::Stats s;
+  v1::WorkerStats* w = s.add_workers();
+  w->set_id(0);
+  v1::CounterSet* c = w->mutable_counters();
+  v1::ReassemblyCounters* r = c->mutable_reassembly();
+  r->set_reassembled(12);
+  r->set_atomic(1);
+  r->set_overlap_identical(3);
+  r->set_overlap_different(2);
+  r->set_no_buffer(5);
+  r->set_hold_full(4);
+  r->set_fail_open(6);
+  r->set_fail_closed(3);
+  r->set_buffers_in_use(7);
+  (*c->mutable_tcp_stream())["bad_checksum"] = 9;
+  (*c->mutable_tcp_stream())["syn_data"] = 2;
+  Families f;
+  exportMessage(s, "", {}, f);
+  EXPECT_TRUE(f.problems().empty()) << f.problems()[0];
+  auto fams = f.take();
+  checkConventions(fams);
+  const auto kC = prometheus::MetricType::Counter, kG = prometheus::MetricType::Gauge;
+  struct Want {
+    const char* name;
+    const char* labels;
+    double value;
+    prometheus::MetricType type;
+  };
+  const Want wants[] = {
+      {"dpu_fragment_reassembled_datagrams_total", "worker=0", 12, kC},
+      {"dpu_fragment_atomic_total", "worker=0", 1, kC},
+      {"dpu_fragment_reassembly_overlaps_total", "worker=0,data=identical", 3, kC},
+      {"dpu_fragment_reassembly_overlaps_total", "worker=0,data=different", 2, kC},
+      {"dpu_fragment_reassembly_exhausted_total", "worker=0,cause=no_buffer", 5, kC},
+      {"dpu_fragment_reassembly_exhausted_total", "worker=0,cause=too_big", 0, kC},
+      {"dpu_fragment_reassembly_exhausted_total", "worker=0,cause=hold_full", 4, kC},
+      {"dpu_fragment_reassembly_fail_policy_total", "worker=0,policy=open", 6, kC},
+      {"dpu_fragment_reassembly_fail_policy_total", "worker=0,policy=closed", 3, kC},
+      {"dpu_fragment_reassembly_buffers_in_use", "worker=0", 7, kG},
+      {"dpu_tcp_stream_total", "worker=0,counter=bad_checksum", 9, kC},
+      {"dpu_tcp_stream_total", "worker=0,counter=syn_data", 2, kC},
+      {"dpu_tcp_stream_total", "worker=0,counter=out_of_order", 0, kC},  // the whole domain
+      {"dpu_tcp_stream_total", "worker=0,counter=fail_closed", 0, kC},
+  };
+  for (const Want& want : wants) {
+    const auto* fam = find(fams, want.name);
+    ASSERT_NE(fam, nullptr) << want.name;
+    EXPECT_EQ(fam->type, want.type) << want.name;
+    EXPECT_EQ(fam->help.find("proto/appliance_api.proto"), std::string::npos) << want.name;
+    const auto* m = sample(fams, want.name, want.labels);
+    ASSERT_NE(m, nullptr) << want.name << "{" << want.labels << "}";
+    const double got = want.type == kC ? m->counter.value : m->gauge.value;
+    EXPECT_NEAR(got, want.value, 1e-12) << want.name << "{" << want.labels << "}";
+  }
+  EXPECT_EQ(find(fams, "dpu_dpi_unreported_matches_total"), nullptr);  // every match is reported
+}
+
 TEST(PromExport, FieldsWithoutARuleGetConventionalNames) {
   // FlowSummary has no rule: integers become counters, *_unix_ns timestamps in seconds.
   v1::FlowSummary fs;

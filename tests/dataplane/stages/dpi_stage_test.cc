@@ -263,8 +263,7 @@ namespace {
 // Packets that add no match ("ticks": only filesize grew) evaluate only the rules filesize can
 // change (CompiledDpi::filesize_tick); a rule that depends on filesize only through a global
 // rule of its namespace, or that another filesize rule references, still fires on the packet
-// that makes it true. And more newly true rules than one packet's outcome holds are reported
-// by the next packet (stream) or counted as unreported (block scan).
+// that makes it true. And however many rules become true at once, all are reported then.
 struct TickFixture : ::testing::TestWithParam<rules::DpiStreamMode> {
   void make(const std::string& text) {
     dpi = compile(text);
@@ -334,45 +333,48 @@ std::string manyRules(int n) {
   return t;
 }
 
-TEST_P(TickFixture, MoreNewMatchesThanAnOutcomeHoldsGoToTheNextPacket) {
-  make(manyRules(20));
+// More rules than the old 16-entry outcome held become true at once: every one is reported
+// by the packet (or the stream end, or the datagram) that makes it true, none later, none lost.
+TEST_P(TickFixture, EveryNewMatchIsReportedByThePacketThatMakesItTrue) {
+  make(manyRules(40));
   DpiDir d;
   uint32_t seq = 1;
-  DpiOutcome o1, o2;
+  DpiOutcome o1;
   V first = feed(d, seq, "a hit", &o1);
-  EXPECT_EQ(first.size(), DpiOutcome::kMaxFired);
-  EXPECT_EQ(o1.deferred, 20u - DpiOutcome::kMaxFired);
-  V second = feed(d, seq, "...", &o2);  // no new match: the deferred rules are reported now
-  EXPECT_EQ(second.size(), 20u - DpiOutcome::kMaxFired);
-  EXPECT_EQ(o2.unreported, 0u);
-  std::set<std::string> all(first.begin(), first.end());
-  all.insert(second.begin(), second.end());
-  EXPECT_EQ(all.size(), 20u);
-  EXPECT_EQ(feed(d, seq, "hit"), V{});
+  EXPECT_EQ(first.size(), 40u);
+  EXPECT_EQ(std::set<std::string>(first.begin(), first.end()).size(), 40u);
+  EXPECT_EQ(feed(d, seq, "..."), V{});  // nothing left over for the next packet
+  EXPECT_EQ(feed(d, seq, "hit"), V{});  // fired once per direction
+  DpiDir other;                         // the other direction fires them again, all of them
+  uint32_t seq2 = 50;
+  EXPECT_EQ(feed(other, seq2, "hit").size(), 40u);
 }
 
-TEST_P(TickFixture, BlockScanCountsWhatItCannotReport) {
-  make(manyRules(20));
+TEST_P(TickFixture, BlockScanReportsEveryMatch) {
+  make(manyRules(40));
   DpiDir d;
   DpiOutcome o;
   const std::string p = "hit";
   DpiInspector::udp(*rt, 0, d, reinterpret_cast<const uint8_t*>(p.data()), 3, o);
-  EXPECT_EQ(o.nfired, DpiOutcome::kMaxFired);
-  EXPECT_EQ(o.unreported, 20u - DpiOutcome::kMaxFired);
+  EXPECT_EQ(o.nfired, 40u);
+  DpiOutcome o2;  // the next datagram: scanned on its own, all of them again
+  DpiInspector::udp(*rt, 0, d, reinterpret_cast<const uint8_t*>(p.data()), 3, o2);
+  EXPECT_EQ(o2.nfired, 40u);
 }
 
-TEST_P(TickFixture, StreamEndCountsWhatItCannotReport) {
-  // fullword at the very end of the stream: all 20 become true only at the end.
+TEST_P(TickFixture, StreamEndReportsEveryMatch) {
+  // fullword at the very end of the stream: all 40 become true only at the end.
   std::string t;
-  for (int i = 0; i < 20; ++i) t += "rule e" + std::to_string(100 + i) + " { strings: $a = \"quit\" fullword condition: $a }\n";
+  for (int i = 0; i < 40; ++i) t += "rule e" + std::to_string(100 + i) + " { strings: $a = \"quit\" fullword condition: $a }\n";
   make(t);
   DpiDir d;
   uint32_t seq = 1;
   EXPECT_EQ(feed(d, seq, "now quit"), V{});
   DpiOutcome o;
   DpiInspector::end(*rt, 0, d, o);
-  EXPECT_EQ(o.nfired, DpiOutcome::kMaxFired);
-  EXPECT_EQ(o.unreported, 20u - DpiOutcome::kMaxFired);
+  EXPECT_EQ(o.nfired, 40u);
+  std::set<uint32_t> distinct(o.fired, o.fired + o.nfired);
+  EXPECT_EQ(distinct.size(), 40u);
 }
 
 INSTANTIATE_TEST_SUITE_P(StreamModes, TickFixture,
