@@ -45,6 +45,8 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
       // never out of order; a SYN's data is already placed after its ISN. (Every TCP packet
       // of a tracked flow that reaches DPI was read by the engine.)
       if (!b.st_read[i] || b.st_len[i] == 0) return;
+      // --- http --- HTTP flows: parsed, bodies scanned as files (http_path.cc).
+      if (http_rt_ != nullptr && !httpStage(m, b, i, pos, p + b.st_off[i], b.st_len[i])) return;
       DpiInspector::tcp(*dpi_rt_, opts_.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
                         uint8_t(pm.tcp_flags & ~kTcpSyn), o);
     } else
@@ -53,7 +55,8 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
   dpiAct(o, m, &b, i, pos);
 }
 
-void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int32_t pos) {
+void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int32_t pos,
+                    const HttpEventInfo* file) {
   c_->dpi_bytes.add(o.scanned);
   if (o.depth_reached) c_->dpi_depth.add();
   if (o.no_stream) c_->dpi_no_stream.add();
@@ -136,6 +139,7 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
       ev->dst = pm->dst;
       ev->vlan = pm->vlan_outer;
     }
+    if (file != nullptr) ev->http = *file;  // --- http --- the file the rule matched in
     postEvent(ev);
   }
   if (v == nullptr || verdict == Verdict::kForward) return;

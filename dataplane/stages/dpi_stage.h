@@ -85,7 +85,22 @@ class DpiRuntime {
     std::unique_ptr<uint8_t[]> windows;     // window_slots * prefilter_window
     std::vector<uint32_t> free_windows;
     std::unique_ptr<rules::DpiConfirmScratch> confirm;
+    std::unique_ptr<uint8_t[]> mask_tmp;    // --- http --- fired | report mask (rule bits)
   };
+
+  // --- http --- Report masks (docs/http.md): one bit per rule that a direction does not
+  // report, chosen by its DpiDir mask flags: kMaskHttpStream (the raw stream of an HTTP flow:
+  // rules scoped to files), kMaskFile (an HTTP file: rules scoped to the stream), plus
+  // kMaskSizePending (a file whose final size is not known yet: rules reading filesize).
+  // Set before the runtime is published; read-only afterwards.
+  void setReportMasks(std::vector<uint8_t> http_stream, std::vector<uint8_t> file,
+                      std::vector<uint8_t> file_pending) const {
+    masks_[0] = std::move(http_stream);
+    masks_[1] = std::move(file);
+    masks_[2] = std::move(file_pending);
+  }
+  // The mask for a direction's flags, null when it reports every rule.
+  const uint8_t* reportMask(uint8_t flags) const;
 
   const rules::CompiledDpi& dpi() const { return *dpi_; }
   const std::shared_ptr<const rules::CompiledDpi>& dpiPtr() const { return dpi_; }
@@ -112,6 +127,7 @@ class DpiRuntime {
   size_t ms_stride_ = 0;
   bool compressed_ = false;
   mutable std::vector<PerWorker> workers_;
+  mutable std::vector<uint8_t> masks_[3];  // --- http ---
 };
 
 // Per flow direction (indexed pos * 2 + dir by the Worker).
@@ -128,6 +144,8 @@ struct DpiDir {
   // kEvalPending: the last evaluation found more newly matching rules than one packet's
   // outcome holds; the next packet evaluates every rule again and reports the rest.
   static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8, kEvalPending = 16;
+  // --- http --- report masks (DpiRuntime::reportMask), set by the HTTP layer.
+  static constexpr uint8_t kMaskHttpStream = 32, kMaskFile = 64, kMaskSizePending = 128;
 };
 
 // What one packet did.
