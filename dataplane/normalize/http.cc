@@ -256,21 +256,31 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
       todo.pop_back();
       if (n < 0 || size_t(n) >= d.nodes.size()) continue;
       const rules::CondNode& c = d.nodes[size_t(n)];
-      if (c.op == rules::CondOp::kFilesize) { reads[r] = 1; break; }
-      if (c.op == rules::CondOp::kRule) {
-        if (c.a >= 0 && size_t(c.a) < d.rules.size() && !seen_rule[size_t(c.a)]) {
-          seen_rule[size_t(c.a)] = 1;
-          todo.push_back(d.rules[size_t(c.a)].cond);
-        }
-        continue;
+      // Node children as CompiledDpi's own walk (condInputs) reads them: string and
+      // predicate operands are not nodes.
+      switch (c.op) {
+        case rules::CondOp::kFilesize: reads[r] = 1; break;
+        case rules::CondOp::kRule:
+          if (c.a >= 0 && size_t(c.a) < d.rules.size() && !seen_rule[size_t(c.a)]) {
+            seen_rule[size_t(c.a)] = 1;
+            todo.push_back(d.rules[size_t(c.a)].cond);
+          }
+          break;
+        case rules::CondOp::kConst:
+        case rules::CondOp::kFound:
+        case rules::CondOp::kCount:
+        case rules::CondOp::kOffset:
+        case rules::CondOp::kLength:
+        case rules::CondOp::kPred:
+        case rules::CondOp::kUintEq: break;
+        case rules::CondOp::kOf:
+        case rules::CondOp::kNot:
+        case rules::CondOp::kNeg:
+        case rules::CondOp::kBitNot: todo.push_back(c.a); break;
+        default:  // binary operators
+          todo.push_back(c.a);
+          todo.push_back(c.b);
       }
-      if (c.op == rules::CondOp::kOf && c.a >= 0) todo.push_back(c.a);
-      else if (c.op != rules::CondOp::kOf) {
-        todo.push_back(c.a);
-        todo.push_back(c.b);
-      }
-      for (uint32_t x : c.list)
-        if (c.op != rules::CondOp::kOf) todo.push_back(int32_t(x));
     }
   }
   for (size_t r = 0; r < d.rules.size(); ++r) {

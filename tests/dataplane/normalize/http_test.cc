@@ -212,6 +212,26 @@ TEST_F(Http, FilesizeRulesWaitForTheFinalSize) {
   EXPECT_EQ(seen.closed[0].size, 60u);
 }
 
+// The walk over the conditions (which rules read filesize) follows node children only: a
+// rule set whose only condition is a string (node operand = string 0) used to loop forever.
+TEST_F(Http, FilesizeThroughAReferencedRuleWaitsStringOnlyRulesDoNot) {
+  make({}, {}, R"(
+rule only_string { strings: $e = "MZ" condition: $e }
+private rule big { condition: filesize > 50 }
+rule big_pe { condition: big and uint16(0) == 0x5A4D }
+)");
+  HttpFlow f;
+  ASSERT_TRUE(HttpInspector::open(*rt, 0, f));
+  req(f, "GET /b.exe HTTP/1.1\r\nHost: h\r\n\r\n");
+  const std::string body = peFile(100);
+  res(f, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + body.substr(0, 60));
+  EXPECT_TRUE(fired("only_string@b.exe"));
+  EXPECT_FALSE(fired("big_pe@b.exe"));  // reads filesize through `big`: waits for the end
+  res(f, body.substr(60));
+  EXPECT_TRUE(fired("big_pe@b.exe"));
+  HttpInspector::end(*rt, 0, f, sink);
+}
+
 TEST_F(Http, ChunkedEicarSplitAcrossChunks) {
   make();
   const std::string body = std::string("junk ") + kEicar + " tail";
