@@ -100,14 +100,14 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
       httpCounters();
       // Exhaustion follows the DPI stage's fail policy (dataplane.tcp.dpi_fail): fail open
       // inspects the flow's raw stream with every rule (as a flow that is not HTTP), with an
-      // event; fail closed drops the flow.
-      Event* ev = newEvent();
+      // event; fail closed drops the flow (its drops are drop events like any other).
+      Event* ev = http_rt_->settings().fail_closed ? nullptr : newEvent();
       if (ev != nullptr) {
-        ev->type = http_rt_->settings().fail_closed ? EventType::kDrop : EventType::kUninspected;
+        ev->type = EventType::kUninspected;
         ev->worker = static_cast<uint8_t>(opts_.id);
         ev->stage = Stage::kDpi;
         ev->reason = DropReason::kHttpNoSlot;
-        ev->verdict = http_rt_->settings().fail_closed ? Verdict::kDrop : Verdict::kForward;
+        ev->verdict = Verdict::kForward;
         ev->rule = kNoRule;
         ev->generation = generation_;
         ev->ts_ns = b.ts[i];

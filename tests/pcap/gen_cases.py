@@ -2925,6 +2925,45 @@ generator checks every file with Python's email / zlib decoding before writing t
     return c
 
 
+def case_http_no_slot(policy):
+    name = f"http_no_slot_{policy.lower()}"
+    c = FwCase(name, {"dpi": {"rule_files": ["rules.yar"], "http": {"ports": [80], "flow_slots_per_worker": 1}},
+                      "dataplane": {"tcp": {"dpi_fail": policy}}}, f"""
+HTTP flow slots exhausted (docs/http.md): one libhtp slot per worker; a first HTTP flow takes
+it, a second one open at the same time finds none. dataplane.tcp.dpi_fail = {policy}:
+""" + ("""FORWARD: the second flow is inspected as a flow that is not HTTP (every rule on its raw
+stream: the EICAR string in its response body still drops, the PE header, at stream offset 0
+only in a file, does not), an `uninspected` event (reason http_no_slot) says so.""" if policy == "FORWARD" else
+"""DROP: every payload packet of the second flow is dropped (reason http_no_slot), with a drop
+event; the first flow is parsed and its PE download dropped (pe_header on the file)."""))
+    os.makedirs(os.path.join(HERE, name), exist_ok=True)
+    with open(os.path.join(HERE, name, "rules.yar"), "w") as f:
+        f.write(HTTP_RULES.lstrip())
+    pe = pe_file(300)
+    t1 = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.8.1", dst="10.2.8.80"), lambda: IP(src="10.2.8.80", dst="10.1.8.1"),
+             42001, 80, "s1", side_c="A", side_s="B")
+    t2 = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.8.2", dst="10.2.8.80"), lambda: IP(src="10.2.8.80", dst="10.1.8.2"),
+             42002, 80, "s2", side_c="A", side_s="B")
+    t1.handshake("s1: first HTTP flow")
+    t2.handshake("s2: second HTTP flow, open at the same time")
+    t1.c("PA", note="s1: GET (takes the only slot)", data=b"GET /a.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+    if policy == "FORWARD":
+        t2.c("PA", note="s2: GET: no slot, forwarded, inspected as a raw stream (uninspected event)",
+             data=b"GET /b.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+        t2.s("PA", note="s2: a PE download: the raw stream's offset 0 is the request, pe_header cannot fire: forwarded",
+             data=b"HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n" + pe)
+        t2.s("PA", "D dpi_drop s2", "s2: a second response with EICAR: the raw stream still sees the string: dropped",
+             data=b"HTTP/1.1 200 OK\r\nContent-Length: 68\r\n\r\n" + EICAR)
+    else:
+        t2.c("PA", "D http_no_slot s2", "s2: GET: no slot under DROP: dropped",
+             data=b"GET /b.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+        t2.c("PA", "D http_no_slot s2", "s2: its retransmission: dropped again (the flow stays blocked)",
+             data=b"GET /b.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+    t1.s("PA", "D dpi_drop s1", "s1: PE download in one segment: pe_header on the file: dropped",
+         data=b"HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n" + pe)
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -2970,6 +3009,8 @@ CASES = {
     "evasion_tcp_dpi": case_evasion_tcp_dpi,
     "pppoe_sessions": case_pppoe_sessions,
     "http_files": case_http_files,  # --- http ---
+    "http_no_slot_forward": lambda: case_http_no_slot("FORWARD"),
+    "http_no_slot_drop": lambda: case_http_no_slot("DROP"),
 }
 
 
