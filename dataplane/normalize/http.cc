@@ -117,6 +117,7 @@ void openFile(Slot& s, htp_tx_t* tx, int dir) {
           dir == 1 ? tx->response_content_type : tx->request_content_type);
   fileName(tx, dir, f.info.filename, sizeof(f.info.filename));
   f.part = nullptr;
+  f.cut = false;
   f.until_close = dir == 1 && tx->response_transfer_coding == HTP_CODING_IDENTITY &&
                   tx->response_content_length < 0;
   f.open = true;
@@ -146,6 +147,7 @@ void closeFile(Slot& s, int dir, bool truncated) {
   unsigned len = 0;
   EVP_DigestFinal_ex(f.md, f.info.sha256, &len);
   f.info.sha256_valid = len == 32;
+  truncated = truncated || f.cut;
   f.info.state = truncated ? HttpFileState::kTruncated : HttpFileState::kClosed;
   if (truncated) s.counters[kHttpFilesTruncated]++;
   if (o.nfired || o.unreported) s.sink->fileScanned(o, f.info);
@@ -220,7 +222,11 @@ int cbTxComplete(htp_tx_t* tx) {
 int cbLog(htp_log_t* l) {
   Slot* s = l->connp != nullptr ? static_cast<Slot*>(htp_connp_get_user_data(l->connp)) : nullptr;
   if (s == nullptr || s->counters == nullptr || l->msg == nullptr) return HTP_OK;
-  if (strcasestr(l->msg, "bomb") != nullptr) s->counters[kHttpBombs]++;
+  if (strcasestr(l->msg, "bomb") != nullptr) {
+    s->counters[kHttpBombs]++;
+    for (HttpFile& f : s->file)  // the body being decoded stops here: not the whole file
+      if (f.open) f.cut = true;
+  }
   else if (strcasestr(l->msg, "layer") != nullptr) s->counters[kHttpLayerLimit]++;
   else if (l->level <= HTP_LOG_ERROR) s->counters[kHttpDecodeErrors]++;
   return HTP_OK;

@@ -80,6 +80,7 @@ struct HttpFile {
   bool open = false;
   bool until_close = false;    // a response body delimited by the connection's end
   const void* part = nullptr;  // multipart: the libhtp part (htp_file_t) being scanned
+  bool cut = false;            // libhtp stopped decoding it (bomb limit): ends truncated
   HttpEventInfo info{};        // transaction and file (what events carry)
 };
 

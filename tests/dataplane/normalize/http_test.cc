@@ -278,6 +278,21 @@ TEST_F(Http, TwoGzipLayersWithinTheLimitOnlyOneBeyond) {
   EXPECT_GT(counter(kHttpLayerLimit), 0u);
 }
 
+// libhtp's compression bomb limit: a body whose compressed bytes pass bomb_limit_bytes while
+// decompressing far more is stopped (the file ends there, truncated), counted.
+TEST_F(Http, CompressionBombIsStoppedAndCounted) {
+  HttpSettings hs;
+  hs.bomb_limit_bytes = 1024;
+  make(hs);
+  const std::string zeros(16u << 20, '\0');
+  const std::string bomb = gzip(gzip(zeros));
+  download("/bomb.bin", response("Content-Encoding: gzip, gzip\r\n", bomb), 1400);
+  EXPECT_GT(counter(kHttpBombs), 0u);
+  ASSERT_EQ(seen.closed.size(), 1u);
+  EXPECT_LT(seen.closed[0].size, zeros.size());
+  EXPECT_EQ(seen.closed[0].state, HttpFileState::kTruncated);
+}
+
 TEST_F(Http, PipelinedTransactionsAreFilesOfTheirOwn) {
   make();
   HttpFlow f;
