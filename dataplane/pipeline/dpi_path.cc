@@ -139,7 +139,7 @@ void Worker::dpiAct(const DpiOutcome& o, rte_mbuf* m, Burst* b, uint16_t i, int3
       ev->dst = pm->dst;
       ev->vlan = pm->vlan_outer;
     }
-    if (file != nullptr) ev->http = *file;  // --- http --- the file the rule matched in
+    if (file != nullptr) httpAlertInfo(*ev, *file);  // --- http --- the file it matched in
     postEvent(ev);
   }
   if (v == nullptr || verdict == Verdict::kForward) return;

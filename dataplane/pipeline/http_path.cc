@@ -41,6 +41,25 @@ void Worker::httpCounters() {
   }
 }
 
+namespace {
+void flowIdentity(Event& ev, const HttpFlowIdent& id) {
+  ev.in_side = id.in_side;
+  ev.flow_id = id.flow_id;
+  ev.ip_ver = id.ip_ver;
+  ev.proto = 6;
+  ev.src = id.src;
+  ev.dst = id.dst;
+  ev.sport = id.sport;
+  ev.dport = id.dport;
+  ev.vlan = id.vlan;
+}
+}  // namespace
+
+void Worker::httpAlertInfo(Event& ev, const HttpEventInfo& file) const {
+  ev.http = file;
+  if (ev.ip_ver == 0 && http_ident_ != nullptr) flowIdentity(ev, *http_ident_);
+}
+
 void Worker::httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id,
                        uint64_t ts) {
   Event* ev = newEvent();
@@ -52,15 +71,7 @@ void Worker::httpEvent(EventType type, const HttpEventInfo& info, const HttpFlow
   ev->rule = kNoRule;
   ev->generation = generation_;
   ev->ts_ns = ts;
-  ev->in_side = id.in_side;
-  ev->flow_id = id.flow_id;
-  ev->ip_ver = id.ip_ver;
-  ev->proto = 6;
-  ev->src = id.src;
-  ev->dst = id.dst;
-  ev->sport = id.sport;
-  ev->dport = id.dport;
-  ev->vlan = id.vlan;
+  flowIdentity(*ev, id);
   ev->http = info;
   postEvent(ev);
 }
@@ -177,10 +188,12 @@ void Worker::httpFlowEnded(int32_t pos) {
     sink.m = nullptr;
     sink.b = nullptr;
     sink.i = 0;
-    sink.pos = -1;
+    sink.pos = pos;  // no packet: dpiAct only alerts (the flow's own end handles its block)
     const HttpFlowIdent id = http_rt_->worker(opts_.id).slots[f.slot].ident;
     sink.id = &id;
+    http_ident_ = &id;
     HttpInspector::end(*http_rt_, opts_.id, f, sink);
+    http_ident_ = nullptr;
     httpCounters();
   }
   HttpInspector::forget(f);

@@ -164,6 +164,8 @@ class Worker {
   void httpFlowEnded(int32_t pos);
   void httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id, uint64_t ts);
   void httpCounters();
+  // An alert on a file: the file, and the flow's identity when no packet gave it (flow end).
+  void httpAlertInfo(Event& ev, const HttpEventInfo& file) const;
   friend struct HttpPathSink;
   // Queues a packet the worker built (reject, answer, reset) for tx out of `out_side`,
   // stamped with `like`'s capture time so pcap outputs keep time order.
@@ -269,6 +271,7 @@ class Worker {
   // (null: no HTTP inspection).
   std::unique_ptr<HttpFlow[]> http_flows_;
   const HttpRuntime* http_rt_ = nullptr;
+  const HttpFlowIdent* http_ident_ = nullptr;  // the flow whose end is being handled
   // --- DNS filtering ---
   // Per-flow DNS-over-TCP stream state, by flow position: [2 * pos] client -> server bytes
   // (its state 3 = the connection closed by us), [2 * pos + 1] server -> client (cloaking);
