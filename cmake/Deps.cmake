@@ -20,6 +20,19 @@ dpu_require_pkg(HS libhs libhyperscan-dev)
 dpu_require_pkg(YARA yara libyara-dev)
 dpu_require_pkg(PCRE2 libpcre2-8 libpcre2-dev)  # DPI: confirms HS_FLAG_PREFILTER candidates
 dpu_require_pkg(MMDB libmaxminddb libmaxminddb-dev)
+dpu_require_pkg(HTP htp libhtp-dev)  # --- http --- HTTP normalizer (docs/http.md)
+# Debian's htp.pc also names ${libdir}/htp/include, which the package does not ship (CMake
+# refuses an imported target with a missing include directory): keep the existing ones.
+get_target_property(_htp_inc PkgConfig::HTP INTERFACE_INCLUDE_DIRECTORIES)
+set(_htp_keep "")
+foreach(_d IN LISTS _htp_inc)
+  if(EXISTS "${_d}")
+    list(APPEND _htp_keep "${_d}")
+  endif()
+endforeach()
+set_property(TARGET PkgConfig::HTP PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${_htp_keep}")
+dpu_require_pkg(ZLIB zlib zlib1g-dev)  # libhtp's decompressors
+dpu_require_pkg(CRYPTO libcrypto libssl-dev)  # sha256 of HTTP files (EVP)
 dpu_require_pkg(NLOHMANN_JSON nlohmann_json nlohmann-json3-dev)
 dpu_require_pkg(GRPCPP grpc++ libgrpc++-dev)
 dpu_require_pkg(PROTOBUF protobuf libprotobuf-dev)

@@ -7,6 +7,7 @@ PKGS=(
   dpdk-doc                             # example sources: bench/fwd_bench.sh builds l3fwd from them
   libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin nlohmann-json3-dev
   libpcre2-dev                         # DPI: PCRE2 confirms HS_FLAG_PREFILTER candidates
+  libhtp-dev zlib1g-dev libssl-dev     # HTTP files (docs/http.md): libhtp, its zlib, sha256 (libcrypto EVP)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libpcap-dev libgtest-dev libgmock-dev libbenchmark-dev openssl
   prometheus-cpp-dev libcivetweb-dev   # /metrics endpoint (prometheus-cpp serializer, civetweb)

@@ -133,6 +133,9 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
     if (f.drops[r]) (*drops)[dp::dropReasonName(static_cast<dp::DropReason>(r))] = f.drops[r];
   }
+  for (int i = 0; i < dp::kHttpCounterCount; ++i) {  // --- http ---
+    if (f.http[i]) (*out->mutable_http())[dp::httpCounterName(i)] = f.http[i];
+  }
   for (int i = 0; i < dp::kTcpStreamCounterCount; ++i) {  // --- tcp stream ---
     if (f.tcp_stream[i]) (*out->mutable_tcp_stream())[dp::tcpStreamCounterName(i)] = f.tcp_stream[i];
   }

@@ -135,6 +135,21 @@ static void appendTcpStreamSummary(const SummaryInput& in, std::string& s, bool 
   if (json) absl::StrAppend(&s, "}");
 }
 
+// --- http --- HTTP counters (only when a flow was parsed as HTTP or looked at).
+static void appendHttpSummary(const SummaryInput& in, std::string& s, bool json) {
+  const auto& t = in.counters.total;
+  if (t.http[dp::kHttpFlows] == 0 && t.http[dp::kHttpNotHttp] == 0 && t.http[dp::kHttpNoSlot] == 0) return;
+  absl::StrAppend(&s, json ? ",\"http\":{" : "\nhttp\n ");
+  for (int i = 0; i < dp::kHttpCounterCount; ++i) {
+    if (json) {
+      absl::StrAppend(&s, i ? "," : "", "\"", dp::httpCounterName(i), "\":", t.http[i]);
+    } else {
+      absl::StrAppend(&s, " ", dp::httpCounterName(i), " ", t.http[i]);
+    }
+  }
+  if (json) absl::StrAppend(&s, "}");
+}
+
 // --- headline ---
 void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& snap,
                       SummaryInput& in) {
@@ -540,6 +555,7 @@ std::string formatSummary(const SummaryInput& in) {
     }
   }
   appendTcpStreamSummary(in, s, false);  // --- tcp stream ---
+  appendHttpSummary(in, s, false);  // --- http ---
   appendDnsSummary(in, s);  // DNS filtering
   appendPerfSummary(t, s);  // --- perf ---
   if (t.events_lost) absl::StrAppend(&s, absl::StrFormat("\nevents lost: %u\n", t.events_lost));
@@ -643,6 +659,7 @@ std::string summaryJson(const SummaryInput& in) {
     absl::StrAppend(&s, "}}");
   }
   appendTcpStreamSummary(in, s, true);  // --- tcp stream --- ,"tcp_stream":{...}
+  appendHttpSummary(in, s, true);  // --- http --- ,"http":{...}
   appendDnsSummaryJson(in, s);  // DNS filtering: ,"dns":{...}
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {
@@ -681,6 +698,29 @@ std::string verdictJson(const dp::PacketVerdict& v, const dp::DataplaneControl* 
                       jsonStrOrNull(reason), ",\"backend\":", backend, ",\"flow_id\":", flow,
                       ",\"new_flow\":", v.flow_new ? "true" : "false", ",\"generation\":",
                       v.generation, "}");
+}
+
+// --- http --- the transaction ("http", as Suricata's) and the file ("fileinfo") of an event.
+static void appendHttpJson(const dp::HttpEventInfo& h, std::string& s) {
+  if (!h.present) return;
+  absl::StrAppend(&s, ",\"http\":{\"hostname\":", jsonText(h.host), ",\"url\":", jsonText(h.url),
+                  ",\"http_method\":", jsonText(h.method));
+  if (h.status) absl::StrAppend(&s, ",\"status\":", h.status);
+  if (h.content_type[0]) absl::StrAppend(&s, ",\"http_content_type\":", jsonText(h.content_type));
+  absl::StrAppend(&s, ",\"tx_id\":", h.tx_id, "}");
+  if (!h.has_file) return;
+  const char* state = h.state == dp::HttpFileState::kClosed      ? "CLOSED"
+                      : h.state == dp::HttpFileState::kTruncated ? "TRUNCATED"
+                                                                 : "OPEN";
+  absl::StrAppend(&s, ",\"fileinfo\":{\"filename\":", jsonText(h.filename), ",\"direction\":\"",
+                  h.file_dir ? "to_client" : "to_server", "\",\"state\":\"", state,
+                  "\",\"size\":", h.size);
+  if (h.sha256_valid) {
+    std::string hex;
+    for (uint8_t b : h.sha256) absl::StrAppend(&hex, absl::Hex(b, absl::kZeroPad2));
+    absl::StrAppend(&s, ",\"sha256\":\"", hex, "\"");
+  }
+  absl::StrAppend(&s, ",\"tx_id\":", h.tx_id, "}");
 }
 
 std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
@@ -747,6 +787,9 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
       absl::StrAppend(&s, "}");
     }
     absl::StrAppend(&s, "}");
+    appendHttpJson(e.http, s);  // --- http --- the file the rule matched in
+  } else if (e.type == dp::EventType::kFileInfo || e.type == dp::EventType::kHttp) {
+    appendHttpJson(e.http, s);  // --- http ---
   } else if (e.type == dp::EventType::kDns) {
     // DNS filtering: the block (client = src).
     std::string name;

@@ -140,6 +140,52 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
     errors.push_back(dpiError("dpi.prefilter_window_bytes",
                               absl::StrCat(m->prefilter_window_bytes, " is out of range [16, 1048576]")));
   if (c.prefilter_windows_per_worker() != 0) m->prefilter_windows_per_worker = c.prefilter_windows_per_worker();
+  if (c.has_http()) {  // --- http ---
+    const v1::DpiHttpConfig& h = c.http();
+    rules::DpiHttpModel& hm = m->http;
+    hm.enabled = true;
+    if (h.ports_size() != 0) hm.ports.clear();
+    for (int k = 0; k < h.ports_size(); ++k) {
+      if (h.ports(k) == 0 || h.ports(k) > 65535)
+        errors.push_back(dpiError(absl::StrCat("dpi.http.ports[", k, "]"),
+                                  absl::StrCat(h.ports(k), " is out of range [1, 65535]")));
+      else hm.ports.push_back(uint16_t(h.ports(k)));
+    }
+    if (h.has_detect_on_other_ports()) hm.detect_on_other_ports = h.detect_on_other_ports();
+    if (h.personality() < 0 || h.personality() > v1::PERSONALITY_APACHE_2)
+      errors.push_back(dpiError("dpi.http.personality", "not a libhtp personality"));
+    else if (h.personality() != v1::PERSONALITY_DEFAULT) hm.personality = int(h.personality()) - 1;
+    if (h.flow_slots_per_worker() != 0) hm.flow_slots_per_worker = h.flow_slots_per_worker();
+    if (hm.flow_slots_per_worker > (1u << 20))
+      errors.push_back(dpiError("dpi.http.flow_slots_per_worker",
+                                absl::StrCat(hm.flow_slots_per_worker, " is out of range [1, 1048576]")));
+    if (h.decompress_layers() != 0) hm.decompress_layers = h.decompress_layers();
+    if (hm.decompress_layers > 8)
+      errors.push_back(dpiError("dpi.http.decompress_layers",
+                                absl::StrCat(hm.decompress_layers, " is out of range [1, 8]")));
+    if (h.bomb_limit_bytes() != 0) hm.bomb_limit_bytes = h.bomb_limit_bytes();
+    if (h.bomb_time_limit_us() != 0) hm.bomb_time_limit_us = h.bomb_time_limit_us();
+    hm.http_events = h.http_events();
+    if (h.has_fileinfo_events()) hm.fileinfo_events = h.fileinfo_events();
+  }
+  for (int k = 0; k < c.scopes_size(); ++k) {
+    const v1::DpiScope& sc = c.scopes(k);
+    rules::DpiScope s;
+    s.source = sc.source();
+    bool known = false;
+    for (const rules::YaraSource& y : m->sources) known = known || y.name == s.source;
+    if (!known)
+      errors.push_back(dpiError(absl::StrCat("dpi.scopes[", k, "].source"),
+                                absl::StrCat("'", s.source, "' names no rule file or rule set")));
+    switch (sc.inspect()) {
+      case v1::INSPECT_DEFAULT: s.inspect = rules::DpiInspect::kDefault; break;
+      case v1::INSPECT_FILES: s.inspect = rules::DpiInspect::kFiles; break;
+      case v1::INSPECT_STREAM: s.inspect = rules::DpiInspect::kStream; break;
+      case v1::INSPECT_BOTH: s.inspect = rules::DpiInspect::kBoth; break;
+      default: errors.push_back(dpiError(absl::StrCat("dpi.scopes[", k, "].inspect"), "not FILES, STREAM or BOTH"));
+    }
+    m->scopes.push_back(std::move(s));
+  }
   if (m->prefilter_windows_per_worker > (1u << 22))
     errors.push_back(dpiError("dpi.prefilter_windows_per_worker",
                               absl::StrCat(m->prefilter_windows_per_worker, " is out of range [1, 4194304]")));

@@ -53,6 +53,12 @@ std::vector<std::string> allDnsCounters() {
   return out;
 }
 
+std::vector<std::string> allHttpCounters() {  // --- http ---
+  std::vector<std::string> out;
+  for (int c = 0; c < dp::kHttpCounterCount; ++c) out.push_back(dp::httpCounterName(c));
+  return out;
+}
+
 std::vector<std::string> allTcpStreamCounters() {  // --- tcp stream ---
   std::vector<std::string> out;
   for (int c = 0; c < dp::kTcpStreamCounterCount; ++c) out.push_back(dp::tcpStreamCounterName(c));
@@ -126,6 +132,7 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.rejected", As::kCounter, "verdicts_total", "Packets judged, by verdict.", "verdict=reject"},
   {"dpu.v1.CounterSet.drops", As::kPrefix, "drops_total", "Packets dropped, by reason.", "reason", allDropReasons},
   {"dpu.v1.CounterSet.tcp_stream", As::kPrefix, "tcp_stream_total", "TCP stream normalization of inspected flows, by counter (docs/tcp-stream.md).", "counter", allTcpStreamCounters},
+  {"dpu.v1.CounterSet.http", As::kPrefix, "http_total", "HTTP parsing (libhtp) and files scanned, by counter (docs/http.md).", "counter", allHttpCounters},
   {"dpu.v1.CounterSet.stages", As::kPrefix, "stage_", nullptr, "stage=stage", allStages},
   {"dpu.v1.StageCounters.packets", As::kCounter, nullptr, "Packets that entered the stage."},
   {"dpu.v1.StageCounters.dropped", As::kCounter, nullptr, "Packets the stage dropped."},

@@ -26,6 +26,8 @@ const char* eventTypeName(EventType t) {
     case EventType::kDpiAlert: return "alert";
     case EventType::kDns: return "dns";
     case EventType::kUninspected: return "uninspected";
+    case EventType::kFileInfo: return "fileinfo";  // --- http ---
+    case EventType::kHttp: return "http";
   }
   return "unknown";
 }
@@ -240,8 +242,31 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
     ds.compressed_slot_bytes = m.compressed_slot_bytes;
     ds.full_streams_per_worker = m.full_streams_per_worker;
     ds.prefilter_windows_per_worker = m.prefilter_windows_per_worker;
+    // --- http --- HTTP settings and rule scopes: the runtime built with the DPI runtime
+    // (its files use the DPI runtime's stream pools and report masks).
+    const rules::DpiHttpModel& hm = m.http;
+    HttpSettings hs;
+    hs.ports = hm.ports;
+    hs.detect_on_other_ports = hm.detect_on_other_ports;
+    hs.personality = hm.personality;
+    hs.flow_slots_per_worker = hm.flow_slots_per_worker;
+    hs.decompress_layers = hm.decompress_layers;
+    hs.bomb_limit_bytes = hm.bomb_limit_bytes;
+    hs.bomb_time_limit_us = hm.bomb_time_limit_us;
+    hs.http_events = hm.http_events;
+    hs.fileinfo_events = hm.fileinfo_events;
+    hs.fail_closed = next->dataplane.tcp_dpi_fail == rules::Policy::kDrop;
+    std::vector<HttpScope> scope_of_ns;
+    for (const rules::DpiRule& r : next->dpi->rules) {
+      if (r.ns >= scope_of_ns.size()) scope_of_ns.resize(r.ns + 1, HttpScope::kDefault);
+      for (const rules::DpiScope& sc : m.scopes)
+        if (sc.source == r.source) scope_of_ns[r.ns] = static_cast<HttpScope>(sc.inspect);
+    }
+    const bool same_http = cur && (cur->http ? hm.enabled && cur->http->settings() == hs &&
+                                                   cur->http->scopes() == scope_of_ns
+                                             : !hm.enabled);
     const DpiSettings* cs = cur && cur->dpi ? &cur->dpi->settings() : nullptr;
-    if (cs && cur->dpi->dpiPtr().get() == next->dpi.get() &&
+    if (cs && same_http && cur->dpi->dpiPtr().get() == next->dpi.get() &&
         cs->streams_per_worker == ds.streams_per_worker &&
         cs->ooo_slots_per_worker == ds.ooo_slots_per_worker &&
         cs->ooo_buffer_bytes == ds.ooo_buffer_bytes && cs->depth_bytes == ds.depth_bytes &&
@@ -251,9 +276,15 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
         cs->prefilter_windows_per_worker == ds.prefilter_windows_per_worker) {
       st->dpi = cur->dpi;
       st->dpi_hits = cur->dpi_hits;  // the counters go with the runtime
+      st->http = cur->http;  // --- http ---
     } else {
       auto rt = DpiRuntime::create(next->dpi, ds, st->nworkers);
       if (!rt.ok()) return rt.status();
+      if (hm.enabled) {  // --- http ---
+        auto h = HttpRuntime::create(hs, *rt, st->nworkers, scope_of_ns);
+        if (!h.ok()) return h.status();
+        st->http = std::move(*h);
+      }
       st->dpi = std::move(*rt);
     }
     if (!st->dpi_hits) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "dataplane/api/http_event.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/verdict.h"
 
@@ -21,6 +22,10 @@ enum class EventType : uint8_t {
   // A packet forwarded without the inspection it should have had (a fail_open policy):
   // `reason` says why (e.g. kFragNoBuffer), `stage` which layer gave up.
   kUninspected = 5,
+  // --- http --- (docs/http.md) a file (request / response body) ended: `http` describes it;
+  // an HTTP transaction completed (opt-in: dpi.http.http_events).
+  kFileInfo = 6,
+  kHttp = 7,
 };
 
 // kReused: a new SYN on a closed connection's 5-tuple ends it and starts a new flow.
@@ -55,6 +60,8 @@ struct Event {
   char dns_list[65];
   uint8_t dns_action;
   bool dns_cloaked;
+  // --- http --- kFileInfo / kHttp, and kDpiAlert on a file: the transaction and file.
+  HttpEventInfo http;
 };
 
 const char* eventTypeName(EventType t);

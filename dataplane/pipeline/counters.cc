@@ -52,6 +52,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTcpStreamExhausted: return "tcp_stream_exhausted";
     case DropReason::kTcpStreamReset: return "tcp_stream_reset";
     case DropReason::kDnsNonstandard: return "dns_nonstandard";
+    case DropReason::kHttpNoSlot: return "http_no_slot";  // --- http ---
     default: return "unknown";
   }
 }
@@ -231,6 +232,7 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.lb_fragments_followed = c.lb_fragments_followed.load();
   for (int i = 0; i < kDnsCounterCount; ++i) f.dns[i] = c.dns[i].load();
   for (int i = 0; i < kTcpStreamCounterCount; ++i) f.tcp_stream[i] = c.tcp_stream[i].load();
+  for (int i = 0; i < kHttpCounterCount; ++i) f.http[i] = c.http[i].load();  // --- http ---
   for (int i = 0; i < kDnsActions; ++i) f.dns_action[i] = c.dns_action[i].load();
   for (int i = 0; i < kDnsListSlots; ++i) {
     f.dns_list_blocked[i] = c.dns_list_blocked[i].load();
@@ -319,6 +321,7 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.lb_fragments_followed += w.lb_fragments_followed;
   for (int i = 0; i < kDnsCounterCount; ++i) a.dns[i] += w.dns[i];
   for (int i = 0; i < kTcpStreamCounterCount; ++i) a.tcp_stream[i] += w.tcp_stream[i];
+  for (int i = 0; i < kHttpCounterCount; ++i) a.http[i] += w.http[i];  // --- http ---
   for (int i = 0; i < kDnsActions; ++i) a.dns_action[i] += w.dns_action[i];
   for (int i = 0; i < kDnsListSlots; ++i) {
     a.dns_list_blocked[i] += w.dns_list_blocked[i];

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/api/http_event.h"  // --- http --- HttpCounter
 #include "dataplane/pipeline/verdict.h"
 
 namespace dpu::dp {
@@ -137,6 +138,7 @@ struct alignas(64) WorkerCounters {
   // (match limit), and flow directions that got no history window.
   Counter dpi_pf_confirmed, dpi_pf_rejected, dpi_pf_errors, dpi_no_window;
   Counter tcp_stream[kTcpStreamCounterCount];  // --- tcp stream ---
+  Counter http[kHttpCounterCount];  // --- http --- (dataplane/normalize/http.h)
   // DNS filtering.
   Counter dns[kDnsCounterCount];
   Counter dns_action[kDnsActions];        // blocks by action
@@ -182,6 +184,7 @@ struct CountersSnapshot {
     uint64_t dpi_rst_sent = 0;
     uint64_t dpi_pf_confirmed = 0, dpi_pf_rejected = 0, dpi_pf_errors = 0, dpi_no_window = 0;
     uint64_t tcp_stream[kTcpStreamCounterCount]{};  // --- tcp stream ---
+    uint64_t http[kHttpCounterCount]{};  // --- http ---
     // DNS filtering.
     uint64_t dns[kDnsCounterCount]{};
     uint64_t dns_action[kDnsActions]{};

@@ -47,6 +47,8 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
       // never out of order; a SYN's data is already placed after its ISN. (Every TCP packet
       // of a tracked flow that reaches DPI was read by the engine.)
       if (!b.st_read[i] || b.st_len[i] == 0) return;
+      // --- http --- HTTP flows: parsed, bodies scanned as files (http_path.cc).
+      if (http_rt_ != nullptr && !httpStage(m, b, i, pos, p + b.st_off[i], b.st_len[i])) return;
       DpiInspector::tcp(*dpi_rt_, opts_.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
                         uint8_t(pm.tcp_flags & ~kTcpSyn), o);
     } else
@@ -82,7 +84,8 @@ void Worker::dpiCountRules(const DpiOutcome& o, uint64_t hit_ns) {
   }
 }
 
-void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos) {
+void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
+                    const HttpEventInfo* file) {
   dpiCount(o);
   if (o.nfired == 0 && !o.gap) return;
   const rules::CompiledDpi& dpi = dpi_rt_->dpi();
@@ -136,7 +139,7 @@ void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos) {
     who.vlan = pm.vlan_outer;
   }
   const bool gap_alert = o.gap && dpi_rt_->settings().gap_policy == rules::DpiGapPolicy::kAlert;
-  dpiAlertEvents(o, gap_alert, verdict, who);
+  dpiAlertEvents(o, gap_alert, verdict, who, file);
   if (verdict == Verdict::kForward) return;
   v.verdict = verdict;
   v.stage = Stage::kDpi;
@@ -146,7 +149,7 @@ void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos) {
 }
 
 void Worker::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict,
-                            const Event& who) {
+                            const Event& who, const HttpEventInfo* file) {
   const uint32_t nev = o.nfired + (gap_alert ? 1 : 0);
   for (uint32_t k = 0; k < nev; ++k) {
     Event* ev = newEvent();
@@ -159,8 +162,20 @@ void Worker::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict
     ev->reason = k < o.nfired ? DropReason::kNone : DropReason::kDpiGap;
     ev->verdict = verdict;
     ev->generation = generation_;
+    if (file != nullptr) httpAlertInfo(*ev, *file);  // --- http --- the file it matched in
     postEvent(ev);
   }
+}
+
+void Worker::dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file) {
+  dpiCount(o);
+  if (o.nfired == 0) return;
+  dpiCountRules(o, now_ns_);
+  Event who;
+  std::memset(&who, 0, sizeof(who));
+  who.ts_ns = now_ns_;
+  who.end_reason = flow_end_why_;  // raised at the flow's end; httpAlertInfo adds the flow
+  dpiAlertEvents(o, false, Verdict::kForward, who, &file);
 }
 
 void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->lbInit();  // --- lb ---
   w->dpi_dirs_.reset(new DpiDir[size_t(w->flows_->capacity()) * 2]);
   w->dpi_block_.reset(new uint32_t[w->flows_->capacity()]());
+  w->http_flows_.reset(new HttpFlow[w->flows_->capacity()]);  // --- http ---
   w->dnsInit();  // DNS filtering
   w->streamInit(settings);  // --- tcp stream ---
   w->tsc_hz_ = rte_get_tsc_hz();
@@ -121,6 +122,7 @@ void Worker::refreshSnapshot() {
   lbRefresh(s);  // --- lb ---
   dpi_rt_ = st->dpi.get();
   dpi_hits_ = st->dpi_hits ? st->dpi_hits->of(opts_.id) : nullptr;  // --- dpi ---
+  http_rt_ = st->http.get();  // --- http ---
   // Fragmented datagrams are reassembled for inspection while a stage reads payloads.
   reasm_on_ = dpi_rt_ != nullptr || s->dns != nullptr;
   if (s->generation != generation_) {

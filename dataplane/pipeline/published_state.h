@@ -18,6 +18,7 @@
 #include "dataplane/api/control.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/verdict.h"
+#include "dataplane/normalize/http.h"  // --- http ---
 #include "dataplane/stages/dpi_stage.h"
 #include "dataplane/stages/firewall_stage.h"
 
@@ -64,6 +65,8 @@ struct PublishedState : PreparedSnapshot {
   // with the previous state when the compiled rules and the settings did not change.
   std::shared_ptr<const DpiRuntime> dpi;
   std::shared_ptr<const DpiRuleHits> dpi_hits;  // with `dpi` (null: no DPI)
+  // --- http --- libhtp and file scanning on `dpi` (null: none); built and shared with it.
+  std::shared_ptr<const HttpRuntime> http;
 
   RuleHit* hitsOf(uint32_t worker) const {
     return nrules == 0 ? nullptr : &hits[static_cast<size_t>(worker) * hit_pairs].h[0];

@@ -55,6 +55,7 @@ void Worker::ruleStages(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to) {
 void Worker::flowEnded(int32_t pos) {
   // per-flow state of the rule stages is released here
   flowEndedLb(pos);  // --- lb ---
+  httpFlowEnded(pos);  // --- http --- (files end before the flow's DPI streams)
   dpiFlowEnded(pos);  // --- dpi ---
   dnsReleaseFlow(pos);  // DNS filtering
   streamFlowEnded(pos);  // --- tcp stream ---

@@ -75,6 +75,7 @@ enum class DropReason : uint8_t {
   kTcpStreamExhausted,
   kTcpStreamReset,
   kDnsNonstandard,     // DNS message with opcode != QUERY or QDCOUNT != 1, policy drop
+  kHttpNoSlot,         // --- http --- no free HTTP flow slot, dpi fail policy DROP
   kCount
 };
 

@@ -16,6 +16,7 @@
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/frag/frag_tracker.h"
 #include "dataplane/normalize/datagram.h"
+#include "dataplane/normalize/http.h"  // --- http ---
 #include "dataplane/normalize/tcp_stream.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/counters.h"
@@ -152,18 +153,33 @@ class Worker {
   void dpiStage(rte_mbuf* m, Burst& b, uint16_t i);
   void dpiFlowEnded(int32_t pos);
   // Acts on what packet i made DPI find: counts, alert events, the strongest action.
-  void dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos);
+  void dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
+              const HttpEventInfo* file = nullptr);  // --- http --- file: alerts name it
   void dpiCount(const DpiOutcome& o);                       // scan counters
   void dpiCountRules(const DpiOutcome& o, uint64_t hit_ns);  // by action and per rule
   // One alert event per fired rule (plus one for a gap under gap_policy ALERT), each a copy
   // of `who` (time, side, flow, addresses) with the rule, stage dpi and `verdict`.
-  void dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict, const Event& who);
+  void dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict, const Event& who,
+                      const HttpEventInfo* file = nullptr);
+  // --- http --- rules a file made true when no packet carried its end (the flow ended):
+  // counted and alerted about the flow (HTTP slot identity), nothing left to drop.
+  void dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file);
   // A flow direction's identity for an event raised at the flow's end: its flow id, the side
   // its bytes came from, its sender as source.
   void dpiFlowDirection(const FlowEntry& e, const FlowKey& k, int dir, Event& who) const;
   // The flow-end event of a flow DPI blocked: its verdict (drop, or reject for a reset rule),
   // stage dpi and the rule (none for a gap under gap_policy DROP).
   void dpiFlowEndVerdict(int32_t pos, Event& ev) const;
+  // --- http --- (http_path.cc) HTTP of TCP packet i's new stream bytes `p[0, n)` (stream
+  // direction `sd`): parsed, bodies scanned as files, verdicts applied. False when the packet
+  // got a drop verdict (the stream scan is skipped).
+  bool httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uint8_t* p, uint32_t n);
+  void httpFlowEnded(int32_t pos);
+  void httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id, uint64_t ts);
+  void httpCounters();
+  // An alert on a file: the file, and the flow's identity when no packet gave it (flow end).
+  void httpAlertInfo(Event& ev, const HttpEventInfo& file) const;
+  friend struct HttpPathSink;
   // Queues a packet the worker built (reject, answer, reset) for tx out of `out_side`,
   // stamped with `like`'s capture time so pcap outputs keep time order.
   void queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like);
@@ -271,6 +287,11 @@ class Worker {
   std::unique_ptr<uint32_t[]> dpi_block_;  // per flow: 0, or 1 + rule that blocked it
   const DpiRuntime* dpi_rt_ = nullptr;
   DpiRuleHit* dpi_hits_ = nullptr;  // this worker's per-rule match counters (rule index)
+  // --- http --- per flow position (allocated at create); the runtime of the current state
+  // (null: no HTTP inspection).
+  std::unique_ptr<HttpFlow[]> http_flows_;
+  const HttpRuntime* http_rt_ = nullptr;
+  const HttpFlowIdent* http_ident_ = nullptr;  // the flow whose end is being handled
   // --- DNS filtering ---
   // Per-flow DNS-over-TCP stream state, by flow position: [2 * pos] client -> server bytes
   // (its state 3 = the connection closed by us), [2 * pos + 1] server -> client (cloaking);

@@ -59,6 +59,7 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
     }
     w.block_ms.reset(new uint8_t[rt->ms_stride_]());
     w.fired.reset(new uint32_t[d.rules.empty() ? 1 : d.rules.size()]);
+    w.mask_tmp.reset(new uint8_t[(d.rules.size() + 7) / 8 + 1]());  // --- http ---
     const size_t ob = s.ooo_buffer_bytes;
     w.ooo_data.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ob]);
     w.ooo_bits.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ((ob + 7) / 8)]());
@@ -75,6 +76,15 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
     }
   }
   return rt;
+}
+
+// --- http ---
+const uint8_t* DpiRuntime::reportMask(uint8_t flags) const {
+  const std::vector<uint8_t>* m = nullptr;
+  if (flags & DpiDir::kMaskSizePending) m = &masks_[2];
+  else if (flags & DpiDir::kMaskFile) m = &masks_[1];
+  else if (flags & DpiDir::kMaskHttpStream) m = &masks_[0];
+  return m != nullptr && !m->empty() ? m->data() : nullptr;
 }
 
 DpiRuntime::~DpiRuntime() {
@@ -107,7 +117,13 @@ void evaluateFire(const Ctx& c, bool tick = false) {
   uint32_t* hit = c.w.fired.get() + c.out.nfired;
   const uint32_t room = uint32_t(dpi.rules.size()) - c.out.nfired;
   uint8_t* fired = c.ms + dpi.matchStateBytes();
-  const uint32_t n = dpi.evaluate(c.ms, hit, room, fired, tick);
+  const uint8_t* skip = fired;
+  if (const uint8_t* mask = c.rt.reportMask(c.d.flags)) {  // --- http --- rules not reported here
+    uint8_t* t = c.w.mask_tmp.get();
+    for (size_t k = 0, nb = (dpi.rules.size() + 7) / 8; k < nb; ++k) t[k] = fired[k] | mask[k];
+    skip = t;
+  }
+  const uint32_t n = dpi.evaluate(c.ms, hit, room, skip, tick);
   // n <= room: the rules counted in out.nfired have their fired bit set, evaluate() skips them.
   const uint32_t k = n < room ? n : room;
   for (uint32_t i = 0; i < k; ++i) {

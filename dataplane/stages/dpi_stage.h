@@ -94,7 +94,22 @@ class DpiRuntime {
     // packet that makes it true, however many do at once (a rule fires once per direction,
     // and each call's outcome holds one direction's, or one datagram's, rules).
     std::unique_ptr<uint32_t[]> fired;
+    std::unique_ptr<uint8_t[]> mask_tmp;    // --- http --- fired | report mask (rule bits)
   };
+
+  // --- http --- Report masks (docs/http.md): one bit per rule that a direction does not
+  // report, chosen by its DpiDir mask flags: kMaskHttpStream (the raw stream of an HTTP flow:
+  // rules scoped to files), kMaskFile (an HTTP file: rules scoped to the stream), plus
+  // kMaskSizePending (a file whose final size is not known yet: rules reading filesize).
+  // Set before the runtime is published; read-only afterwards.
+  void setReportMasks(std::vector<uint8_t> http_stream, std::vector<uint8_t> file,
+                      std::vector<uint8_t> file_pending) const {
+    masks_[0] = std::move(http_stream);
+    masks_[1] = std::move(file);
+    masks_[2] = std::move(file_pending);
+  }
+  // The mask for a direction's flags, null when it reports every rule.
+  const uint8_t* reportMask(uint8_t flags) const;
 
   const rules::CompiledDpi& dpi() const { return *dpi_; }
   const std::shared_ptr<const rules::CompiledDpi>& dpiPtr() const { return dpi_; }
@@ -121,6 +136,7 @@ class DpiRuntime {
   size_t ms_stride_ = 0;
   bool compressed_ = false;
   mutable std::vector<PerWorker> workers_;
+  mutable std::vector<uint8_t> masks_[3];  // --- http ---
 };
 
 // Per flow direction (indexed pos * 2 + dir by the Worker).
@@ -135,6 +151,8 @@ struct DpiDir {
   // kFull: `slot` is a full stream (in kCompressed mode: moved there because its compressed
   // stream did not fit a compact slot); else a compact slot.
   static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8;
+  // --- http --- report masks (DpiRuntime::reportMask), set by the HTTP layer.
+  static constexpr uint8_t kMaskHttpStream = 32, kMaskFile = 64, kMaskSizePending = 128;
 };
 
 // What one packet (one inspector call) did.

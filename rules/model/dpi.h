@@ -32,6 +32,29 @@ struct DpiRuleAction {
   bool operator==(const DpiRuleAction&) const = default;
 };
 
+// --- http --- HTTP parsed by libhtp on DPI flows, bodies scanned as files (docs/http.md).
+struct DpiHttpModel {
+  bool enabled = false;                  // dpi.http present in the config
+  std::vector<uint16_t> ports{80, 8000, 8080, 8888, 3128};
+  bool detect_on_other_ports = true;
+  int personality = 2;                   // libhtp htp_server_personality_t (2 = IDS)
+  uint32_t flow_slots_per_worker = 4096;
+  uint32_t decompress_layers = 2;
+  uint32_t bomb_limit_bytes = 1u << 20;
+  uint32_t bomb_time_limit_us = 100000;
+  bool http_events = false;
+  bool fileinfo_events = true;
+  bool operator==(const DpiHttpModel&) const = default;
+};
+// What a rule source (YARA namespace) inspects on HTTP flows: kDefault = files on HTTP flows,
+// the stream on the others; kFiles / kStream / kBoth.
+enum class DpiInspect : uint8_t { kDefault = 0, kFiles = 1, kStream = 2, kBoth = 3 };
+struct DpiScope {
+  std::string source;
+  DpiInspect inspect = DpiInspect::kDefault;
+  bool operator==(const DpiScope&) const = default;
+};
+
 struct DpiModel {
   bool enabled = false;
   std::vector<YaraSource> sources;
@@ -55,6 +78,8 @@ struct DpiModel {
   // directions per worker get such a history window.
   uint32_t prefilter_window_bytes = 8192;
   uint32_t prefilter_windows_per_worker = 4096;
+  DpiHttpModel http;                     // --- http ---
+  std::vector<DpiScope> scopes;
   bool operator==(const DpiModel&) const = default;
 };
 

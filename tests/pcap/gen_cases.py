@@ -2817,6 +2817,206 @@ frames are dropped with their reason.""")
     return c
 
 
+# --- http --- (docs/http.md) files of HTTP flows scanned by YARA rules with file offsets.
+EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
+HTTP_RULES = r"""
+rule pe_header { meta: action = "drop" condition: uint16(0) == 0x5A4D }
+rule eicar { meta: action = "drop" strings: $e = "X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*" condition: $e }
+"""
+
+
+def pe_file(n):
+    body = b"MZ" + bytes((0x90 + i) % 256 for i in range(n - 2))
+    return body
+
+
+def http_gzip(data):
+    import zlib
+    c = zlib.compressobj(9, zlib.DEFLATED, 16 + 15)
+    return c.compress(data) + c.flush()
+
+
+def http_deflate(data):
+    import zlib
+    return zlib.compress(data, 9)
+
+
+def http_chunked(body, piece):
+    out = b""
+    for k in range(0, len(body), piece):
+        part = body[k:k + piece]
+        out += b"%x\r\n" % len(part) + part + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def http_file_check(kind, headers_and_body, decoded_expect):
+    """Independent expectation: decode the message with Python's email / zlib libraries
+    (not libhtp) and check what the rules must see in the file."""
+    import email.parser
+    import zlib
+    head, _, body = headers_and_body.partition(b"\r\n\r\n")
+    msg = email.parser.BytesHeaderParser().parsebytes(head.split(b"\r\n", 1)[1] + b"\r\n\r\n")
+    if (msg.get("Transfer-Encoding") or "").lower() == "chunked":
+        out, rest = b"", body
+        while True:
+            line, _, rest = rest.partition(b"\r\n")
+            n = int(line, 16)
+            if n == 0:
+                break
+            out, rest = out + rest[:n], rest[n + 2:]
+        body = out
+    for enc in reversed([e.strip() for e in (msg.get("Content-Encoding") or "").split(",") if e.strip()]):
+        body = zlib.decompress(body, 16 + 15 if enc == "gzip" else 15)
+    if (msg.get_content_type() or "") == "multipart/form-data":
+        full = email.parser.BytesParser().parsebytes(head.split(b"\r\n", 1)[1] + b"\r\n\r\n" + body)
+        files = [p.get_payload(decode=True) for p in full.walk() if p.get_filename()]
+        body = files[0]
+    assert body == decoded_expect, kind
+    if kind == "pe":
+        assert body[:2] == b"MZ"
+    else:
+        assert EICAR in body
+    return body
+
+
+def case_http_files():
+    c = FwCase("http_files", {"dpi": {"rule_files": ["rules.yar"], "http": {"ports": [80]}}}, """
+HTTP files (issue 17, docs/http.md): libhtp parses the flows to port 80 from the normalized
+TCP stream; each request / response body, de-chunked and decompressed, is scanned as a file
+of its own: offset 0 = the file's first byte. rules.yar: pe_header (uint16(0) == 0x5A4D,
+action drop) and eicar (the EICAR string, action drop); both are in the default scope (files
+on HTTP flows), so they never fire on the raw stream of these flows (h10). A rule firing on a
+file drops the packet whose bytes completed the match and blocks the flow (both ways). The
+generator checks every file with Python's email / zlib decoding before writing this intent.""")
+    os.makedirs(os.path.join(HERE, "http_files"), exist_ok=True)
+    with open(os.path.join(HERE, "http_files", "rules.yar"), "w") as f:
+        f.write(HTTP_RULES.lstrip())
+    n = [0]
+
+    def conn(label, note):
+        n[0] += 1
+        ipc = lambda k=n[0]: IP(src=f"10.1.7.{k}", dst="10.2.7.80")
+        ips = lambda k=n[0]: IP(src="10.2.7.80", dst=f"10.1.7.{k}")
+        t = Tcp(c, eth_a, eth_b, ipc, ips, 41000 + n[0], 80, label, side_c="A", side_s="B")
+        t.handshake(note)
+        return t
+
+    def get(t, path):
+        t.c("PA", note=f"{t.flow}: GET {path}", data=b"GET " + path.encode() + b" HTTP/1.1\r\nHost: files.test\r\n\r\n")
+
+    pe = pe_file(600)
+    # h1: chunked PE: the first chunk carries MZ: dropped there, the rest of the flow too.
+    t = conn("h1", "h1: chunked PE download")
+    get(t, "/h1.exe")
+    body = http_chunked(pe, 200)
+    msg = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    http_file_check("pe", msg, pe)
+    t.s("PA", note="h1: response headers", data=msg[:msg.index(b"\r\n\r\n") + 4])
+    rest = msg[msg.index(b"\r\n\r\n") + 4:]
+    t.s("PA", "D dpi_drop h1", "h1: first chunk (MZ at file offset 0): pe_header drops it", data=rest[:205])
+    t.s("PA", "D dpi_drop h1", "h1: next chunks: the flow is blocked", data=rest[205:])
+    # h2 gzip, h3 deflate, h4 gzip inside chunked, h5 two gzip layers: the body in one segment.
+    for label, what, enc_headers, encode in [
+            ("h2", "gzip PE", b"Content-Encoding: gzip\r\n", lambda b: http_gzip(b)),
+            ("h3", "deflate EICAR", b"Content-Encoding: deflate\r\n", lambda b: http_deflate(b)),
+            ("h4", "gzip inside chunked PE", b"Content-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+             lambda b: http_chunked(http_gzip(b), 97)),
+            ("h5", "two gzip layers PE", b"Content-Encoding: gzip, gzip\r\n", lambda b: http_gzip(http_gzip(b)))]:
+        kind = "eicar" if "EICAR" in what else "pe"
+        plain = (b"eicar test file: " + EICAR + b" end") if kind == "eicar" else pe
+        t = conn(label, f"{label}: {what}")
+        get(t, f"/{label}.bin")
+        payload_ = encode(plain)
+        length = b"" if b"chunked" in enc_headers else b"Content-Length: %d\r\n" % len(payload_)
+        msg = b"HTTP/1.1 200 OK\r\n" + enc_headers + length + b"\r\n" + payload_
+        http_file_check(kind, msg, plain)
+        t.s("PA", note=f"{label}: response headers", data=msg[:msg.index(b"\r\n\r\n") + 4])
+        t.s("PA", f"D dpi_drop {label}", f"{label}: {what} body: decoded file matches ({kind}): dropped",
+            data=msg[msg.index(b"\r\n\r\n") + 4:])
+        t.c("A", f"D dpi_drop {label}", f"{label}: client ACK: the flow is blocked")
+    # h6: multipart upload: the file part of the POST body is the file (not the whole body).
+    t = conn("h6", "h6: multipart/form-data upload of a PE")
+    mp = (b"--XyZ\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhello\r\n"
+          b"--XyZ\r\nContent-Disposition: form-data; name=\"up\"; filename=\"tool.exe\"\r\n"
+          b"Content-Type: application/octet-stream\r\n\r\n" + pe + b"\r\n--XyZ--\r\n")
+    msg = (b"POST /upload HTTP/1.1\r\nHost: files.test\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(mp)) + mp
+    http_file_check("pe", msg, pe)
+    cut = msg.index(b"filename=")
+    t.c("PA", note="h6: POST headers and the first part", data=msg[:cut])
+    t.c("PA", "D dpi_drop h6", "h6: the file part (MZ at its offset 0): dropped", data=msg[cut:])
+    # h7: pipelined requests: the first response is clean, the second a PE.
+    t = conn("h7", "h7: two pipelined requests")
+    t.c("PA", note="h7: GET /a.txt and GET /b.exe in one segment",
+        data=b"GET /a.txt HTTP/1.1\r\nHost: files.test\r\n\r\nGET /b.exe HTTP/1.1\r\nHost: files.test\r\n\r\n")
+    t.s("PA", note="h7: first response (text): forwarded", data=b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+    msg = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(pe) + pe
+    http_file_check("pe", msg, pe)
+    t.s("PA", "D dpi_drop h7", "h7: second response (PE): dropped", data=msg)
+    # h8: 206 partial content from byte 0: the range is scanned from its first byte.
+    t = conn("h8", "h8: 206 range 0-99 of a PE")
+    get(t, "/h8.exe")
+    msg = b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/600\r\nContent-Length: 100\r\n\r\n" + pe[:100]
+    http_file_check("pe", msg, pe[:100])
+    t.s("PA", "D dpi_drop h8", "h8: the range's bytes (MZ at offset 0): dropped", data=msg)
+    # h9: EICAR split over two chunks in two segments: dropped where the match completes.
+    t = conn("h9", "h9: EICAR split across chunks")
+    get(t, "/h9.com")
+    body = http_chunked(EICAR, 30)
+    msg = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+    http_file_check("eicar", msg, EICAR)
+    split = msg.index(b"\r\n\r\n") + 4 + 4 + 30 + 2  # headers, first chunk ("1e\r\n" + 30 + CRLF)
+    t.s("PA", note="h9: headers and the first 30 bytes of EICAR", data=msg[:split])
+    t.s("PA", "D dpi_drop h9", "h9: the rest of EICAR (match completes in the file)", data=msg[split:])
+    # h10: EICAR only in a request header and a clean download: no file matches; the raw
+    # stream of an HTTP flow reports only stream-scoped rule sets (none here): forwarded.
+    t = conn("h10", "h10: EICAR in a header only, clean download")
+    t.c("PA", note="h10: GET with the EICAR string in a header (not a file): forwarded",
+        data=b"GET /readme.txt HTTP/1.1\r\nHost: files.test\r\nX-Test: " + EICAR + b"\r\n\r\n")
+    t.s("PA", note="h10: clean text file: forwarded", data=b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello world\n")
+    t.fin_teardown()
+    return c
+
+
+def case_http_no_slot(policy):
+    name = f"http_no_slot_{policy.lower()}"
+    c = FwCase(name, {"dpi": {"rule_files": ["rules.yar"], "http": {"ports": [80], "flow_slots_per_worker": 1}},
+                      "dataplane": {"tcp": {"dpi_fail": policy}}}, f"""
+HTTP flow slots exhausted (docs/http.md): one libhtp slot per worker; a first HTTP flow takes
+it, a second one open at the same time finds none. dataplane.tcp.dpi_fail = {policy}:
+""" + ("""FORWARD: the second flow is inspected as a flow that is not HTTP (every rule on its raw
+stream: the EICAR string in its response body still drops, the PE header, at stream offset 0
+only in a file, does not), an `uninspected` event (reason http_no_slot) says so.""" if policy == "FORWARD" else
+"""DROP: every payload packet of the second flow is dropped (reason http_no_slot), with a drop
+event; the first flow is parsed and its PE download dropped (pe_header on the file)."""))
+    os.makedirs(os.path.join(HERE, name), exist_ok=True)
+    with open(os.path.join(HERE, name, "rules.yar"), "w") as f:
+        f.write(HTTP_RULES.lstrip())
+    pe = pe_file(300)
+    t1 = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.8.1", dst="10.2.8.80"), lambda: IP(src="10.2.8.80", dst="10.1.8.1"),
+             42001, 80, "s1", side_c="A", side_s="B")
+    t2 = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.8.2", dst="10.2.8.80"), lambda: IP(src="10.2.8.80", dst="10.1.8.2"),
+             42002, 80, "s2", side_c="A", side_s="B")
+    t1.handshake("s1: first HTTP flow")
+    t2.handshake("s2: second HTTP flow, open at the same time")
+    t1.c("PA", note="s1: GET (takes the only slot)", data=b"GET /a.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+    if policy == "FORWARD":
+        t2.c("PA", note="s2: GET: no slot, forwarded, inspected as a raw stream (uninspected event)",
+             data=b"GET /b.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+        t2.s("PA", note="s2: a PE download: the raw stream's offset 0 is the request, pe_header cannot fire: forwarded",
+             data=b"HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n" + pe)
+        t2.s("PA", "D dpi_drop s2", "s2: a second response with EICAR: the raw stream still sees the string: dropped",
+             data=b"HTTP/1.1 200 OK\r\nContent-Length: 68\r\n\r\n" + EICAR)
+    else:
+        t2.c("PA", "D http_no_slot s2", "s2: GET: no slot under DROP: dropped",
+             data=b"GET /b.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+        t2.c("PA", "D http_no_slot s2", "s2: its retransmission: dropped again (the flow stays blocked)",
+             data=b"GET /b.exe HTTP/1.1\r\nHost: h\r\n\r\n")
+    t1.s("PA", "D dpi_drop s1", "s1: PE download in one segment: pe_header on the file: dropped",
+         data=b"HTTP/1.1 200 OK\r\nContent-Length: 300\r\n\r\n" + pe)
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -2862,6 +3062,9 @@ CASES = {
     "evasion_tcp_dns": case_evasion_tcp_dns,
     "evasion_tcp_dpi": case_evasion_tcp_dpi,
     "pppoe_sessions": case_pppoe_sessions,
+    "http_files": case_http_files,  # --- http ---
+    "http_no_slot_forward": lambda: case_http_no_slot("FORWARD"),
+    "http_no_slot_drop": lambda: case_http_no_slot("DROP"),
 }
 
 

@@ -77,3 +77,53 @@ TEST(DpiConfig, PrefilterWindowSettings) {
 
 }  // namespace
 }  // namespace dpu::ctl
+
+namespace dpu::ctl {
+namespace {
+
+// --- http --- dpi.http and dpi.scopes into the model (docs/http.md): absent = off, defaults,
+// values, and bad values rejected with the field's name.
+TEST(DpiConfig, HttpSettingsAndScopes) {
+  rules::ConfigErrorList errs;
+  auto m = load(R"({"dpi": {}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->dpi.http.enabled);
+  m = load(R"({"dpi": {"http": {}}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->dpi.http.enabled);
+  EXPECT_EQ(m->dpi.http.ports, (std::vector<uint16_t>{80, 8000, 8080, 8888, 3128}));
+  EXPECT_TRUE(m->dpi.http.detect_on_other_ports);
+  EXPECT_EQ(m->dpi.http.personality, 2);  // HTP_SERVER_IDS
+  EXPECT_TRUE(m->dpi.http.fileinfo_events);
+  EXPECT_FALSE(m->dpi.http.http_events);
+  m = load(R"({"dpi": {"ruleSets": [{"name": "s", "text": "rule r { condition: true }"}],
+               "http": {"ports": [81], "detectOnOtherPorts": false, "personality": "PERSONALITY_APACHE_2",
+                        "flowSlotsPerWorker": 7, "decompressLayers": 3, "httpEvents": true,
+                        "fileinfoEvents": false},
+               "scopes": [{"source": "s", "inspect": "INSPECT_BOTH"}]}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->dpi.http.ports, (std::vector<uint16_t>{81}));
+  EXPECT_FALSE(m->dpi.http.detect_on_other_ports);
+  EXPECT_EQ(m->dpi.http.personality, 9);  // HTP_SERVER_APACHE_2
+  EXPECT_EQ(m->dpi.http.flow_slots_per_worker, 7u);
+  EXPECT_EQ(m->dpi.http.decompress_layers, 3u);
+  EXPECT_TRUE(m->dpi.http.http_events);
+  EXPECT_FALSE(m->dpi.http.fileinfo_events);
+  ASSERT_EQ(m->dpi.scopes.size(), 1u);
+  EXPECT_EQ(m->dpi.scopes[0].inspect, rules::DpiInspect::kBoth);
+  for (auto [json, field] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"dpi": {"http": {"ports": [70000]}}})", "dpi.http.ports[0]"},
+           {R"({"dpi": {"http": {"decompressLayers": 9}}})", "dpi.http.decompress_layers"},
+           {R"({"dpi": {"http": {"flowSlotsPerWorker": 2000000}}})", "dpi.http.flow_slots_per_worker"},
+           {R"({"dpi": {"scopes": [{"source": "nope", "inspect": "INSPECT_FILES"}]}})", "dpi.scopes[0].source"}}) {
+    rules::ConfigErrorList e;
+    auto bad = load(json, &e);
+    std::string all(bad.ok() ? "" : bad.status().message());
+    for (const auto& x : e) all += "\n" + rules::formatError(x);
+    EXPECT_FALSE(bad.ok() && e.empty()) << json;
+    EXPECT_NE(all.find(field), std::string::npos) << json << ": " << all;
+  }
+}
+
+}  // namespace
+}  // namespace dpu::ctl
