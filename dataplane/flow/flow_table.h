@@ -3,6 +3,7 @@
 // the rte_hash key position, so the hot per-flow state is one cache line.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -114,6 +115,13 @@ class FlowTable {
   template <class Fn>
   uint32_t age(uint64_t now_ns, uint32_t budget, const FlowTimeouts& t, Fn&& on_expire);
 
+  // Calls fn(pos) for every flow held in slots [from, from + budget) (clamped to
+  // capacity()); returns the next slot to examine, capacity() once the walk is over. Reads
+  // the occupancy bitmap 64 slots per word, like age(). For walks spread over many calls
+  // (flow dumps): a flow inserted or removed meanwhile may or may not be seen.
+  template <class Fn>
+  uint32_t visit(uint32_t from, uint32_t budget, Fn&& fn) const;
+
   uint32_t size() const { return size_; }
   // Flows this table holds: the requested capacity, rounded up to 8 (rte_hash's minimum).
   // Every position is < capacity(), so side arrays indexed by position can be sized by it.
@@ -159,6 +167,27 @@ uint32_t FlowTable::age(uint64_t now_ns, uint32_t budget, const FlowTimeouts& t,
     cursor_ = pos + span == capacity_ ? 0 : pos + span;
   }
   return removed;
+}
+
+template <class Fn>
+uint32_t FlowTable::visit(uint32_t from, uint32_t budget, Fn&& fn) const {
+  uint32_t pos = from;
+  const uint32_t end = budget > capacity_ - std::min(from, capacity_)
+                           ? capacity_
+                           : from + budget;
+  while (pos < end) {
+    const uint32_t bit = pos & 63;
+    uint32_t span = 64 - bit;
+    if (span > end - pos) span = end - pos;
+    uint64_t bits = used_[pos >> 6] >> bit;
+    if (span < 64) bits &= (uint64_t{1} << span) - 1;
+    while (bits) {
+      fn(static_cast<int32_t>(pos + static_cast<uint32_t>(__builtin_ctzll(bits))));
+      bits &= bits - 1;
+    }
+    pos += span;
+  }
+  return pos;
 }
 
 }  // namespace dpu::dp
