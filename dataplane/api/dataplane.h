@@ -157,6 +157,8 @@ class Dataplane : public DataplaneControl {
   std::unique_ptr<WorkerMailbox[]> mail_;
   std::vector<std::unique_ptr<CaptureSlot[]>> capture_slots_;
   std::mutex flows_mu_;
+  std::vector<std::unique_ptr<FlowDumpRecord[]>> dump_bufs_;  // per worker, under flows_mu_
+  std::vector<uint32_t> dump_caps_;
   std::mutex capture_mu_;
   bool capture_armed_ = false;  // under capture_mu_
   std::vector<uint64_t> capture_lost_seen_;  // per worker, under capture_mu_

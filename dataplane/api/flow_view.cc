@@ -38,12 +38,18 @@ bool cancelDump(FlowDumpRequest& r) {
 absl::StatusOr<FlowListing> Dataplane::listFlows(uint32_t timeout_ms) {
   std::lock_guard<std::mutex> lock(flows_mu_);
   const size_t nw = workers_.size();
-  std::vector<std::unique_ptr<FlowDumpRecord[]>> bufs(nw);
+  // The buffers of the previous listing are reused (grown when too small, shrunk when much
+  // too large): a listing does not fault in tens of megabytes of fresh pages each time.
+  dump_bufs_.resize(nw);
+  dump_caps_.resize(nw, 0);
   for (size_t w = 0; w < nw; ++w) {
     FlowDumpRequest& r = mail_[w].dump;
     r.cap = dumpCapacity(counters_[w].flows_active.load(), workers_[w]->flows().capacity());
-    bufs[w].reset(new FlowDumpRecord[r.cap]);
-    r.out = bufs[w].get();
+    if (dump_caps_[w] < r.cap || dump_caps_[w] / 4 > r.cap + 65536) {
+      dump_bufs_[w].reset(new FlowDumpRecord[r.cap]);
+      dump_caps_[w] = r.cap;
+    }
+    r.out = dump_bufs_[w].get();
     r.cursor = r.n = r.missed = 0;
     r.now_ns = 0;
     r.state.store(kDumpPending, std::memory_order_release);

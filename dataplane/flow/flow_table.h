@@ -116,9 +116,10 @@ class FlowTable {
   uint32_t age(uint64_t now_ns, uint32_t budget, const FlowTimeouts& t, Fn&& on_expire);
 
   // Calls fn(pos) for every flow held in slots [from, from + budget) (clamped to
-  // capacity()); returns the next slot to examine, capacity() once the walk is over. Reads
-  // the occupancy bitmap 64 slots per word, like age(). For walks spread over many calls
-  // (flow dumps): a flow inserted or removed meanwhile may or may not be seen.
+  // capacity()) until fn returns false (after which no other flow is visited); returns the
+  // next slot to examine, capacity() once the walk is over. Reads the occupancy bitmap 64
+  // slots per word, like age(). For walks spread over many calls (flow dumps): a flow
+  // inserted or removed meanwhile may or may not be seen.
   template <class Fn>
   uint32_t visit(uint32_t from, uint32_t budget, Fn&& fn) const;
 
@@ -182,7 +183,8 @@ uint32_t FlowTable::visit(uint32_t from, uint32_t budget, Fn&& fn) const {
     uint64_t bits = used_[pos >> 6] >> bit;
     if (span < 64) bits &= (uint64_t{1} << span) - 1;
     while (bits) {
-      fn(static_cast<int32_t>(pos + static_cast<uint32_t>(__builtin_ctzll(bits))));
+      const uint32_t p = pos + static_cast<uint32_t>(__builtin_ctzll(bits));
+      if (!fn(static_cast<int32_t>(p))) return p + 1;
       bits &= bits - 1;
     }
     pos += span;

@@ -18,14 +18,15 @@ void Worker::serviceFlowDump() {
     return;
   }
   const FlowTable& ft = *flows_;
+  uint32_t copied = 0;
   r.cursor = ft.visit(r.cursor, kDumpSlotsPerLoop, [&](int32_t p) {
     if (r.n >= r.cap) {
       ++r.missed;
-      return;
+      return true;
     }
     const FlowEntry& e = ft.entry(p);
     const FlowKey* k = ft.keyAt(p);
-    if (k == nullptr) return;
+    if (k == nullptr) return true;
     FlowDumpRecord& o = r.out[r.n++];
     o.key = *k;
     o.first_seen_ns = ft.cold(p).first_seen_ns;
@@ -56,6 +57,7 @@ void Worker::serviceFlowDump() {
       o.rule = ev.rule;
       o.generation = ev.generation;
     }
+    return ++copied < kDumpFlowsPerLoop;
   });
   if (r.cursor >= ft.capacity()) {
     r.now_ns = now_ns_;

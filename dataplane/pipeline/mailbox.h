@@ -6,8 +6,9 @@
 // worker checks `state` once per loop (one relaxed load of a line nobody writes while no
 // dump runs); when it finds kPending it claims the request (CAS kPending -> kActive), walks
 // at most kDumpSlotsPerLoop slots of its flow table (occupancy bitmap, like aging) copying
-// the flows it finds, and stores kPending again (release), or kDone after the last slot.
-// A walk therefore spreads over capacity / kDumpSlotsPerLoop loops, each adding a bounded
+// at most kDumpFlowsPerLoop of the flows it finds, and stores kPending again (release), or
+// kDone after the last slot. A walk therefore spreads over at least
+// max(capacity / kDumpSlotsPerLoop, flows / kDumpFlowsPerLoop) loops, each adding a bounded
 // amount of work to one loop. The control side cancels (timeout) with CAS kPending ->
 // kIdle; it never frees `out` while the worker holds kActive.
 //
@@ -50,7 +51,11 @@ struct FlowDumpRequest {
   uint64_t now_ns = 0;
 };
 
-constexpr uint32_t kDumpSlotsPerLoop = 4096;  // flow table slots examined per worker loop
+// Per worker loop, a dump examines at most kDumpSlotsPerLoop slots (bitmap words: cheap) and
+// copies at most kDumpFlowsPerLoop flows (a few cache misses each: entry, cold state, key,
+// LB state), so one loop gains at most a few tens of microseconds.
+constexpr uint32_t kDumpSlotsPerLoop = 4096;
+constexpr uint32_t kDumpFlowsPerLoop = 128;
 constexpr uint32_t kCaptureSnap = 2048;       // bytes kept of a captured frame
 constexpr uint32_t kCaptureSlots = 256;       // per worker, power of two
 
