@@ -118,6 +118,11 @@ class ApplianceService final : public v1::Appliance::Service {
                                 v1::ApplyConfigResponse* resp) override;
   grpc::Status SetDpiRuleAction(grpc::ServerContext* ctx, const v1::SetDpiRuleActionRequest* req,
                                 v1::ApplyConfigResponse* resp) override;
+  // --- flows view / capture --- (flows_service.cc)
+  grpc::Status ListFlows(grpc::ServerContext* ctx, const v1::ListFlowsRequest* req,
+                         v1::ListFlowsResponse* resp) override;
+  grpc::Status CapturePackets(grpc::ServerContext* ctx, const v1::CaptureRequest* req,
+                              grpc::ServerWriter<v1::CapturedPacket>* writer) override;
 
  private:
   void fillStats(v1::Stats* out) const;

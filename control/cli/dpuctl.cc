@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "control/cli/dns_cmd.h"  // DNS filtering
 #include "control/cli/dpi_cmd.h"  // --- dpi ---
+#include "control/cli/flows_cmd.h"  // --- flows view / capture ---
 #include "control/cli/cli_format.h"
 #include "control/cli/fw_format.h"
 #include "control/cli/lb_cmd.h"
@@ -99,6 +100,10 @@ commands:
   dpi create SET [FILE.yar | -] [--expected-version N | --force]
   dpi delete SET [--expected-version N | --force]
   dpi action RULE alert|drop|reset|default [--expected-version N | --force]
+  flows [--address A] [--proto P] [--state S] [--verdict V] [--rule ID] [--backend ID] [...]
+        [--sort packets|bytes|age|last-seen] [--limit N] [--offset N]
+        [--top N [--by packets|bytes] [--window S]]   flows of every worker, top talkers
+  capture (--drops [--reason R] | --rule ID) -w FILE.pcap [--count N] [--duration S]
 
 'dpuctl <command> --help' shows each command's options and examples.
 
@@ -1274,6 +1279,16 @@ int cmdDpiDispatch(Client& c, const std::vector<std::string>& a) {
   return dpu::cli::cmdDpi(subcommandEnv(c, a, v), a);
 }
 
+// --- flows view / capture --- (control/cli/flows_cmd.cc) with this client.
+int cmdFlowsDispatch(Client& c, const std::vector<std::string>& a) {
+  VersionOpts v;
+  return dpu::cli::cmdFlows(subcommandEnv(c, a, v), a);
+}
+int cmdCaptureDispatch(Client& c, const std::vector<std::string>& a) {
+  VersionOpts v;
+  return dpu::cli::cmdCapture(subcommandEnv(c, a, v), a);
+}
+
 int main(int argc, char** argv) {
   Global g;
   const char* env = std::getenv("DPUCTL_SERVER");
@@ -1337,5 +1352,7 @@ int main(int argc, char** argv) {
   if (cmd == "lb") return run(cmdLb);  // --- lb ---
   if (cmd == "dns") return run(cmdDnsDispatch);  // DNS filtering
   if (cmd == "dpi") return run(cmdDpiDispatch);  // --- dpi ---
+  if (cmd == "flows") return run(cmdFlowsDispatch);      // --- flows view ---
+  if (cmd == "capture") return run(cmdCaptureDispatch);  // --- capture ---
   return usage("unknown command '" + cmd + "'");
 }

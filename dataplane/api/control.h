@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/api/events.h"
+#include "dataplane/api/flow_view.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/verdict.h"
@@ -152,6 +153,29 @@ class DataplaneControl {
     (void)generation;
     return nullptr;
   }
+  // --- flows view --- Every flow of every worker (dpuctl flows). Each worker copies its
+  // table a bounded slice per loop between bursts (dataplane/pipeline/mailbox.h), so the
+  // listing is not one instant: a flow created or ended during the walk may be missing.
+  // One listing at a time (callers queue). DEADLINE_EXCEEDED when a worker does not finish
+  // within `timeout_ms` (it is not running).
+  virtual absl::StatusOr<FlowListing> listFlows(uint32_t timeout_ms) {
+    (void)timeout_ms;
+    return absl::UnimplementedError("this dataplane lists no flows");
+  }
+  // --- capture --- Arms the capture of the packets `spec` selects on every worker (one
+  // capture at a time: FAILED_PRECONDITION while another is armed; NOT_FOUND: no firewall
+  // rule has the id). readCapture moves up to `max` copied packets out (worker order, each
+  // worker's in time order) and adds the packets lost to full rings since the previous
+  // call to *lost. disarmCapture stops copying and returns when no worker writes any more.
+  virtual absl::Status armCapture(const CaptureSpec& spec) {
+    (void)spec;
+    return absl::UnimplementedError("this dataplane captures no packets");
+  }
+  virtual uint32_t readCapture(std::vector<CapturedPacket>* out, uint32_t max, uint64_t* lost) {
+    (void)out, (void)max, (void)lost;
+    return 0;
+  }
+  virtual void disarmCapture() {}
 };
 
 // The explain logic itself, usable on any snapshot (no DPDK state involved). Firewall rules

@@ -140,6 +140,12 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
   shared.stop = &dp->stop_;
 
   dp->counters_.reset(new WorkerCounters[opts.workers]);
+  dp->mail_.reset(new WorkerMailbox[opts.workers]);
+  dp->capture_slots_.resize(opts.workers);
+  for (uint16_t w = 0; w < opts.workers; ++w) {
+    dp->capture_slots_[w].reset(new CaptureSlot[kCaptureSlots]);
+    dp->mail_[w].capture.slots = dp->capture_slots_[w].get();
+  }
   for (uint16_t w = 0; w < opts.workers; ++w) {
     std::string rname = absl::StrCat("dpu_ev_", getpid(), "_", w);
     rte_ring* r = rte_ring_create(rname.c_str(), opts.event_ring_size, socket,
@@ -158,6 +164,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
     wo.merge_by_timestamp = opts.merge_by_timestamp;
     auto worker = Worker::create(wo, shared, settings, &dp->counters_[w], r);
     if (!worker.ok()) return worker.status();
+    (*worker)->attachMailbox(&dp->mail_[w]);  // --- flows view / capture ---
     dp->workers_.push_back(std::move(*worker));
   }
   return dp;
@@ -435,6 +442,10 @@ void Dataplane::rememberNames(const rules::Snapshot& s) {
 
 std::string Dataplane::ruleName(uint32_t generation, Stage stage, uint32_t rule) const {
   std::lock_guard<std::mutex> lock(publish_mu_);
+  return ruleNameLocked(generation, stage, rule);
+}
+
+std::string Dataplane::ruleNameLocked(uint32_t generation, Stage stage, uint32_t rule) const {
   for (auto it = names_.rbegin(); it != names_.rend(); ++it) {
     if (it->generation != generation) continue;
     if (stage == Stage::kFirewall && it->fw && rule < it->fw->rules.size()) {

@@ -91,6 +91,11 @@ class Dataplane : public DataplaneControl {
   // --- dpi ---
   std::vector<DpiRuleCounters> dpiRuleCounters() const override;
   std::shared_ptr<const rules::CompiledDpi> dpiRules(uint32_t generation) const override;
+  // --- flows view / capture --- (see DataplaneControl)
+  absl::StatusOr<FlowListing> listFlows(uint32_t timeout_ms) override;
+  absl::Status armCapture(const CaptureSpec& spec) override;
+  uint32_t readCapture(std::vector<CapturedPacket>* out, uint32_t max, uint64_t* lost) override;
+  void disarmCapture() override;
   // Pops up to `max` events from every worker ring, calling fn for each.
   uint32_t drainEvents(const std::function<void(const Event&)>& fn,
                        uint32_t max = 4096) override;
@@ -122,6 +127,7 @@ class Dataplane : public DataplaneControl {
   };
   static constexpr size_t kNamesKept = 64;
   void rememberNames(const rules::Snapshot& s);
+  std::string ruleNameLocked(uint32_t generation, Stage stage, uint32_t rule) const;
   std::deque<NamesAt> names_;
   // --- dpi --- totals of `st`'s DPI rules (base + workers; under publish_mu_), and the
   // counts carried over from replaced rule sets by rule id (under publish_mu_).
@@ -146,6 +152,16 @@ class Dataplane : public DataplaneControl {
   std::unique_ptr<WorkerCounters[]> counters_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool launched_ = false;
+  // --- flows view / capture --- one mailbox per worker (mailbox.h); listings serialized by
+  // flows_mu_, captures by capture_mu_ (control threads only).
+  std::unique_ptr<WorkerMailbox[]> mail_;
+  std::vector<std::unique_ptr<CaptureSlot[]>> capture_slots_;
+  std::mutex flows_mu_;
+  std::vector<std::unique_ptr<FlowDumpRecord[]>> dump_bufs_;  // per worker, under flows_mu_
+  std::vector<uint32_t> dump_caps_;
+  std::mutex capture_mu_;
+  bool capture_armed_ = false;  // under capture_mu_
+  std::vector<uint64_t> capture_lost_seen_;  // per worker, under capture_mu_
   int attached_caller_ = -1;  // worker id the control thread runs itself (offline mode)
   bool ports_started_ = false;
 };

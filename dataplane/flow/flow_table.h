@@ -3,6 +3,7 @@
 // the rte_hash key position, so the hot per-flow state is one cache line.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -129,6 +130,14 @@ class FlowTable {
   template <class Fn>
   uint32_t age(uint64_t now_ns, uint32_t budget, const FlowTimeouts& t, Fn&& on_expire);
 
+  // Calls fn(pos) for every flow held in slots [from, from + budget) (clamped to
+  // capacity()) until fn returns false (after which no other flow is visited); returns the
+  // next slot to examine, capacity() once the walk is over. Reads the occupancy bitmap 64
+  // slots per word, like age(). For walks spread over many calls (flow dumps): a flow
+  // inserted or removed meanwhile may or may not be seen.
+  template <class Fn>
+  uint32_t visit(uint32_t from, uint32_t budget, Fn&& fn) const;
+
   uint32_t size() const { return size_; }
   // Flows this table holds: the requested capacity, rounded up to 8 (rte_hash's minimum).
   // Every position is < capacity(), so side arrays indexed by position can be sized by it.
@@ -175,6 +184,28 @@ uint32_t FlowTable::age(uint64_t now_ns, uint32_t budget, const FlowTimeouts& t,
     cursor_ = pos + span == capacity_ ? 0 : pos + span;
   }
   return removed;
+}
+
+template <class Fn>
+uint32_t FlowTable::visit(uint32_t from, uint32_t budget, Fn&& fn) const {
+  uint32_t pos = from;
+  const uint32_t end = budget > capacity_ - std::min(from, capacity_)
+                           ? capacity_
+                           : from + budget;
+  while (pos < end) {
+    const uint32_t bit = pos & 63;
+    uint32_t span = 64 - bit;
+    if (span > end - pos) span = end - pos;
+    uint64_t bits = used_[pos >> 6] >> bit;
+    if (span < 64) bits &= (uint64_t{1} << span) - 1;
+    while (bits) {
+      const uint32_t p = pos + static_cast<uint32_t>(__builtin_ctzll(bits));
+      if (!fn(static_cast<int32_t>(p))) return p + 1;
+      bits &= bits - 1;
+    }
+    pos += span;
+  }
+  return pos;
 }
 
 }  // namespace dpu::dp

@@ -192,6 +192,7 @@ uint32_t Worker::pollMerged(rte_mbuf** out) {
 uint32_t Worker::pollOnce() {
   const uint64_t loop_start = rte_rdtsc();
   refreshSnapshot();
+  cap_on_ = mbox_ != nullptr && mbox_->capture.armed.load(std::memory_order_acquire);
   if (opts_.clock == ClockMode::kTsc) {
     now_ns_ = static_cast<uint64_t>(static_cast<unsigned __int128>(loop_start) * 1000000000ull /
                                     tsc_hz_);
@@ -233,6 +234,9 @@ uint32_t Worker::pollOnce() {
     if (fwd[s]) recordLatency(t_age - rx_done[s], fwd[s]);
   }
   age();
+  if (mbox_ != nullptr && mbox_->dump.state.load(std::memory_order_relaxed) == kDumpPending) {
+    serviceFlowDump();
+  }
   c_->loops.add();
   if (total) c_->busy_loops.add();
   uint64_t loop_end = rte_rdtsc();
@@ -834,6 +838,7 @@ void Worker::followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& fir
 }
 
 void Worker::applyVerdict(rte_mbuf* m, const PacketVerdict& v, uint8_t in_side) {
+  if (cap_on_) capturePacket(m, v, in_side);
   c_->verdicts[static_cast<int>(v.verdict)].add();
   if (v.verdict == Verdict::kForward) {
     ++tx_queued_;

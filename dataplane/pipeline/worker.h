@@ -20,6 +20,7 @@
 #include "dataplane/normalize/tcp_stream.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/counters.h"
+#include "dataplane/pipeline/mailbox.h"
 #include "dataplane/pipeline/published_state.h"
 #include "dataplane/pipeline/verdict.h"
 #include "dataplane/stages/dpi_stage.h"
@@ -99,6 +100,9 @@ class Worker {
   bool endFlows(uint32_t budget);
 
   void setVerdictSink(VerdictSink* s) { sink_ = s; }
+  // Control requests (flow dumps, captures; mailbox.h), serviced between bursts. Set once
+  // before the worker runs; the Dataplane owns the mailbox.
+  void attachMailbox(WorkerMailbox* m) { mbox_ = m; }
   // Replay (merge_by_timestamp): pollOnce takes no input packet whose index (seq) is
   // `seq` or more; it returns 0 once it reaches it. UINT64_MAX = no limit.
   void setInputLimit(uint64_t seq) { input_limit_ = seq; }
@@ -125,6 +129,12 @@ class Worker {
   void followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& first, uint64_t now);
   uint8_t sideOf(const rte_mbuf* m) const;
   void refreshSnapshot();
+  // --- flows view / capture --- (mailbox.cc) one bounded slice of a pending flow dump;
+  // the copy of a judged packet into the capture ring when it matches the armed filter.
+  void serviceFlowDump();
+  void capturePacket(const rte_mbuf* m, const PacketVerdict& v, uint8_t in_side);
+  WorkerMailbox* mbox_ = nullptr;
+  bool cap_on_ = false;  // a capture is armed (read once per loop)
   // Firewall (pipeline.cc): queue a flow / an untracked packet for classification in this
   // segment, classify the queue and apply the verdicts, keep a cached verdict across a
   // generation change, count a rule hit, send the reject responses.

@@ -153,6 +153,69 @@ class FakePlane : public dp::DataplaneControl {
     std::lock_guard<std::mutex> lock(mu_);
     rule_counters_ = std::move(c);
   }
+  // --- flows view / capture --- one UDP flow whose counters move 100 packets / 1000 bytes
+  // and whose worker clock moves 100 ms per listing; captures hand out `capture_left_`
+  // frames, then nothing.
+  absl::StatusOr<dp::FlowListing> listFlows(uint32_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++listings_;
+    dp::FlowListing l;
+    l.now_ns = {listings_ * 100'000'000ull};
+    dp::FlowInfo f;
+    f.flow_id = (1ull << 32) | 7;
+    f.proto = 17;
+    f.src.b[0] = 10, f.src.b[3] = 1;
+    f.dst.b[0] = 10, f.dst.b[3] = 2;
+    f.sport = 5000;
+    f.dport = 53;
+    f.verdict = dp::Verdict::kForward;
+    f.packets[0] = 100 * listings_;
+    f.bytes[0] = 1000 * listings_;
+    f.first_seen_ns = 1;
+    f.last_seen_ns = l.now_ns[0];
+    l.flows.push_back(f);
+    return l;
+  }
+  absl::Status armCapture(const dp::CaptureSpec& spec) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (armed_) return absl::FailedPreconditionError("a capture is already running");
+    armed_ = true;
+    last_spec_ = spec;
+    return absl::OkStatus();
+  }
+  uint32_t readCapture(std::vector<dp::CapturedPacket>* out, uint32_t max, uint64_t* lost) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint32_t n = 0;
+    while (capture_left_ > 0 && n < max) {
+      dp::CapturedPacket p;
+      p.data = {1, 2, 3, static_cast<uint8_t>(capture_left_)};
+      p.orig_len = 60;
+      p.verdict = dp::Verdict::kDrop;
+      p.stage = dp::Stage::kFirewall;
+      p.reason = dp::DropReason::kFirewallDeny;
+      out->push_back(p);
+      --capture_left_;
+      ++n;
+    }
+    if (lost) *lost += 2;
+    return n;
+  }
+  void disarmCapture() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = false;
+  }
+  void setCaptureLeft(uint32_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    capture_left_ = n;
+  }
+  bool captureArmed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return armed_;
+  }
+  dp::CaptureSpec lastSpec() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_spec_;
+  }
 
  private:
   mutable std::mutex mu_;
@@ -160,6 +223,10 @@ class FakePlane : public dp::DataplaneControl {
   dp::CountersSnapshot counters_;
   std::vector<dp::RuleCounters> rule_counters_;
   int publishes_ = 0;
+  uint64_t listings_ = 0;
+  bool armed_ = false;
+  uint32_t capture_left_ = 0;
+  dp::CaptureSpec last_spec_;
   mutable std::mutex ev_mu_;
   std::deque<dp::Event> events_;
 };
@@ -1815,6 +1882,129 @@ TEST(ApplyErrorToGrpc, StaysSmallForHugeInputsAndManyErrors) {
   one.status = rules::errorsToStatus(one.errors);
   grpc::Status st1 = applyErrorToGrpc(one);
   EXPECT_EQ(st1.error_message(), rules::formatError(err.errors[2]));
+}
+
+// --- flows view --- ListFlows over gRPC: the answer, a bad filter naming its field, a window
+// (two listings: window counts and rates from the worker clocks).
+TEST_F(ServiceTest, ListFlowsFiltersAndWindows) {
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::ListFlowsRequest req;
+    req.mutable_filter()->set_dst("10.0.0.0/24");
+    req.mutable_filter()->set_proto("udp");
+    v1::ListFlowsResponse r;
+    ASSERT_TRUE(stub_->ListFlows(&ctx, req, &r).ok());
+    ASSERT_EQ(r.flows_size(), 1);
+    EXPECT_EQ(r.flows(0).src_ip(), "10.0.0.1");
+    EXPECT_EQ(r.flows(0).dest_port(), 53u);
+    EXPECT_EQ(r.flows(0).verdict(), "forward");
+    EXPECT_EQ(r.matched(), 1u);
+  }
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::ListFlowsRequest req;
+    req.mutable_filter()->set_proto("tcp");
+    v1::ListFlowsResponse r;
+    ASSERT_TRUE(stub_->ListFlows(&ctx, req, &r).ok());
+    EXPECT_EQ(r.flows_size(), 0);
+    EXPECT_EQ(r.scanned(), 1u);
+  }
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::ListFlowsRequest req;
+    req.mutable_filter()->set_address("10.0.0.0/33");
+    v1::ListFlowsResponse r;
+    grpc::Status st = stub_->ListFlows(&ctx, req, &r);
+    EXPECT_EQ(st.error_code(), grpc::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("filter.address"), std::string::npos) << st.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    v1::ListFlowsRequest req;
+    req.set_window_ms(100);
+    req.set_sort("bytes");
+    v1::ListFlowsResponse r;
+    ASSERT_TRUE(stub_->ListFlows(&ctx, req, &r).ok());
+    ASSERT_EQ(r.flows_size(), 1);
+    // Two consecutive fake listings: +100 packets, +1000 bytes over 100 ms of worker clock.
+    EXPECT_EQ(r.flows(0).window_packets(), 100u);
+    EXPECT_EQ(r.flows(0).window_bytes(), 1000u);
+    EXPECT_DOUBLE_EQ(r.flows(0).packets_per_second(), 1000.0);
+    EXPECT_DOUBLE_EQ(r.flows(0).bits_per_second(), 80000.0);
+    EXPECT_EQ(r.window_ms(), 100u);
+  }
+}
+
+// --- capture --- CapturePackets: request checks, the stream of `count` packets with the lost
+// count, one capture at a time, disarmed when the call ends.
+TEST_F(ServiceTest, CapturePacketsStreamsCountAndDisarms) {
+  auto code = [&](v1::CaptureRequest req, std::string* msg = nullptr) {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    auto reader = stub_->CapturePackets(&ctx, req);
+    v1::CapturedPacket p;
+    while (reader->Read(&p)) {
+    }
+    grpc::Status st = reader->Finish();
+    if (msg) *msg = st.error_message();
+    return st.error_code();
+  };
+  v1::CaptureRequest both;
+  both.set_drops(true);
+  both.set_rule("x");
+  EXPECT_EQ(code(both), grpc::INVALID_ARGUMENT);
+  v1::CaptureRequest reason_rule;
+  reason_rule.set_rule("x");
+  reason_rule.set_reason("firewall_deny");
+  EXPECT_EQ(code(reason_rule), grpc::INVALID_ARGUMENT);
+  v1::CaptureRequest bad_reason;
+  bad_reason.set_drops(true);
+  bad_reason.set_reason("acl_deny");
+  std::string msg;
+  EXPECT_EQ(code(bad_reason, &msg), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("firewall_deny"), std::string::npos) << msg;
+  EXPECT_FALSE(plane_.captureArmed());
+
+  plane_.setCaptureLeft(5);
+  v1::CaptureRequest req;
+  req.set_drops(true);
+  req.set_reason("firewall_deny");
+  req.set_count(3);
+  grpc::ClientContext ctx;
+  deadline(&ctx);
+  auto reader = stub_->CapturePackets(&ctx, req);
+  std::vector<v1::CapturedPacket> got;
+  v1::CapturedPacket p;
+  while (reader->Read(&p)) got.push_back(p);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].data(), std::string("\x01\x02\x03\x05", 4));
+  EXPECT_EQ(got[0].orig_len(), 60u);
+  EXPECT_EQ(got[0].reason(), "firewall_deny");
+  EXPECT_EQ(got[0].stage(), "firewall");
+  EXPECT_EQ(got[0].lost(), 2u);  // the read's lost count, on the first packet after it
+  EXPECT_EQ(got[1].lost(), 0u);
+  EXPECT_FALSE(plane_.captureArmed());
+  EXPECT_FALSE(plane_.lastSpec().any_reason);
+  EXPECT_EQ(plane_.lastSpec().reason, dp::DropReason::kFirewallDeny);
+
+  // Another capture while one runs: FAILED_PRECONDITION.
+  ASSERT_TRUE(plane_.armCapture(dp::CaptureSpec{.drops = true}).ok());
+  v1::CaptureRequest any;
+  any.set_drops(true);
+  any.set_count(1);
+  EXPECT_EQ(code(any), grpc::FAILED_PRECONDITION);
+  plane_.disarmCapture();
+  // A duration ends a capture that finds nothing.
+  v1::CaptureRequest timed;
+  timed.set_drops(true);
+  timed.set_duration_ms(100);
+  EXPECT_EQ(code(timed), grpc::OK);
+  EXPECT_FALSE(plane_.captureArmed());
 }
 
 }  // namespace

@@ -37,7 +37,13 @@ expect() {  # expect "WANT" FUNC WORD...
   [[ $got == "$want" ]] || fail "'${*:2}': got '$got', want '$want'"
 }
 
-expect "config dns dpi events explain fw geo lb stats status" _dpuctl dpuctl ""
+expect "capture config dns dpi events explain flows fw geo lb stats status" _dpuctl dpuctl ""
+expect "established" _dpuctl dpuctl flows --state est  # --- flows view ---
+expect "draining" _dpuctl dpuctl lb set web b1 --state dr
+expect "last-seen" _dpuctl dpuctl flows --sort l
+expect "bytes" _dpuctl dpuctl flows --top 5 --by b
+expect "--drops --duration" _dpuctl dpuctl capture --d  # --- capture ---
+expect "firewall_deny firewall_reject" _dpuctl dpuctl capture --drops --reason firewall
 expect "--help action add create delete list remove show" _dpuctl dpuctl dpi ""  # --- dpi ---
 expect "--help add create delete list remove show" _dpuctl dpuctl dns ""
 expect "--help add create delete list remove set show" _dpuctl dpuctl lb ""
@@ -49,7 +55,7 @@ expect "nat" _dpuctl dpuctl lb create web --mode n
 expect "rehash reset" _dpuctl dpuctl lb create web --orphans re
 expect "--dns-query" _dpuctl dpuctl explain --dns
 expect "AAAA" _dpuctl dpuctl explain --dns-query x.example --qtype AA
-expect "fw" _dpuctl dpuctl f
+expect "flows fw" _dpuctl dpuctl f
 expect "--json" _dpuctl dpuctl --j
 expect "--help add list load remove" _dpuctl dpuctl fw ""
 expect "apply" _dpuctl dpuctl --server unix:/x.sock config a

@@ -382,6 +382,48 @@ TEST(FlowTableTest, ChurnKeepsSizeAndPositionsConsistent) {
 
 // ---------------------------------------------------------------------------- aging
 
+// --- flows view --- visit(): a walk in slices of `budget` slots, cut short by the callback
+// (as a flow dump that copies a bounded number of flows per worker loop), sees every flow
+// exactly once and nothing else.
+TEST(FlowTableTest, VisitInSlicesSeesEveryFlowOnce) {
+  auto t = makeTable(1000);
+  ASSERT_NE(t, nullptr);
+  std::vector<int> held(t->capacity(), 0);
+  for (uint32_t i = 0; i < 700; ++i) {
+    FlowKey k;
+    makeFlowKey(meta(v4(10, 1, uint8_t(i >> 8), uint8_t(i)), v4(10, 0, 0, 2), 1000, 53, 17), k);
+    int32_t p = t->insert(k, kSec);
+    ASSERT_GE(p, 0);
+    held[p] = 1;
+  }
+  for (uint32_t i = 0; i < 700; i += 3) {  // holes
+    FlowKey k;
+    makeFlowKey(meta(v4(10, 1, uint8_t(i >> 8), uint8_t(i)), v4(10, 0, 0, 2), 1000, 53, 17), k);
+    int32_t p = t->lookup(k);
+    ASSERT_GE(p, 0);
+    t->remove(p);
+    held[p] = 0;
+  }
+  for (uint32_t budget : {1u, 63u, 64u, 100u, 5000u}) {
+    for (uint32_t per_call : {1u, 7u, 1000u}) {
+      std::vector<int> seen(t->capacity(), 0);
+      uint32_t cursor = 0, calls = 0;
+      while (cursor < t->capacity()) {
+        uint32_t n = 0;
+        const uint32_t next = t->visit(cursor, budget, [&](int32_t p) {
+          ++seen[p];
+          return ++n < per_call;
+        });
+        ASSERT_GT(next, cursor);
+        ASSERT_LE(n, per_call);
+        cursor = next;
+        ASSERT_LT(++calls, 100000u);
+      }
+      EXPECT_EQ(seen, held) << "budget " << budget << " per call " << per_call;
+    }
+  }
+}
+
 TEST(FlowTableTest, AgingIsBoundedAndExpiresOnlyIdleFlows) {
   constexpr uint32_t kCap = 1024;
   constexpr uint32_t kBudget = 64;
