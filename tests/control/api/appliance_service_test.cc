@@ -1993,7 +1993,9 @@ TEST_F(ServiceTest, CapturePacketsStreamsCountAndDisarms) {
   EXPECT_EQ(plane_.lastSpec().reason, dp::DropReason::kFirewallDeny);
 
   // Another capture while one runs: FAILED_PRECONDITION.
-  ASSERT_TRUE(plane_.armCapture(dp::CaptureSpec{.drops = true}).ok());
+  dp::CaptureSpec drops;
+  drops.drops = true;
+  ASSERT_TRUE(plane_.armCapture(drops).ok());
   v1::CaptureRequest any;
   any.set_drops(true);
   any.set_count(1);
