@@ -586,6 +586,24 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   d.tcp_dpi_fail = policyOr(dp.tcp().dpi_fail(), d.tcp_dpi_fail);
   d.tcp_verify_checksum = !dp.tcp().skip_checksum();
   rules::ConfigErrorList errors;
+  const v1::TunnelConfig& tun = dp.tunnels();
+  switch (tun.mode()) {
+    case v1::TUNNEL_MODE_DEFAULT:
+    case v1::INSPECT: d.tunnels_inspect = true; break;
+    case v1::OUTER_ONLY: d.tunnels_inspect = false; break;
+    default: {
+      rules::ConfigError e;
+      e.section = "dataplane";
+      e.field = "dataplane.tunnels.mode";
+      e.reason = absl::StrCat("unknown tunnel mode ", tun.mode(), " (INSPECT or OUTER_ONLY)");
+      errors.push_back(std::move(e));
+    }
+  }
+  if (tun.vxlan_ports_size() > 0) d.vxlan_ports.assign(tun.vxlan_ports().begin(), tun.vxlan_ports().end());
+  if (tun.geneve_ports_size() > 0) {
+    d.geneve_ports.assign(tun.geneve_ports().begin(), tun.geneve_ports().end());
+  }
+  setIf(tun.max_depth(), d.tunnel_max_depth);
   rules::validateDataplane(d, errors);
   firewallToModel(cfg, &m.firewall, errors, details);
   lbToModel(cfg.lb(), &m.lb, errors);  // --- lb ---

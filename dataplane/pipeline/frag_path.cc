@@ -96,7 +96,7 @@ bool Worker::reasmJudge(rte_mbuf* m, uint16_t i, Burst& b, int32_t slot) {
         *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, const uint64_t*);
   }
   PacketMeta& pm = b.meta[i];
-  ParseStatus ps = parsePacket(rte_pktmbuf_mtod(r, const uint8_t*), r->data_len, pm);
+  ParseStatus ps = parsePacket(rte_pktmbuf_mtod(r, const uint8_t*), r->data_len, pm, &tun_);
   b.work[i] = r;
   b.reasm_slot[i] = slot;
   b.judge[i] = Burst::kJudgeDatagram;
@@ -177,7 +177,7 @@ bool Worker::reasmExhausted(rte_mbuf* m, uint16_t i, Burst& b, int32_t slot, Dro
   }
   c_->frag_held.add();
   PacketMeta& pm = b.meta[i];
-  parsePacket(rte_pktmbuf_mtod(first, const uint8_t*), first->data_len, pm);
+  parsePacket(rte_pktmbuf_mtod(first, const uint8_t*), first->data_len, pm, &tun_);
   PacketVerdict& v = b.v[i];
   if (shared_.seq_dynfield >= 0) v.seq = *RTE_MBUF_DYNFIELD(first, shared_.seq_dynfield, uint64_t*);
   v.in_side = sideOf(first);
@@ -213,7 +213,7 @@ void Worker::finishDatagram(rte_mbuf* m, uint16_t i, Burst& b) {
   PacketVerdict own = v;
   if (own.verdict == Verdict::kForward && lb_seen_) {
     PacketMeta fm;
-    parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, fm);
+    parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, fm, &tun_);
     if (!lbFollowFragment(m, fm, slot, own)) emitDrop(&fm, own, b.ts[i]);
   }
   applyVerdict(m, own, own.in_side);

@@ -307,6 +307,7 @@ bool v6Unicast(const IpAddr& a) {
 // address (the answer comes from the packet's destination address).
 bool answerable(const uint8_t* frame, const PacketMeta& m) {
   if ((frame[0] & 1) || (frame[6] & 1)) return false;
+  if (!tunnelAnswerable(m)) return false;
   if (m.l3 == L3Type::kIpv6) return v6Unicast(m.src) && v6Unicast(m.dst);
   return v4Unicast(m.src) && v4Unicast(m.dst);
 }
@@ -637,6 +638,7 @@ uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMet
   put16(tcp + 16, 0);  // checksum
   put16(tcp + 18, 0);  // urgent pointer
   put16(tcp + 16, finish(sum16(tcp, 20, pseudoSum(v6, src, dst, 6, 20))));
+  sealTunnel(out, len, m);
   return static_cast<uint16_t>(len);
 }
 
@@ -678,6 +680,7 @@ uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const Pa
   std::memcpy(icmp + 8, frame + l2, quote);
   uint32_t s = v6 ? pseudoSum(true, m.dst, m.src, 58, l4_len) : 0;
   put16(icmp + 2, finish(sum16(icmp, l4_len, s)));
+  sealTunnel(out, len, m);
   return static_cast<uint16_t>(len);
 }
 
