@@ -70,13 +70,17 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
         continue;
       }
       for (size_t j = 0; j < i; ++j) {
-        if ((*l.ports)[j] == p) tunnelError(f, absl::StrCat("port ", p, " repeats ", base, "[", j, "]"));
+        if ((*l.ports)[j] == p) {
+          tunnelError(f, absl::StrCat("port ", p, " repeats ", base, "[", j, "]"));
+          break;
+        }
       }
       if (l.ports == &s.geneve_ports) {
         for (size_t j = 0; j < s.vxlan_ports.size(); ++j) {
           if (s.vxlan_ports[j] == p) {
             tunnelError(f, absl::StrCat("port ", p, " is also dataplane.tunnels.vxlan_ports[", j,
                                         "]: a port carries VXLAN or Geneve, not both"));
+            break;
           }
         }
       }
