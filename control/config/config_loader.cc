@@ -298,6 +298,7 @@ rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& r, int index) {
   s.src_ports.assign(r.src_ports().begin(), r.src_ports().end());
   s.dst_ports.assign(r.dst_ports().begin(), r.dst_ports().end());
   if (r.has_vlan()) s.vlan = r.vlan();
+  if (r.has_tunnel_id()) s.tunnel_id = r.tunnel_id();
   s.src_countries.assign(r.src_countries().begin(), r.src_countries().end());
   s.dst_countries.assign(r.dst_countries().begin(), r.dst_countries().end());
   s.description = r.description();
@@ -322,6 +323,7 @@ v1::FirewallRule protoFromSpec(const rules::FirewallRuleSpec& s) {
   for (const auto& x : s.src_ports) r.add_src_ports(x);
   for (const auto& x : s.dst_ports) r.add_dst_ports(x);
   if (s.vlan) r.set_vlan(*s.vlan);
+  if (s.tunnel_id) r.set_tunnel_id(static_cast<uint32_t>(*s.tunnel_id));
   for (const auto& x : s.src_countries) r.add_src_countries(x);
   for (const auto& x : s.dst_countries) r.add_dst_countries(x);
   r.set_description(s.description);

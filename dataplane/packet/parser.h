@@ -349,20 +349,23 @@ inline bool portIn(uint16_t port, const uint16_t* ports, uint32_t n) {
 }
 
 // Clears the fields that describe the (previous) innermost packet; keeps the outer frame's
-// L2 fields and the tunnel layers.
+// L2 fields and the tunnel layers. Field by field (not a PacketMeta copy): per packet.
 inline void resetForInner(PacketMeta& m) {
-  PacketMeta k;
-  k.frame_len = m.frame_len;
-  k.ether_type = m.ether_type;
-  k.vlan_outer = m.vlan_outer;
-  k.vlan_inner = m.vlan_inner;
-  k.vlan_count = m.vlan_count;
-  k.pppoe_offset = m.pppoe_offset;
-  k.pppoe_session = m.pppoe_session;
-  k.tunnel_depth = m.tunnel_depth;
-  k.tunnel_id = m.tunnel_id;
-  std::memcpy(k.tunnel, m.tunnel, sizeof(k.tunnel));
-  m = k;
+  m.l3_offset = m.l4_offset = m.payload_offset = m.payload_len = 0;
+  m.l3 = L3Type::kNone;
+  m.l4_proto = 0;
+  m.ttl = 0;
+  m.l3_len = 0;
+  std::memset(m.src.b, 0, sizeof(m.src.b));
+  std::memset(m.dst.b, 0, sizeof(m.dst.b));
+  m.sport = m.dport = 0;
+  m.tcp_flags = 0;
+  m.tcp_seq = m.tcp_ack = 0;
+  m.icmp_type = m.icmp_code = 0;
+  m.has_l4 = false;
+  m.is_fragment = m.more_fragments = false;
+  m.frag_offset = m.frag_payload_len = 0;
+  m.frag_id = 0;
 }
 
 inline ParseStatus parseIp(const uint8_t* data, uint32_t off, uint32_t end, PacketMeta& m) {

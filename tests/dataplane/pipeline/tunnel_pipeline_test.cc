@@ -14,6 +14,7 @@
 #include "dataplane/packet/parser.h"
 #include "dataplane/packet/tunnel_config.h"
 #include "dataplane/stages/dns_message.h"
+#include "rules/compile/firewall_compiler.h"
 #include "rules/compile/yara_translate.h"
 #include "rules/compiled/dpi.h"
 #include "tests/dataplane/pipeline/harness.h"
@@ -283,8 +284,64 @@ TEST(TunnelPipeline, MalformedTunnelsFollowTheMalformedPolicy) {
   }
 }
 
-// --- DNS: a blocked query inside Geneve answered NXDOMAIN inside the tunnel ---
-TEST(TunnelPipeline, DnsQueryInsideGeneveAnsweredInside) {
+// --- Firewall rules on the tunnel id (rte_acl field) ---
+TEST(TunnelPipeline, FirewallRuleMatchesTheTunnelId) {
+  rules::FirewallModel fm;
+  rules::FirewallRule deny;
+  deny.id = "no-web-in-vni-100";
+  deny.action = FwAction::kDeny;
+  deny.protocols = {kTcp};
+  deny.dst_ports = {{80, 80}};
+  deny.tunnel_id = 100;
+  rules::FirewallRule none;
+  none.id = "no-telnet-outside-ids";
+  none.action = FwAction::kDeny;
+  none.protocols = {kTcp};
+  none.dst_ports = {{23, 23}};
+  none.tunnel_id = 0;  // outside tunnels, or in a tunnel without an id
+  fm.rules = {deny, none};
+  rules::ConfigErrorList errs;
+  auto fw = rules::compileFirewall(fm, &errs);
+  ASSERT_TRUE(fw.ok()) << fw.status();
+  auto s = std::make_unique<rules::Snapshot>();
+  s->dataplane = settings();
+  s->firewall = *fw;
+  Harness h(std::move(s));
+  test::GreOpts key100;
+  key100.key = true;
+  key100.key_value = 100;
+  const Frame web = tcpSyn(80), telnet = tcpSyn(23);
+  const std::vector<Frame> in = {
+      test::vxlanFrame(web, 100),                          // denied
+      test::vxlanFrame(web, 101),                          // allowed
+      web,                                                 // allowed
+      test::greFrame(test::ipOf(web), 0x0800, key100),     // denied (GRE key 100)
+      test::vxlanFrame(test::ipipFrame(web), 100),         // denied (IP-in-IP keeps the VNI)
+      telnet,                                              // denied (id 0)
+      test::ipipFrame(telnet),                             // denied (IP-in-IP: no id)
+      test::vxlanFrame(telnet, 5),                         // allowed
+      test::vxlanFrame(tcpSyn(80, 40000, "10.0.0.1", "10.0.0.2"), 100, test::outerV6()),  // denied
+  };
+  const bool denied[] = {true, false, false, true, true, true, true, false, true};
+  for (const Frame& f : in) h.send(0, f);
+  h.poll();
+  const auto& v = h.verdicts();
+  ASSERT_EQ(v.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(v[i].verdict, denied[i] ? Verdict::kDrop : Verdict::kForward) << i;
+  }
+  // IPv6 inner packets use the IPv6 context: the same rule.
+  const Frame web6 = PacketBuilder().ipv6("2001:db8::1", "2001:db8::2").tcp(40000, 80, kTcpSyn, 1).build();
+  h.send(0, test::vxlanFrame(web6, 100));
+  h.send(0, test::vxlanFrame(web6, 7));
+  h.poll();
+  ASSERT_EQ(v.size(), in.size() + 2);
+  EXPECT_EQ(v[in.size()].verdict, Verdict::kDrop);
+  EXPECT_EQ(v[in.size() + 1].verdict, Verdict::kForward);
+}
+
+// DNS list "ads" (NXDOMAIN for ads.example and below).
+std::unique_ptr<rules::Snapshot> dnsSnap() {
   rules::DnsModel dm;
   rules::DnsListModel l;
   l.name = "ads";
@@ -295,9 +352,14 @@ TEST(TunnelPipeline, DnsQueryInsideGeneveAnsweredInside) {
   auto s = std::make_unique<rules::Snapshot>();
   s->dataplane = settings();
   auto d = rules::compileDns(dm, nullptr);
-  ASSERT_TRUE(d.ok()) << d.status();
-  s->dns = *d;
-  Harness h(std::move(s));
+  EXPECT_TRUE(d.ok()) << d.status();
+  if (d.ok()) s->dns = *d;
+  return s;
+}
+
+// --- DNS: a blocked query inside Geneve answered NXDOMAIN inside the tunnel ---
+TEST(TunnelPipeline, DnsQueryInsideGeneveAnsweredInside) {
+  Harness h(dnsSnap());
   auto query = [](const std::string& name, uint16_t id) {
     return PacketBuilder().eth(test::mac("02:00:00:00:00:0a"), test::mac("02:00:00:00:00:0b"))
         .ipv4("10.0.0.1", "10.0.0.53").udp(40000, 53).payload(test::dnsQuery(name, kTypeA, id)).build();
@@ -322,6 +384,28 @@ TEST(TunnelPipeline, DnsQueryInsideGeneveAnsweredInside) {
   EXPECT_EQ(dnsGet16(msg), 0x4242);
   EXPECT_EQ(msg[3] & 0xf, 3);  // NXDOMAIN
   EXPECT_EQ(drops(h.counters(), DropReason::kDnsAnswered), 1u);
+}
+
+// A DNS query fragmented inside VXLAN: reassembled for inspection (the outer lengths set for
+// the whole datagram), answered inside the tunnel; every fragment dropped.
+TEST(TunnelPipeline, FragmentedQueryInsideVxlanIsReassembled) {
+  Harness h(dnsSnap());
+  const Frame q = PacketBuilder().ipv4("10.0.0.1", "10.0.0.53").udp(40000, 53)
+                      .payload(test::dnsQuery("www.ads.example", kTypeA, 0x5151)).build();
+  const std::vector<Frame> frags = test::fragmentIpv4(q, 16);
+  ASSERT_GE(frags.size(), 3u);
+  for (const Frame& f : frags) h.send(0, test::vxlanFrame(f, 9));
+  h.poll();
+  EXPECT_TRUE(h.out(1).empty());
+  const auto back = h.out(0);
+  ASSERT_EQ(back.size(), 1u);
+  expectOuterConsistent(back[0]);
+  const PacketMeta r = parseT(back[0]);
+  EXPECT_EQ(r.tunnel_id, 9u);
+  EXPECT_EQ(r.dport, 40000);
+  EXPECT_EQ(back[0][r.payload_offset + 3] & 0xf, 3);  // NXDOMAIN
+  for (const auto& v : h.verdicts()) EXPECT_EQ(v.verdict, Verdict::kDrop);
+  EXPECT_EQ(h.verdicts().size(), frags.size());
 }
 
 // --- DPI: a match inside GRE drops the inner flow ---
