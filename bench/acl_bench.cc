@@ -3,7 +3,7 @@
 //
 //   acl_bench [--sizes 1000,10000,100000] [--trace 200000] [--iters 20] [--burst 32]
 //             [--reps 3] [--lcore 1] [--test-acl /usr/bin/dpdk-test-acl] [--out DIR]
-//             [--seed 1]
+//             [--seed 1] [--eal ARG]...
 //
 // For every size it generates the rules (IPv4 5-tuple, ClassBench "acl1"-like: nested
 // prefixes around a few hundred sites, /32 and /24 heavy, well-known destination ports,
@@ -22,6 +22,10 @@
 //     until the change is in force ("change ms", the delta), time until the background full
 //     build has replaced the delta ("merged ms"), classification on base + delta (before
 //     the merge; interleaved with the full tables) and its answers against the reference.
+// --eal ARG adds an EAL argument for our side (repeatable), e.g. --force-max-simd-bitwidth=512:
+// rte_acl picks its classify method when a context is built, AVX2 under EAL's default
+// bit-width limit of 256 and AVX-512 (x16 / x32) above it; the same argument is given to
+// dpdk-test-acl.
 // Prints one table; writes results.tsv and the rule / trace files under --out.
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -38,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -47,6 +52,7 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/port/eal.h"
 #include "dataplane/stages/firewall_stage.h"
 #include "rules/compiled/firewall.h"
 
@@ -66,6 +72,7 @@ struct Options {
   unsigned lcore = 1;
   uint64_t seed = 1;
   std::string test_acl = "/usr/bin/dpdk-test-acl";
+  std::vector<std::string> eal_extra;  // --eal: more EAL arguments (both sides)
   std::string out = "acl_bench_out";
 };
 
@@ -245,13 +252,16 @@ std::string run(const std::vector<std::string>& argv, int* rc) {
   int st = 0;
   waitpid(pid, &st, 0);
   *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  // dpdk-test-acl leaves its EAL runtime directory (telemetry socket; all of it when it
+  // crashes): the process is gone, so the directory of its file prefix goes too.
+  dpu::dp::removeStaleEalRuntimeDir(dpu::dp::ealRuntimeDir(argv), nullptr);
   return out;
 }
 
 std::vector<std::string> testAclArgs(const Options& o, const std::string& rules,
                                      const std::string& trace, uint32_t nrules, uint32_t ntrace,
                                      uint32_t iters, int verbose, int run_no) {
-  return {o.test_acl,
+  std::vector<std::string> a = {o.test_acl,
           "--no-huge",
           "--no-pci",
           "--no-shconf",
@@ -261,7 +271,9 @@ std::vector<std::string> testAclArgs(const Options& o, const std::string& rules,
           std::to_string(o.lcore),
           "--log-level=lib.eal:error",
           "--file-prefix=aclbench" + std::to_string(getpid()) + "_" + std::to_string(run_no),
-          "--",
+          };
+  a.insert(a.end(), o.eal_extra.begin(), o.eal_extra.end());
+  std::vector<std::string> rest = {"--",
           "--rulesf=" + rules,
           "--tracef=" + trace,
           "--rulenum=" + std::to_string(nrules),
@@ -271,6 +283,8 @@ std::vector<std::string> testAclArgs(const Options& o, const std::string& rules,
           "--runcat=1",
           "--iter=" + std::to_string(iters),
           "--verbose=" + std::to_string(verbose)};
+  a.insert(a.end(), rest.begin(), rest.end());
+  return a;
 }
 
 std::vector<uint32_t> parseSizes(const std::string& s) {
@@ -364,10 +378,12 @@ int main(int argc, char** argv) {
     else if (a == "--seed") o.seed = std::stoull(next());
     else if (a == "--test-acl") o.test_acl = next();
     else if (a == "--out") o.out = next();
+    else if (a == "--eal") o.eal_extra.push_back(next());
     else {
       std::fprintf(stderr,
                    "usage: acl_bench [--sizes 1000,10000,100000] [--trace N] [--iters N] "
-                   "[--burst N] [--reps N] [--lcore N] [--seed N] [--test-acl PATH] [--out DIR]\n");
+                   "[--burst N] [--reps N] [--lcore N] [--seed N] [--test-acl PATH] [--out DIR] "
+                   "[--eal ARG]...\n");
       return 2;
     }
   }
@@ -378,13 +394,13 @@ int main(int argc, char** argv) {
   ::mkdir(o.out.c_str(), 0755);
   std::string prefix = "--file-prefix=aclbenchself" + std::to_string(getpid());
   std::string lc = std::to_string(o.lcore);
-  std::vector<std::string> eal = {"acl_bench", "--no-huge", "--no-pci", "--no-shconf", "-m",
-                                  "6144",      "-l",        lc,         "--log-level=lib.eal:error",
-                                  prefix};
-  std::vector<char*> ea;
-  for (auto& s : eal) ea.push_back(s.data());
-  if (rte_eal_init(static_cast<int>(ea.size()), ea.data()) < 0) {
-    std::fprintf(stderr, "acl_bench: rte_eal_init failed\n");
+  // No shared files, no telemetry: EAL's runtime directory stays empty and initEal removes it.
+  std::vector<std::string> eal = {"acl_bench", "--no-huge",      "--no-pci", "--no-shconf",
+                                  "--no-telemetry", "-m",        "6144",     "-l",
+                                  lc,          "--log-level=lib.eal:error", prefix};
+  eal.insert(eal.end(), o.eal_extra.begin(), o.eal_extra.end());
+  if (absl::Status st = dpu::dp::initEal(eal); !st.ok()) {
+    std::fprintf(stderr, "acl_bench: %s\n", std::string(st.message()).c_str());
     return 1;
   }
   bool have_test_acl = ::access(o.test_acl.c_str(), X_OK) == 0;
@@ -628,6 +644,19 @@ int main(int argc, char** argv) {
         << r.mismatches << '\n';
     if (r.mismatches) ++bad;
   }
+  // EAL never removes its runtime directories (<base>/<file prefix>): ours and those of
+  // every dpdk-test-acl run (prefixes aclbench<pid>_<n>) go now.
+  const std::string rt = rte_eal_get_runtime_dir();
   rte_eal_cleanup();
+  if (const size_t slash = rt.rfind('/'); slash != std::string::npos && slash > 0) {
+    const std::string base = rt.substr(0, slash);
+    const std::string self = "aclbenchself" + std::to_string(getpid());
+    const std::string child = "aclbench" + std::to_string(getpid()) + "_";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == self || name.rfind(child, 0) == 0) std::filesystem::remove_all(e.path(), ec);
+    }
+  }
   return bad ? 1 : 0;
 }

@@ -28,6 +28,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+source "$HERE/eal_dirs.sh"
 PY=/usr/bin/python3
 
 OUTDIR=""
@@ -86,6 +87,7 @@ done
 
 # --- appliance --------------------------------------------------------------------------
 APP_LOG="$OUTDIR/appliance.err"; APP_OUT="$OUTDIR/appliance.out"
+eal_dirs_track "applyb_$$"
 $NICE_CMD "$APP" run --state-dir "$STATE" -- \
   -l 0,1 --no-huge --no-pci --no-shconf --file-prefix="applyb_$$" -m 1024 \
   --log-level=lib.eal:error \
@@ -99,6 +101,7 @@ cleanup() {
     kill -KILL "$APP_PID" 2>/dev/null || true
   fi
   wait "$APP_PID" 2>/dev/null || true
+  eal_dirs_cleanup
 }
 trap cleanup EXIT
 for ((i = 0; i < 600; i++)); do

@@ -16,6 +16,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+source "$HERE/eal_dirs.sh"
 PY=/usr/bin/python3
 OUTDIR=""
 N=10
@@ -49,11 +50,12 @@ printf '{"dpi": {"rule_files": ["%s"], "rule_sets": [{"name": "bench", "text": "
   "$RULES" >"$OUTDIR/config.json"
 
 APP_LOG="$OUTDIR/appliance.err"
+eal_dirs_track "dpiab_$$"
 "$APP" run --state-dir "$STATE" --config "$OUTDIR/config.json" -- \
   -l 0,1 --no-huge --no-pci --no-shconf --file-prefix="dpiab_$$" -m 1024 --log-level=lib.eal:error \
   --vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev net_null0,no-rx=1 >"$OUTDIR/appliance.out" 2>"$APP_LOG" &
 APP_PID=$!
-trap 'kill -TERM $APP_PID 2>/dev/null; wait $APP_PID 2>/dev/null || true' EXIT
+trap 'kill -TERM $APP_PID 2>/dev/null; wait $APP_PID 2>/dev/null || true; eal_dirs_cleanup' EXIT
 for ((i = 0; i < 1200; i++)); do
   grep -q "forwarding between" "$APP_LOG" 2>/dev/null && break
   kill -0 "$APP_PID" 2>/dev/null || die "dpu-appliance exited, see $APP_LOG"

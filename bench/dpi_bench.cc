@@ -20,6 +20,16 @@
 // median / p99 / max) and how many directions did not fit K; the expand + compress pair
 // alone (hs_reset_and_expand_stream + hs_compress_stream on the flows' compressed streams);
 // and libyara's yr_rules_scan_mem on each packet alone as the reference.
+// Each stream-mode row also gives the engine's limit, timed in the same run: Hyperscan's own
+// hs_scan_stream in a tight loop over the same packets, one stream per flow direction, same
+// database, a match callback that only counts (as hsbench does), and the DPI stage's
+// throughput as a fraction of it (limit ns / stage ns); and the directions left uninspected
+// (DpiOutcome::no_stream: must be 0). Rows: 64 / 512 / 1460 B payloads and "imix", the
+// payloads of IMIX 7:4:1 frames (60 / 590 / 1514 B frames of TCP over IPv4: 6 / 536 /
+// 1460 B). The stream modes run twice: on the mostly clean payloads above and on a
+// match-dense mix, every payload made of the rules' strings back to back, where condition
+// evaluation, not Hyperscan, can dominate. --streams-only: the stream modes of the exact
+// build only (no block-scan table, no prefiltered build).
 #include <hs/hs.h>
 #include <yara.h>
 
@@ -101,13 +111,24 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
   std::printf("\nstream modes: %u flow directions x %u packets, round-robin; full = one "
               "Hyperscan stream each (%zu B + %zu B match state), compressed = a %u B slot each\n",
               nflows, npackets, d.streamStateBytes(), (*rf)->msStride(), slot_bytes);
-  std::printf("%-8s | %10s %10s %7s | %9s | %-34s | %8s | %s\n", "packet", "full ns/p", "comp ns/p",
-              "comp/full", "yara ns/p", "compact state B med/p99/max (hs+ms)", "overflow",
-              "rules fired (equal)");
-  for (size_t size : {size_t(64), size_t(512), size_t(1460)}) {
+  std::printf("%-8s | %10s %10s %7s | %9s | %9s %9s %9s | %-34s | %8s | %7s | %s\n", "packet",
+              "full ns/p", "comp ns/p", "comp/full", "yara ns/p", "hs ns/p", "full/hs", "comp/hs",
+              "compact state B med/p99/max (hs+ms)", "overflow", "uninsp.", "rules fired (equal)");
+  // Payload sizes of a row; 0 = IMIX 7:4:1 of TCP payloads 6 / 536 / 1460 B.
+  for (size_t size : {size_t(64), size_t(512), size_t(1460), size_t(0)}) {
     std::vector<std::string> pk(size_t(nflows) * npackets);
-    for (std::string& p : pk) p = makePayload(size);
-    struct Mode { const DpiRuntime* rt; std::vector<DpiDir> dirs; std::vector<uint32_t> seq; uint64_t fired = 0, overflow = 0; };
+    std::mt19937 imix_rng(11);
+    for (std::string& p : pk) {
+      size_t n = size;
+      if (n == 0) {
+        const uint32_t r = imix_rng() % 12;
+        n = r < 7 ? 6 : r < 11 ? 536 : 1460;
+      }
+      p = makePayload(n);
+    }
+    size_t pk_bytes = 0;
+    for (const std::string& p : pk) pk_bytes += p.size();
+    struct Mode { const DpiRuntime* rt; std::vector<DpiDir> dirs; std::vector<uint32_t> seq; uint64_t fired = 0, overflow = 0, no_stream = 0; };
     auto runOnce = [&](Mode& m, std::vector<size_t>* hs_sz, std::vector<size_t>* ms_sz,
                        std::vector<size_t>* tot_sz) {
       m.dirs.assign(nflows, DpiDir{});
@@ -121,6 +142,7 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
           m.seq[f] += uint32_t(p.size());
           m.fired += o.nfired;
           m.overflow += o.overflow;
+          m.no_stream += o.no_stream;
           if (hs_sz != nullptr && !(m.dirs[f].flags & DpiDir::kFull) && m.dirs[f].slot != DpiDir::kNoSlot) {
             const uint8_t* s = m.rt->worker(0).cdata.get() + size_t(m.dirs[f].slot) * slot_bytes;
             uint16_t hl, ml;
@@ -143,11 +165,32 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
     runOnce(mf, nullptr, nullptr, nullptr);
     runOnce(mc, &hs_sz, &ms_sz, &tot_sz);
     const uint64_t fired_full = mf.fired, fired_comp = mc.fired, overflow = mc.overflow;
+    const uint64_t uninspected = mf.no_stream + mc.no_stream;
+    // The engine's limit: hs_scan_stream alone over the same packets, a stream per
+    // direction, round-robin like the stage, a callback that counts.
+    std::vector<hs_stream_t*> hs_streams(nflows, nullptr);
+    hs_scratch_t* hs_scratch = (*rf)->worker(0).scratch;
+    uint64_t hs_matches = 0;
+    auto hsCount = [](unsigned, unsigned long long, unsigned long long, unsigned, void* c) -> int {
+      ++*static_cast<uint64_t*>(c);
+      return 0;
+    };
+    auto hsOnce = [&]() {
+      if (d.db == nullptr) return;
+      for (uint32_t f = 0; f < nflows; ++f) hs_open_stream(d.db, 0, &hs_streams[f]);
+      for (uint32_t k = 0; k < npackets; ++k) {
+        for (uint32_t f = 0; f < nflows; ++f) {
+          const std::string& p = pk[size_t(k) * nflows + f];
+          hs_scan_stream(hs_streams[f], p.data(), unsigned(p.size()), 0, hs_scratch, hsCount, &hs_matches);
+        }
+      }
+      for (uint32_t f = 0; f < nflows; ++f) hs_close_stream(hs_streams[f], hs_scratch, hsCount, &hs_matches);
+    };
     std::sort(hs_sz.begin(), hs_sz.end());
     std::sort(ms_sz.begin(), ms_sz.end());
     std::sort(tot_sz.begin(), tot_sz.end());
     // Timed: interleaved rounds, medians.
-    std::vector<double> tf, tc, ty;
+    std::vector<double> tf, tc, ty, th;
     auto t_end = Clock::now() + std::chrono::duration<double>(min_time * 2);
     const double per = double(nflows) * npackets;
     do {
@@ -157,6 +200,9 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
       t0 = Clock::now();
       runOnce(mc, nullptr, nullptr, nullptr);
       tc.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+      t0 = Clock::now();
+      hsOnce();
+      th.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
       t0 = Clock::now();
       const size_t ny = std::min<size_t>(pk.size(), 64);
       for (size_t i = 0; i < ny; ++i)
@@ -168,10 +214,17 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
     char sizes[96];
     std::snprintf(sizes, sizeof sizes, "%zu/%zu/%zu (%zu+%zu)", pct(tot_sz, 0.5), pct(tot_sz, 0.99),
                   tot_sz.empty() ? 0 : tot_sz.back(), pct(hs_sz, 0.5), pct(ms_sz, 0.5));
-    std::printf("%-8zu | %10.0f %10.0f %6.2fx | %9.0f | %-34s | %8llu | %llu vs %llu (%s)\n", size,
-                med(tf), med(tc), med(tc) / med(tf), med(ty), sizes, (unsigned long long)overflow,
-                (unsigned long long)fired_full, (unsigned long long)fired_comp,
-                fired_full == fired_comp ? "equal" : "DIFFERENT");
+    const std::string label = size == 0 ? "imix" : std::to_string(size);
+    std::printf("%-8s | %10.0f %10.0f %6.2fx | %9.0f | %9.0f %8.2fx %8.2fx | %-34s | %8llu | %7llu | "
+                "%llu vs %llu (%s)\n", label.c_str(),
+                med(tf), med(tc), med(tc) / med(tf), med(ty), med(th), med(th) / med(tf),
+                med(th) / med(tc), sizes, (unsigned long long)overflow,
+                (unsigned long long)uninspected, (unsigned long long)fired_full,
+                (unsigned long long)fired_comp, fired_full == fired_comp ? "equal" : "DIFFERENT");
+    const double gbit = 8.0 * double(pk_bytes) / per;  // bits per packet
+    std::printf("%-8s   payload %.0f B/packet: full %.2f Gbit/s, compressed %.2f Gbit/s, "
+                "hs_scan_stream %.2f Gbit/s\n", "", double(pk_bytes) / per, gbit / med(tf),
+                gbit / med(tc), gbit / med(th));
   }
   // The expand + compress pair alone, on compressed streams of flows that saw 8 x 1460 B.
   if (d.db != nullptr) {
@@ -220,6 +273,7 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
 int main(int argc, char** argv) {
   double min_time = 0.5;
   uint32_t nflows = 1024, npackets = 8, slot_bytes = dpu::dp::DpiSettings{}.compressed_slot_bytes;
+  bool streams_only = false;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -227,6 +281,7 @@ int main(int argc, char** argv) {
     else if (a == "--flows" && i + 1 < argc) nflows = uint32_t(std::stoul(argv[++i]));
     else if (a == "--packets" && i + 1 < argc) npackets = uint32_t(std::stoul(argv[++i]));
     else if (a == "--slot-bytes" && i + 1 < argc) slot_bytes = uint32_t(std::stoul(argv[++i]));
+    else if (a == "--streams-only") streams_only = true;
     else args.push_back(a);
   }
   const std::vector<std::string> files = yaraFiles(args);
@@ -293,6 +348,21 @@ int main(int argc, char** argv) {
     }
     return p;
   };
+  // Match-dense: the rules' strings back to back (the last one cut to fit).
+  std::mt19937 dense_rng(13);
+  auto makeDense = [&](size_t n) {
+    std::string p;
+    while (p.size() < n && !samples.empty()) p += samples[dense_rng() % samples.size()];
+    p.resize(n, 'x');
+    return p;
+  };
+  if (streams_only) {
+    std::printf("\nmostly clean payloads (one in four carries a rule string):");
+    streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time);
+    std::printf("\nmatch-dense payloads (the rules' strings back to back):");
+    streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time);
+    return 0;
+  }
   const size_t sizes[] = {64, 512, 1460, 65536};
   dpu::dp::DpiSettings ds;
   ds.streams_per_worker = 1;
@@ -425,6 +495,8 @@ int main(int argc, char** argv) {
                 double(pf_stats.errors) / double(count));
   }
   streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time);
+  std::printf("\nmatch-dense payloads (the rules' strings back to back):");
+  streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time);
   // The same per-packet path with the prefiltered build: every direction keeps a history
   // window (copied into after each packet) and candidates are confirmed on window + packet.
   std::printf("\nprefiltered build (history window %u B per direction):", (*pf)->prefilter_window);

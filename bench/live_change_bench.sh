@@ -29,6 +29,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+source "$HERE/eal_dirs.sh"
 PY=/usr/bin/python3
 OUTDIR="" SETTLE=3 WARMUP=4 LCORES=0,1
 APP=$ROOT/build/control/dpu-appliance
@@ -57,12 +58,13 @@ rm -rf "$STATE"; mkdir -p "$STATE"
 SOCK=unix:$STATE/api.sock
 ctl() { "$CTL" --server "$SOCK" "$@"; }
 
+eal_dirs_track "lcb$$"
 stdbuf -oL -eL "$APP" run --state-dir "$STATE" --config "$OUTDIR/fw10k_lb100_dns.json" \
   --stats-interval 1 --mbufs 110000 -- -l "$LCORES" --no-huge --no-pci --no-shconf -m 2048 \
   --file-prefix "lcb$$" --vdev "net_pcap0,rx_pcap=$OUTDIR/t64.pcap,infinite_rx=1" \
   --vdev net_null0,no-rx=1 >"$OUTDIR/appliance.out" 2>"$OUTDIR/appliance.err" &
 APID=$!
-trap 'kill -INT $APID 2>/dev/null || true; wait $APID 2>/dev/null || true' EXIT
+trap 'kill -INT $APID 2>/dev/null || true; wait $APID 2>/dev/null || true; eal_dirs_cleanup' EXIT
 for _ in $(seq 1 240); do
   grep -q '^dpu-appliance: forwarding' "$OUTDIR/appliance.err" 2>/dev/null && break
   kill -0 $APID 2>/dev/null || { cat "$OUTDIR/appliance.err" >&2; exit 1; }
@@ -92,6 +94,7 @@ change dns_reload ctl config apply "$OUTDIR/fw10k_lb100_dns_b.json" --force
 change lb_add ctl lb add bench100 be101 --ipv4 10.200.9.9 --mac 02:be:00:00:09:09 --force
 change lb_remove ctl lb remove bench100 be101 --flush --force
 kill -INT $APID; wait $APID || true
+eal_dirs_cleanup
 trap - EXIT
 
 "$PY" - "$OUTDIR" <<'EOF'

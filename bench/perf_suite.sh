@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# End-to-end performance suite (issue #8): the appliance beside dpdk-testpmd --forward-mode=io
-# on the same vdevs (net_pcap,rx_pcap=X,infinite_rx=1 -> net_null), the same traffic and the
-# same worker core, runs interleaved, for each configuration:
+# End-to-end performance suite (issues #8, #20): the appliance beside dpdk-testpmd
+# --forward-mode=io (the I/O floor) and DPDK's reference forwarders l3fwd --lookup=em (an
+# rte_hash exact-match lookup of the 5-tuple per packet) and l3fwd --lookup=acl (rte_acl per
+# packet with the same 10k rules as fw10k), built by fwd_bench.sh from dpdk-doc's example
+# sources, on the same vdevs (net_pcap,rx_pcap=X,infinite_rx=1 -> net_null), the same traffic
+# and the same worker core, runs interleaved, for each configuration (the l3fwd peers on the
+# 64 B configurations; full_imix against testpmd only):
 #
 #   none        no rules (flow table only)                          64 B frames, 100k flows
 #   fw10k       10 000 firewall rules (gen_rules.py)                64 B frames, 100k flows
@@ -13,7 +17,9 @@
 # Each configuration is one bench/fwd_bench.sh run (REPS x WARMUP + DURATION seconds per
 # tool). Results: OUTDIR/suite.tsv (config, traffic, testpmd and appliance Mpps medians, ratio,
 # cycles per packet for both, the appliance's cycles per packet by stage, latency p50/p99,
-# inspected payload Gbit/s), printed as a table; bench/plot_suite.py draws it.
+# inspected payload Gbit/s, then l3fwd em / acl Mpps, the appliance's ratios to them, its ns
+# per packet above the testpmd floor, and the 1-min load average of each tool's runs), printed
+# as a table; bench/plot_suite.py draws it.
 #
 # Traffic is replayed in a loop: a TCP segment seen again is a retransmission to the DPI
 # stage and is not scanned again, while UDP datagrams are scanned every time (per-datagram
@@ -37,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     -w) WARMUP=$2; shift 2 ;;
     -o) OUTDIR=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) EXTRA+=("$1"); shift ;;
   esac
 done
@@ -68,19 +74,23 @@ traffic_of() { case $1 in *imix*) echo imix ;; *) echo t64 ;; esac; }
 
 # --- runs ------------------------------------------------------------------------------
 TSV="$OUTDIR/suite.tsv"
-printf "config\ttraffic\ttestpmd_mpps\tappliance_mpps\tratio\ttestpmd_cycles_pkt\tappliance_cycles_pkt\tstage_cycles_pkt\tlatency_p50_us\tlatency_p99_us\tinspected_gbps\tload\n" >"$TSV"
+printf "config\ttraffic\ttestpmd_mpps\tappliance_mpps\tratio\ttestpmd_cycles_pkt\tappliance_cycles_pkt\tstage_cycles_pkt\tlatency_p50_us\tlatency_p99_us\tinspected_gbps\tload\tl3fwd_em_mpps\tl3fwd_acl_mpps\tratio_em\tratio_acl\tns_above_floor\tloads\n" >"$TSV"
 for cfg in $CONFIGS; do
   tr=$(traffic_of "$cfg")
   run="$OUTDIR/run_$cfg"
   echo "perf_suite: $cfg on $tr ($(uptime | sed 's/.*load average: //'))"
   load=$(cut -d' ' -f1 /proc/loadavg)
+  tools="testpmd appliance"
+  if [[ $tr == t64 ]]; then tools="testpmd l3fwd_em l3fwd_acl appliance"; fi
   "$HERE/fwd_bench.sh" -r "$REPS" -d "$DURATION" -w "$WARMUP" -p "$OUTDIR/$tr.pcap" \
-    -m 2048 --app-config "$OUTDIR/$cfg.json" -o "$run" "${EXTRA[@]}" | tee "$run.log" | tail -4
+    -m 2048 --app-config "$OUTDIR/$cfg.json" -o "$run" --tools "$tools" \
+    --acl-rules "$OUTDIR/fw10k.rules" "${EXTRA[@]}" | tee "$run.log" | tail -9
   "$PY" - "$run" "$cfg" "$tr" "$load" >>"$TSV" <<'EOF'
 import glob, re, statistics, sys
 run, cfg, tr, load = sys.argv[1:5]
 rows = [l.rstrip("\n").split("\t") for l in open(f"{run}/results.tsv")][1:]
-med = {t: statistics.median(float(r[2]) for r in rows if r[1] == t) for t in ("testpmd", "appliance")}
+med = {t: statistics.median(float(r[2]) for r in rows if r[1] == t)
+       for t in ("testpmd", "l3fwd_em", "l3fwd_acl", "appliance") if any(r[1] == t for r in rows)}
 # The appliance's final summaries: cycles per received packet by stage, latency, TSC, and
 # the DPI bytes scanned (from the summary's dpi line) over the run's duration.
 stages, p50, p99, hz, gbps = {}, [], [], None, []
@@ -102,9 +112,15 @@ for out in sorted(glob.glob(f"{run}/appliance_*.out")):
 med_or = lambda v: f"{statistics.median(v):.2f}" if v else ""
 cyc = lambda mpps: f"{hz / (mpps * 1e6):.0f}" if hz and mpps else ""
 stage_s = " ".join(f"{k}={statistics.median(v):.0f}" for k, v in stages.items())
+peer = lambda t: f"{med[t]:.3f}" if t in med else ""
+ratio = lambda t: f"{med['appliance'] / med[t]:.3f}" if t in med else ""
+loads = " ".join(f"{t}:{min(float(r[5]) for r in rows if r[1] == t):.1f}-"
+                 f"{max(float(r[5]) for r in rows if r[1] == t):.1f}" for t in med)
 print("\t".join([cfg, tr, f"{med['testpmd']:.3f}", f"{med['appliance']:.3f}",
                  f"{med['appliance'] / med['testpmd']:.3f}", cyc(med["testpmd"]),
-                 cyc(med["appliance"]), stage_s, med_or(p50), med_or(p99), med_or(gbps), load]))
+                 cyc(med["appliance"]), stage_s, med_or(p50), med_or(p99), med_or(gbps), load,
+                 peer("l3fwd_em"), peer("l3fwd_acl"), ratio("l3fwd_em"), ratio("l3fwd_acl"),
+                 f"{1e3 / med['appliance'] - 1e3 / med['testpmd']:.1f}", loads]))
 EOF
 done
 echo

@@ -4,6 +4,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libdpdk-dev dpdk-dev dpdk            # DPDK 22.11: libraries, PMDs, dpdk-testpmd, dpdk-test-acl
+  dpdk-doc                             # example sources: bench/fwd_bench.sh builds l3fwd from them
   libhyperscan-dev libyara-dev libmaxminddb-dev mmdb-bin nlohmann-json3-dev
   libpcre2-dev                         # DPI: PCRE2 confirms HS_FLAG_PREFILTER candidates
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev

@@ -1,6 +1,7 @@
 // --- lb --- Automatic removal of draining backends (see lb_drain.h).
 #include "control/api/lb_drain.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <unordered_map>
@@ -77,6 +78,35 @@ absl::StatusOr<std::vector<LbDrainer::Removal>> LbDrainer::check(uint64_t now_ns
   }
   for (auto it = watch_.begin(); it != watch_.end();) {
     it = seen.count(it->first) ? std::next(it) : watch_.erase(it);
+  }
+  // Removing a service's last backend takes an explicit allow_empty (RemoveLbBackend); the
+  // drainer has no such intent, so it never empties a service: when every backend of a
+  // service is due, the last one due stays (draining: no slots, so no new flow; its pinned
+  // flows keep going) and a "keep" event says so, once per drain.
+  if (view->compiled) {
+    for (const auto& svc : view->compiled->services) {
+      size_t n_due = 0;
+      for (const Removal& r : due) n_due += r.service == svc->model.id ? 1 : 0;
+      if (n_due == 0 || n_due < svc->backends.size()) continue;
+      auto last = std::find_if(due.rbegin(), due.rend(),
+                               [&](const Removal& r) { return r.service == svc->model.id; });
+      Watch& w = watch_[std::make_pair(last->service, last->backend)];
+      if (!w.kept_reported) {
+        w.kept_reported = true;
+        std::fprintf(stderr,
+                     "dpu-appliance: lb service '%s': draining backend '%s' is due for removal "
+                     "(%s) but is the service's last backend: it stays, draining (remove it "
+                     "with dpuctl lb remove --flush --allow-empty)\n",
+                     last->service.c_str(), last->backend.c_str(), last->reason.c_str());
+        if (events_) {
+          events_->publish(lbEvent("keep", last->service, last->backend, view->version,
+                                   absl::StrCat(",\"reason\":\"last_backend\",\"due\":\"",
+                                                last->reason,
+                                                "\",\"flows_active\":", last->flows_active)));
+        }
+      }
+      due.erase(std::next(last).base());
+    }
   }
   if (due.empty()) return due;
   // One update for all of them, against the version the decision was made on.

@@ -10,7 +10,10 @@
 //            (they then follow the service's orphan policy, as after a flush)
 // A removal is an ordinary config update through the ConfigManager (a new version, persisted,
 // published; it loses against a concurrent change and is retried at the next check) and an
-// "lb" event with action "remove" and the reason. The drain timer starts when the drainer
+// "lb" event with action "remove" and the reason. A service's last backend is never removed
+// (that takes an explicit allow_empty, which a drain does not carry): it stays draining (no
+// new flows) and an "lb" event with action "keep" and reason "last_backend" says so once. The
+// drain timer starts when the drainer
 // first sees the backend draining (a restart of the appliance starts it again).
 #pragma once
 
@@ -64,6 +67,7 @@ class LbDrainer {
     uint64_t identity = 0;
     uint64_t since_ns = 0;     // first seen draining
     uint32_t idle_checks = 0;  // consecutive checks with no flow pinned
+    bool kept_reported = false;  // the "keep" (last backend) event went out for this drain
   };
   ConfigManager* config_;
   dp::DataplaneControl* plane_;

@@ -1,6 +1,9 @@
 #include "control/app/live.h"
 
+#include <net/if.h>
 #include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <systemd/sd-daemon.h>
@@ -93,6 +96,26 @@ PortReport livePort(uint16_t port, const char* side) {
     r.tx_errors = st.oerrors;
   }
   return r;
+}
+
+// What a port is bound to, for the start-up line: the kernel interface it sends on (af_packet,
+// tap, pcap iface=...) and the device's arguments (iface=, rx_pcap=, ...), e.g.
+// "net_af_packet0 on interface veth-a (iface=veth-a)".
+std::string portBinding(uint16_t port) {
+  char name[RTE_ETH_NAME_MAX_LEN] = {0};
+  rte_eth_dev_get_name_by_port(port, name);
+  std::string out = name;
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port, &info) != 0) return out;
+  char ifname[IF_NAMESIZE] = {0};
+  if (info.if_index != 0 && if_indextoname(info.if_index, ifname) != nullptr) {
+    absl::StrAppend(&out, " on interface ", ifname);
+  }
+  const rte_devargs* da = info.device ? rte_dev_devargs(info.device) : nullptr;
+  if (da != nullptr && da->args != nullptr && da->args[0] != 0) {
+    absl::StrAppend(&out, " (", da->args, ")");
+  }
+  return out;
 }
 
 }  // namespace
@@ -207,10 +230,10 @@ absl::Status runLive(const LiveOptions& o) {
                store->path().c_str());
   st = plane->launch();
   if (!st.ok()) return st;
-  std::fprintf(stderr, "dpu-appliance: forwarding between %s (A) and %s (B) with %u worker(s); "
+  std::fprintf(stderr, "dpu-appliance: forwarding between A (%s) and B (%s) with %u worker(s); "
                        "Ctrl-C to stop\n",
-               livePort(plane->portA(), "A").name.c_str(),
-               livePort(plane->portB(), "B").name.c_str(), plane->workerCount());
+               portBinding(plane->portA()).c_str(), portBinding(plane->portB()).c_str(),
+               plane->workerCount());
   // systemd (Type=notify): ready once the API answers and the workers forward, so
   // `systemctl start dpu-appliance && dpuctl status` does not race the start.
   sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version(),

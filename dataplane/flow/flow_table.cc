@@ -26,7 +26,6 @@ constexpr uint32_t kMinHashEntries = 8;
 // and truncates them silently to RTE_RING_NAMESIZE - 1 characters. Longer names could
 // collide after truncation, so they are refused.
 constexpr size_t kMaxNameLen = RTE_RING_NAMESIZE - 1 - (sizeof("HT_EXT_") - 1);
-constexpr uint32_t kHashInitVal = 0x9e3779b9u;
 
 }  // namespace
 
@@ -124,19 +123,39 @@ void FlowTable::lookupBurst(const FlowKey* const* keys, uint32_t n, int32_t* pos
   }
 }
 
+void FlowTable::lookupBurstWithHash(const FlowKey* const* keys, const uint32_t* sigs,
+                                    uint32_t n, int32_t* pos) const {
+  if (n == 0) return;
+  int rc = rte_hash_lookup_with_hash_bulk(
+      hash_, const_cast<const void**>(reinterpret_cast<const void* const*>(keys)),
+      const_cast<hash_sig_t*>(sigs), n, pos);
+  if (rc < 0) {  // n > RTE_HASH_LOOKUP_BULK_MAX: caller bug; report all misses
+    for (uint32_t i = 0; i < n; ++i) pos[i] = -1;
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    if (pos[i] < 0) pos[i] = -1;
+  }
+}
+
 int32_t FlowTable::lookup(const FlowKey& key) const {
   int32_t p = rte_hash_lookup(hash_, &key);
   return p < 0 ? -1 : p;
 }
 
-int32_t FlowTable::insert(const FlowKey& key, uint64_t now_ns) {
+int32_t FlowTable::lookupWithHash(const FlowKey& key, uint32_t sig) const {
+  int32_t p = rte_hash_lookup_with_hash(hash_, &key, sig);
+  return p < 0 ? -1 : p;
+}
+
+int32_t FlowTable::insertWithHash(const FlowKey& key, uint32_t sig, uint64_t now_ns) {
   if (size_ >= capacity_) return -1;
-  int32_t p = rte_hash_add_key(hash_, &key);
+  int32_t p = rte_hash_add_key_with_hash(hash_, &key, sig);
   if (p < 0) return -1;
   if (static_cast<uint32_t>(p) >= capacity_) {
     // Cannot happen without lcore caches; keep positions within capacity() regardless,
     // since callers size side arrays by it.
-    rte_hash_del_key(hash_, &key);
+    rte_hash_del_key_with_hash(hash_, &key, sig);
     return -1;
   }
   FlowEntry& e = entries_[p];

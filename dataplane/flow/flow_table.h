@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include <rte_hash_crc.h>
+
 #include "absl/status/statusor.h"
 #include "dataplane/flow/flow_key.h"
 #include "dataplane/flow/tcp_state.h"
@@ -86,15 +88,28 @@ class FlowTable {
   FlowTable(const FlowTable&) = delete;
   FlowTable& operator=(const FlowTable&) = delete;
 
+  // The table's hash of `key` (what rte_hash computes itself: rte_hash_crc over the 48
+  // bytes with the table's seed), inline, so a caller can compute it once per packet and
+  // hand it to the *WithHash calls below (no per-key indirect call into librte_hash).
+  static uint32_t hashOf(const FlowKey& key) {
+    return rte_hash_crc(&key, sizeof(FlowKey), kHashInitVal);
+  }
+
   // Looks up n keys (n <= 64) in one call (rte_hash_lookup_bulk); pos[i] = position or -1.
   void lookupBurst(const FlowKey* const* keys, uint32_t n, int32_t* pos) const;
+  // The same with each key's hashOf() given (rte_hash_lookup_with_hash_bulk).
+  void lookupBurstWithHash(const FlowKey* const* keys, const uint32_t* sigs, uint32_t n,
+                           int32_t* pos) const;
   int32_t lookup(const FlowKey& key) const;
+  int32_t lookupWithHash(const FlowKey& key, uint32_t sig) const;
 
   // Inserts a new flow; returns its position, or -1 when the table is full. The entry is
   // zeroed, marked in use, with first/last_seen = now_ns, proto from the key and rule =
   // 0xffff (none). If the key is already present, returns its position and leaves the
   // entry untouched.
-  int32_t insert(const FlowKey& key, uint64_t now_ns);
+  int32_t insert(const FlowKey& key, uint64_t now_ns) { return insertWithHash(key, hashOf(key), now_ns); }
+  // The same with the key's hashOf() given.
+  int32_t insertWithHash(const FlowKey& key, uint32_t sig, uint64_t now_ns);
 
   FlowEntry& entry(int32_t pos) { return entries_[pos]; }
   const FlowEntry& entry(int32_t pos) const { return entries_[pos]; }
@@ -120,6 +135,7 @@ class FlowTable {
   uint32_t capacity() const { return capacity_; }
 
  private:
+  static constexpr uint32_t kHashInitVal = 0x9e3779b9u;
   FlowTable() = default;
   rte_hash* hash_ = nullptr;
   FlowEntry* entries_ = nullptr;

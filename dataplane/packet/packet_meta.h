@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#include <emmintrin.h>
 
 namespace dpu::dp {
 
@@ -124,6 +127,23 @@ struct PacketMeta {
   bool isFirstFragment() const { return is_fragment && frag_offset == 0; }
   bool isLaterFragment() const { return is_fragment && frag_offset != 0; }
 };
+
+// Sets `m` to PacketMeta{} (every default member initialiser above is zero; parser_test checks
+// it) with plain 16-byte stores. `m = PacketMeta{}` compiles to a `rep stos` under the
+// -march=corei7 tuning of DPDK's pkg-config flags, whose start-up cost was two thirds of
+// parsePacket's time per 64-byte packet.
+inline void clearPacketMeta(PacketMeta& m) {
+  static_assert(std::is_trivially_copyable_v<PacketMeta>);
+  auto* p = reinterpret_cast<unsigned char*>(&m);
+  constexpr size_t kVec = sizeof(PacketMeta) / 16;
+  for (size_t k = 0; k < kVec; ++k) _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 16 * k), _mm_setzero_si128());
+  constexpr size_t kTail = sizeof(PacketMeta) % 16;
+  if constexpr (kTail >= 8) {
+    const uint64_t z = 0;
+    std::memcpy(p + 16 * kVec, &z, 8);
+  }
+  for (size_t k = 16 * kVec + (kTail >= 8 ? 8 : 0); k < sizeof(PacketMeta); ++k) p[k] = 0;
+}
 
 constexpr uint8_t kTcpFin = 0x01;
 constexpr uint8_t kTcpSyn = 0x02;

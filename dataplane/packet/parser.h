@@ -546,7 +546,7 @@ namespace parser_detail {
 
 // The frame as the outer-only parser sees it.
 inline ParseStatus parseOuter(const uint8_t* data, uint32_t len, PacketMeta& m) {
-  m = PacketMeta{};
+  clearPacketMeta(m);  // plain 16-byte stores (packet_meta.h)
   m.frame_len = len;
   const uint32_t n = len < kMaxParsedLen ? len : kMaxParsedLen;
   if (n < kEthHeaderLen) return ParseStatus::kTruncatedL2;

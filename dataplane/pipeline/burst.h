@@ -16,6 +16,8 @@ struct Worker::Burst {
   PacketVerdict v[kBurst];
   FlowKey keys[kBurst];
   const FlowKey* kp[kBurst];
+  uint32_t ksig[kBurst];     // FlowTable::hashOf(*kp[j]), by flow-stage index like kp
+  uint32_t sig[kBurst];      // FlowTable::hashOf(keys[i]), by packet index
   uint8_t flow_idx[kBurst];  // packets of the current segment going to the flow stage
   bool src_is_hi[kBurst];
   int32_t pos[kBurst];       // flow-table position after the flow stage; -1 = untracked

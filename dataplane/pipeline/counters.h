@@ -20,7 +20,8 @@ enum DnsCounter : uint8_t {
   kDnsBlocked,            // queries blocked (answered or dropped) and cloaked responses
   kDnsAllowed,            // messages an allow entry let through
   kDnsAnswersSent,        // answer frames sent
-  kDnsAnswerNoMbuf,       // answers not sent: no mbuf / did not fit
+  kDnsAnswerNoMbuf,       // answers not sent: no mbuf / did not fit / not answerable
+                          // (broadcast, multicast, unspecified or loopback IP or MAC)
   kDnsMalformed,          // messages that do not parse (either policy)
   kDnsMalformedForwarded, // of those, forwarded by policy
   kDnsNotInspected,       // passed unread (TCP: beyond 16 per segment, the cut head of a

@@ -10,7 +10,10 @@
 // UDP (port 53 and dns.extra_ports, either direction): one message per datagram. A blocked
 // query is dropped and answered back out of its ingress port (addresses, ports and MACs
 // swapped); a resolver response whose CNAME chain reaches a blocked name is dropped and an
-// NXDOMAIN goes on to the client in its place. A fragmented message is judged once reassembled
+// NXDOMAIN goes on to the client in its place. No answer is ever sent to or from a
+// broadcast, multicast, unspecified or loopback address or MAC (mayAnswer, as for firewall
+// rejects): such a blocked message is dropped unanswered (dns_dropped, answers_not_sent).
+// A fragmented message is judged once reassembled
 // (frag_path.cc hands the stages the whole datagram; its verdict goes to every fragment).
 //
 // TCP (same ports, client -> server bytes of tracked flows): the bytes come from the TCP
@@ -197,6 +200,10 @@ bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, con
 
 bool Worker::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool onward,
                      const uint8_t* payload, uint32_t len, bool fin, bool syn) {
+  if (!mayAnswer(rte_pktmbuf_mtod(m, const uint8_t*), pm)) {  // see dnsUdp
+    c_->dns[kDnsAnswerNoMbuf].add();
+    return false;
+  }
   rte_mbuf* r = shared_.pkt_pool ? rte_pktmbuf_alloc(shared_.pkt_pool) : nullptr;
   if (r == nullptr || len > 65535) {
     if (r) rte_pktmbuf_free(r);
@@ -247,6 +254,13 @@ void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
     d = dnsJudge(dns, msg, len, *dns_scratch_, answer, kAnswerCap);
   }
   PacketVerdict& v = b.v[i];
+  if (d.outcome == DnsOutcome::kAnswered &&
+      !mayAnswer(rte_pktmbuf_mtod(m, const uint8_t*), pm)) {
+    // Like a firewall reject: no answer to or from a broadcast, multicast, unspecified or
+    // loopback address (IP or MAC); the message is still blocked, dropped unanswered.
+    d.outcome = DnsOutcome::kDropped;
+    c_->dns[kDnsAnswerNoMbuf].add();
+  }
   if (!dnsAccount(d, dns, pm, v.in_side, b.ts[i])) return;
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kDns;

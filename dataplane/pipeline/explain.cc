@@ -212,7 +212,12 @@ bool explainDns(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
   absl::StrAppend(&detail, "blocked by list '", list.name, "', entry ", dnsEntryText(d.name, d.match),
                   ", action ", rules::dnsActionName(d.match.action), "; dropped");
   DropReason reason = DropReason::kDnsDropped;
-  if (d.outcome == DnsOutcome::kAnswered) {
+  if (d.outcome == DnsOutcome::kAnswered && !mayAnswer(frame, m)) {
+    // As dnsUdp: no answer to or from a non-unicast address or MAC.
+    reason = d.cloaked ? DropReason::kDnsCloaked : DropReason::kDnsDropped;
+    absl::StrAppend(&detail, ", no answer (a broadcast, multicast, unspecified or loopback "
+                             "address or MAC: answers go only between unicast hosts)");
+  } else if (d.outcome == DnsOutcome::kAnswered) {
     reason = d.cloaked ? DropReason::kDnsCloaked : DropReason::kDnsAnswered;
     absl::StrAppend(&detail, d.onward ? ", NXDOMAIN sent on to the client" : ", answer sent back",
                     " (", d.answer_len, " bytes)");

@@ -369,6 +369,8 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
     }
   }
   b.src_is_hi[i] = makeFlowKey(pm, b.keys[i]);
+  // The key's hash, once: the bulk lookup, a re-lookup and an insert all take it.
+  b.sig[i] = b.ksig[b.nflow] = FlowTable::hashOf(b.keys[i]);
   b.kp[b.nflow] = &b.keys[i];
   b.flow_idx[b.nflow++] = static_cast<uint8_t>(i);
   // A fragment, or the datagram one completed, ends the segment (see processBurst).
@@ -448,9 +450,19 @@ bool Worker::firstFragmentMode(FragAction a, int32_t slot, rte_mbuf* m, uint16_t
 void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
   if (b.nflow == 0) return;
   int32_t looked[kBurst];
-  flows_->lookupBurst(b.kp, b.nflow, looked);
+  flows_->lookupBurstWithHash(b.kp, b.ksig, b.nflow, looked);
+  // The flows' hot state, and with an LB service its per-flow record (a separate array,
+  // read by lbStage for every packet of a balanced flow), while the loop below starts.
   for (uint32_t j = 0; j < b.nflow; ++j) {
     if (looked[j] >= 0) rte_prefetch0(&flows_->entry(looked[j]));
+  }
+  if (lb_active_) {
+    for (uint32_t j = 0; j < b.nflow; ++j) {
+      if (looked[j] < 0) continue;
+      const LbFlow* f = &lb_flow_[looked[j]];
+      rte_prefetch0(f);
+      rte_prefetch0(reinterpret_cast<const char*>(f + 1) - 1);  // may straddle two lines
+    }
   }
   // Positions from the bulk lookup are only valid until this segment inserts or removes a
   // flow; after that, each later packet looks its key up again.
@@ -466,7 +478,7 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
     uint64_t t = b.ts[i];
     c_->stage_packets[static_cast<int>(Stage::kFlow)].add();
     int32_t p = looked[j];
-    if (changed) p = flows_->lookup(b.keys[i]);
+    if (changed) p = flows_->lookupWithHash(b.keys[i], b.sig[i]);
     bool is_tcp = pm.l4_proto == kProtoTcp && pm.has_l4;
     bool syn_only = is_tcp && (pm.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
     if (p >= 0) {
@@ -513,7 +525,7 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
         }
         midstream = true;
       }
-      p = flows_->insert(b.keys[i], t);
+      p = flows_->insertWithHash(b.keys[i], b.sig[i], t);
       if (p < 0) {
         c_->flow_table_full.add();
         if (dps.flow_when_full == rules::Policy::kDrop) {

@@ -14,7 +14,29 @@ namespace dpu::dp {
 // telemetry socket: --no-shconf --no-telemetry; --in-memory is refused with --no-huge), else
 // at exit once the telemetry socket is gone. A directory holding a shared config (no
 // --no-shconf) stays, as DPDK intends.
+//
+// Before EAL starts, a runtime directory of the same file prefix that no live process uses
+// (left by a process killed with -9 or crashed: its telemetry / multi-process sockets answer
+// no connection, no process holds the fcntl lock DPDK's primary takes on `config` or a flock
+// on the fbarray files) is removed, with a line on stderr; one in use is left alone (EAL then
+// refuses a second primary with a shared config itself).
+//
+// EAL's log goes where DPDK 22.11 sends it (stderr and syslog) through a filter that drops
+// PMD lines which report nothing wrong: net_tap's "failed to create multiq qdisc" (a kernel
+// without sch_multiq; only the tap's rte_flow support, unused here, is off) becomes one line
+// saying so, and net_tap's "Failed to send start req to secondary 95" under --no-shconf (no
+// multi-process channel, so no secondary to tell) is dropped.
 absl::Status initEal(const std::vector<std::string>& args);
+
+// The runtime directory EAL uses for the --file-prefix in `args` (argv[0] included; "rte"
+// when none): /var/run/dpdk/<prefix> for root, else $XDG_RUNTIME_DIR/dpdk/<prefix> or
+// /tmp/dpdk/<prefix> (as DPDK 22.11's eal_create_runtime_dir).
+std::string ealRuntimeDir(const std::vector<std::string>& args);
+
+// Removes `dir` when no live process uses anything in it (see initEal): returns the number
+// of entries removed (the files and the directory), 0 when there is no such directory, -1
+// when it is kept (`why_kept`: the entry in use, or one DPDK does not make).
+int removeStaleEalRuntimeDir(const std::string& dir, std::string* why_kept);
 
 // Removes EAL's runtime directory now if it is empty, and again at exit (registered by
 // initEal). For processes that call rte_eal_init themselves (test mains).

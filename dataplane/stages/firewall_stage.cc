@@ -311,18 +311,18 @@ bool v6Unicast(const IpAddr& a) {
          std::memcmp(a.b, kLoopback, 16) != 0;
 }
 
+}  // namespace
+
 // May the appliance answer this packet at all? Only between two unicast hosts: never to or
 // from a link-layer broadcast / multicast address (either MAC of the frame: the answer
 // swaps them), and never to or from an IP broadcast, multicast, unspecified or loopback
 // address (the answer comes from the packet's destination address).
-bool answerable(const uint8_t* frame, const PacketMeta& m) {
+bool mayAnswer(const uint8_t* frame, const PacketMeta& m) {
   if ((frame[0] & 1) || (frame[6] & 1)) return false;
   if (!tunnelAnswerable(m)) return false;
   if (m.l3 == L3Type::kIpv6) return v6Unicast(m.src) && v6Unicast(m.dst);
   return v4Unicast(m.src) && v4Unicast(m.dst);
 }
-
-}  // namespace
 
 namespace {
 
@@ -615,7 +615,7 @@ uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMet
   uint16_t l2 = m.l3_offset;
   uint32_t len = l2 + (v6 ? 40u : 20u) + 20u;
   if (l2 < 14 || l2 > frame_len || len > cap) return 0;
-  if (!answerable(frame, m)) return 0;
+  if (!mayAnswer(frame, m)) return 0;
 
   uint32_t seq, ack = 0;
   uint8_t flags;
@@ -658,7 +658,7 @@ uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const Pa
   if (m.l3 == L3Type::kNone || m.isLaterFragment()) return 0;
   uint16_t l2 = m.l3_offset;
   if (l2 < 14 || l2 >= frame_len) return 0;
-  if (!answerable(frame, m)) return 0;
+  if (!mayAnswer(frame, m)) return 0;
   bool v6 = m.l3 == L3Type::kIpv6;
   uint32_t avail = std::min<uint32_t>(m.l3_len, frame_len - l2);
   uint32_t quote, ip_len;

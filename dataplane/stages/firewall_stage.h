@@ -420,6 +420,12 @@ struct alignas(64) RuleHitPair {
   RuleHit h[2];
 };
 
+// May the appliance answer the packet `frame` (parsed into `m`) at all: both MACs unicast
+// and both IP addresses unicast (not broadcast, multicast, unspecified or loopback). The
+// answer comes from the packet's destination and goes to its source, so both must be unicast
+// hosts. Every answer the appliance makes up (reject RST / ICMP, DNS answers) asks this first.
+bool mayAnswer(const uint8_t* frame, const PacketMeta& m);
+
 // Reject responses, written into `out` (room for `cap` bytes); both return the frame length,
 // or 0 when nothing may be sent. `frame` is the rejected packet as parsed into `m`.
 //

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The perf-suite tooling outside the timed runs: bench/plot_suite.py draws a PNG from a suite
 # TSV (and refuses an empty one), and bench/gen_suite_configs.py writes configs the appliance
-# accepts (`dpu-appliance validate` on each; the DPI config over a small YARA file).
+# accepts (`dpu-appliance validate` on each; the DPI config over a small YARA file); the bench
+# scripts remove the DPDK runtime directories of their file prefixes (bench/eal_dirs.sh).
 #   bench_tools_test.sh BUILD_DIR
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,4 +35,26 @@ for c in none fw10k fw10k_b fw10k_lb100 fw10k_lb100_dns fw10k_lb100_dns_b fw10k_
     { cat "$W/v.log" >&2; fail "$c.json does not validate"; }
 done
 [[ $(wc -l <"$W/cfg/names_1m.txt") == 1000000 ]] || fail "names_1m.txt is not 1M names"
+# EAL runtime directories: every bench script that gives a DPDK program a --file-prefix
+# tracks it with bench/eal_dirs.sh and removes it from its EXIT trap (a killed appliance and
+# dpdk-testpmd leave theirs); the helper removes exactly the tracked prefixes and globs.
+for f in "$ROOT"/bench/*.sh; do
+  grep -q -- '--file-prefix' "$f" || continue
+  grep -q 'source "$HERE/eal_dirs.sh"' "$f" || fail "$(basename "$f") starts DPDK without bench/eal_dirs.sh"
+  grep -q 'eal_dirs_track ' "$f" || fail "$(basename "$f") tracks no file prefix"
+  grep -q 'eal_dirs_cleanup' "$f" || fail "$(basename "$f") never removes its runtime directories"
+done
+(
+  source "$ROOT/bench/eal_dirs.sh"
+  base=/var/run/dpdk
+  [[ $(id -u) -eq 0 ]] || base=${XDG_RUNTIME_DIR:-/tmp}/dpdk
+  mkdir -p "$base/benchtools_$$_a" "$base/benchtools_$$_b1" "$base/benchtools_$$_b2" "$base/benchtools_$$_keep"
+  touch "$base/benchtools_$$_a/dpdk_telemetry.v2"
+  eal_dirs_track "benchtools_$$_a"
+  eal_dirs_track "benchtools_$$_b*"
+  eal_dirs_cleanup
+  left=$(ls -d "$base"/benchtools_$$_* 2>/dev/null | xargs -n1 basename | tr '\n' ' ')
+  rm -rf "$base"/benchtools_$$_*
+  [[ $left == "benchtools_$$_keep " ]] || fail "eal_dirs_cleanup left '$left' (expected only the untracked one)"
+)
 echo "bench_tools_test: ok"

@@ -139,6 +139,9 @@ if ! start_appliance af_packet; then
   start_appliance pcap || fail "the appliance failed to start with net_af_packet and net_pcap"
 fi
 grep "forwarding between" "$work/appliance_err.log"
+# Start-up names the kernel interface each side is bound to, not only the PMD.
+grep -qE "forwarding between A \(net_(af_packet|pcap)0 on interface $host_a \(iface=$host_a[,)].*B \(net_(af_packet|pcap)1 on interface $host_b \(iface=$host_b[,)]" \
+  "$work/appliance_err.log" || fail "start-up does not name the interfaces $host_a / $host_b"
 
 in_a() { ip netns exec "$ns_a" "$@"; }
 in_b() { ip netns exec "$ns_b" "$@"; }

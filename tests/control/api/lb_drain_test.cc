@@ -3,7 +3,8 @@
 // removal needs two checks without flows, a flow in between restarts the count, the drain
 // timeout removes a backend that still has flows, services without the option keep their
 // draining backends, a backend back to active is forgotten (its timer restarts), and each
-// removal is a new persisted config version and an "lb" event.
+// removal is a new persisted config version and an "lb" event; a service's last backend is
+// kept (draining) with a "keep" event.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -201,6 +202,48 @@ TEST_F(LbDrainTest, ABackendBackToActiveIsForgottenAndItsTimerRestarts) {
   EXPECT_TRUE(check(31 * kSec).empty()) << "drains again since 31 s, not since 0";
   EXPECT_TRUE(check(60 * kSec).empty());
   EXPECT_EQ(check(61 * kSec).size(), 1u);
+}
+
+TEST_F(LbDrainTest, TheLastBackendOfAServiceIsKeptDrainingNotRemoved) {
+  // Removing a service's last backend takes an explicit allow_empty; the drainer has none.
+  for (const char* be : {"be1", "be2", "be3"}) {
+    setState("web", be, v1::LB_BACKEND_DRAINING);
+    plane_.setFlows(identity("web", be), 0);
+  }
+  EXPECT_TRUE(check(1 * kSec).empty());
+  auto r = check(2 * kSec);
+  ASSERT_EQ(r.size(), 2u) << "two of the three go, the last one due stays";
+  EXPECT_EQ(backends("web"), (std::vector<std::string>{"be3"}));
+  for (uint64_t t = 3; t < 100; t += 10) EXPECT_TRUE(check(t * kSec).empty());
+  EXPECT_EQ(backends("web"), (std::vector<std::string>{"be3"}));
+  // Still draining: no slots, so no new flow goes to it.
+  auto v = manager_->lbView();
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->compiled->services[0]->backends.size(), 1u);
+  EXPECT_EQ(v->compiled->services[0]->backends[0].state, rules::LbBackendState::kDraining);
+  std::string ev = events();
+  const std::string keep =
+      "\"action\":\"keep\",\"service\":\"web\",\"backend\":\"be3\"";
+  ASSERT_NE(ev.find(keep), std::string::npos) << ev;
+  EXPECT_EQ(ev.find(keep, ev.find(keep) + 1), std::string::npos) << "said once: " << ev;
+  EXPECT_NE(ev.find("\"reason\":\"last_backend\",\"due\":\"idle\""), std::string::npos) << ev;
+}
+
+TEST_F(LbDrainTest, TheDrainTimeoutDoesNotRemoveTheLastBackendEither) {
+  setState("web", "be1", v1::LB_BACKEND_DRAINING);
+  plane_.setFlows(identity("web", "be1"), 4);
+  EXPECT_TRUE(check(0).empty());
+  ASSERT_EQ(check(31 * kSec).size(), 1u);  // be1 goes: be2, be3 remain
+  setState("web", "be2", v1::LB_BACKEND_DRAINING);
+  ASSERT_EQ(check(40 * kSec).size(), 0u);
+  plane_.setFlows(identity("web", "be2"), 4);
+  ASSERT_EQ(check(71 * kSec).size(), 1u);  // be2 goes: be3 remains
+  setState("web", "be3", v1::LB_BACKEND_DRAINING);
+  plane_.setFlows(identity("web", "be3"), 4);
+  EXPECT_TRUE(check(80 * kSec).empty());
+  EXPECT_TRUE(check(200 * kSec).empty()) << "timed out, but the last backend";
+  EXPECT_EQ(backends("web"), (std::vector<std::string>{"be3"}));
+  EXPECT_NE(events().find("\"due\":\"timeout\",\"flows_active\":4"), std::string::npos);
 }
 
 }  // namespace

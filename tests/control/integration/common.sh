@@ -101,17 +101,22 @@ PYEOF
 PREFIX_N=0
 # start_appliance STATE_DIR [run options...]: starts `dpu-appliance run` in the background on
 # net_pcap (side A, $PCAP replayed forever) -> net_null (side B, no rx), waits until the API
-# listens. Sets APP_PID, APP_LOG, APP_OUT, APP_ADDR.
+# listens. Sets APP_PID, APP_LOG, APP_OUT, APP_ADDR. The caller may set APP_PREFIX (the EAL
+# file prefix; a new dpuit_<test>_<pid>_<n> by default), APP_EAL_EXTRA (more EAL arguments)
+# and APP_VDEVS (the --vdev arguments instead of the pcap -> null pair).
 start_appliance() {
   local state=$1
   shift
   PREFIX_N=$((PREFIX_N + 1))
   APP_LOG=$WORK/appliance.$PREFIX_N.log
   APP_OUT=$WORK/appliance.$PREFIX_N.out
+  local eal_extra=() vdevs=(--vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev net_null0,no-rx=1)
+  [[ -z ${APP_EAL_EXTRA:-} ]] || read -ra eal_extra <<<"$APP_EAL_EXTRA"
+  [[ -z ${APP_VDEVS:-} ]] || read -ra vdevs <<<"$APP_VDEVS"
   "$APPLIANCE" run --state-dir "$state" "$@" -- \
-    -l 0,1 --no-huge --no-pci --no-shconf --file-prefix="dpuit_${TEST_NAME}_$$_$PREFIX_N" \
-    -m 1024 --log-level=lib.eal:error \
-    --vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev net_null0,no-rx=1 \
+    -l 0,1 --no-huge --no-pci --no-shconf \
+    --file-prefix="${APP_PREFIX:-dpuit_${TEST_NAME}_$$_$PREFIX_N}" \
+    -m 1024 --log-level=lib.eal:error "${eal_extra[@]}" "${vdevs[@]}" \
     >"$APP_OUT" 2>"$APP_LOG" &
   APP_PID=$!
   APP_PIDS+=("$APP_PID")

@@ -291,6 +291,41 @@ TEST(FlowTableTest, LookupBurst) {
   t->lookupBurst(ptrs, 0, pos);
 }
 
+// The pipeline hashes each key once (FlowTable::hashOf) and hands the hash to the lookups
+// and the insert: that hash must be the one rte_hash computes itself, or a flow inserted
+// through one path would not be found through the other.
+TEST(FlowTableTest, PrecomputedHashPathsAgreeWithPlainOnes) {
+  auto t = makeTable(4096);
+  ASSERT_NE(t, nullptr);
+  std::vector<FlowKey> keys;
+  for (uint32_t i = 0; i < 64; ++i) keys.push_back(udpKey(i));
+  std::vector<int32_t> inserted(64, -1);
+  for (uint32_t i = 0; i < 64; i += 2) {
+    // Half through the plain insert (rte_hash hashes), half with the precomputed hash.
+    inserted[i] = i % 4 == 0 ? t->insert(keys[i], 0)
+                             : t->insertWithHash(keys[i], FlowTable::hashOf(keys[i]), 0);
+    ASSERT_GE(inserted[i], 0);
+  }
+  const FlowKey* ptrs[64];
+  uint32_t sigs[64];
+  for (uint32_t i = 0; i < 64; ++i) {
+    ptrs[i] = &keys[i];
+    sigs[i] = FlowTable::hashOf(keys[i]);
+  }
+  int32_t pos[64];
+  t->lookupBurstWithHash(ptrs, sigs, 64, pos);
+  for (uint32_t i = 0; i < 64; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(pos[i], i % 2 == 0 ? inserted[i] : -1);
+    EXPECT_EQ(t->lookup(keys[i]), i % 2 == 0 ? inserted[i] : -1);  // rte_hash's own hash
+    EXPECT_EQ(t->lookupWithHash(keys[i], sigs[i]), i % 2 == 0 ? inserted[i] : -1);
+  }
+  // Inserting a present key with its hash returns its position and adds nothing.
+  EXPECT_EQ(t->insertWithHash(keys[2], sigs[2], 5), inserted[2]);
+  EXPECT_EQ(t->size(), 32u);
+  t->lookupBurstWithHash(ptrs, sigs, 0, pos);
+}
+
 TEST(FlowTableTest, FillsToExactlyCapacity) {
   for (uint32_t cap : {8u, 1000u, 4096u, 65536u}) {
     SCOPED_TRACE(cap);

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
 #include <ostream>
 #include <random>
 #include <set>
@@ -1612,6 +1613,35 @@ TEST(PacketBuilder, FragmentIpv6Reassembles) {
   EXPECT_EQ(p[0][14 + 6], 44);
   EXPECT_EQ(reassemble(p), Frame(plain.begin() + 54, plain.end()));
   EXPECT_THROW(test::fragmentIpv6(p[0], 8, 1), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dpu::dp
+
+
+namespace dpu::dp {
+namespace {
+// clearPacketMeta (the parser's reset of its output) must give exactly PacketMeta{}: it
+// stores zero bytes, so every default member initialiser must be zero. A field added with a
+// non-zero default fails here.
+TEST(PacketMetaClear, EqualsValueInitialised) {
+  alignas(PacketMeta) unsigned char ref_bytes[sizeof(PacketMeta)];
+  std::memset(ref_bytes, 0, sizeof ref_bytes);
+  new (ref_bytes) PacketMeta();  // value-initialised: padding stays zero
+  PacketMeta m;
+  std::memset(static_cast<void*>(&m), 0xab, sizeof m);
+  clearPacketMeta(m);
+  EXPECT_EQ(std::memcmp(&m, ref_bytes, sizeof m), 0);
+  // And the parser leaves no byte of a previous packet behind in fields it does not set.
+  std::memset(static_cast<void*>(&m), 0xab, sizeof m);
+  const uint8_t runt[4] = {1, 2, 3, 4};
+  EXPECT_EQ(parsePacket(runt, sizeof runt, m), ParseStatus::kTruncatedL2);
+  PacketMeta expect{};
+  expect.frame_len = sizeof runt;
+  EXPECT_EQ(m.src.b[0], expect.src.b[0]);
+  EXPECT_EQ(m.sport, 0);
+  EXPECT_EQ(m.frag_id, 0u);
+  EXPECT_EQ(m.l3, L3Type::kNone);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "dataplane/packet/parser.h"
 #include "tests/dataplane/pipeline/harness.h"
 #include "tests/util/dns_builder.h"
+#include "tests/util/dns_snapshot.h"
 #include "tests/util/packet_builder.h"
 
 namespace dpu::dp {
@@ -23,6 +24,7 @@ namespace {
 
 using test::Frame;
 using test::PacketBuilder;
+using test::parseFrame;
 
 uint64_t drops(const CountersSnapshot::Flat& c, DropReason r) {
   return c.drops[static_cast<int>(r)];
@@ -40,18 +42,7 @@ rules::DataplaneSettings settings() {
 }
 
 std::unique_ptr<rules::Snapshot> dnsSnap(const rules::DataplaneSettings& ds = settings()) {
-  auto s = std::make_unique<rules::Snapshot>();
-  s->dataplane = ds;
-  rules::DnsModel m;
-  rules::DnsListModel l;
-  l.name = "ads";
-  l.action = rules::DnsAction::kNxdomain;
-  l.names = {"||ads.example^"};
-  m.lists.push_back(l);
-  auto d = rules::compileDns(m, nullptr);
-  EXPECT_TRUE(d.ok()) << d.status();
-  s->dns = *d;
-  return s;
+  return test::dnsSnapshot(ds);
 }
 
 Frame query4(const std::string& name, uint16_t sport, uint16_t id = 0x2222) {
@@ -71,12 +62,6 @@ Frame query6(const std::string& name, uint16_t sport) {
       .udp(sport, 53)
       .payload(test::dnsQuery(name, 28, 0x3333))
       .build();
-}
-
-PacketMeta parse(const Frame& f) {
-  PacketMeta m;
-  EXPECT_EQ(parsePacket(f.data(), static_cast<uint32_t>(f.size()), m), ParseStatus::kOk);
-  return m;
 }
 
 // Sends `frags` in `order` (1 µs apart) and polls.
@@ -106,7 +91,7 @@ TEST(DatagramPipeline, BlockedQueryInTinyFragmentsOutOfOrderIsAnsweredOnce) {
     EXPECT_TRUE(h.out(1).empty()) << "a fragment of the blocked query went through";
     auto back = h.out(0);
     ASSERT_EQ(back.size(), 1u);  // one NXDOMAIN, built from the reassembled query
-    PacketMeta am = parse(back[0]);
+    PacketMeta am = parseFrame(back[0]);
     EXPECT_FALSE(am.is_fragment);
     EXPECT_EQ(am.dport, 40001);
     const uint8_t* dns = back[0].data() + am.payload_offset;
@@ -194,7 +179,7 @@ TEST(DatagramPipeline, Ipv6AtomicFragmentIsJudgedAlone) {
                                   .udp(40005, 53)
                                   .payload(test::dnsQuery("www.ads.example", 28, 0x3333))
                                   .build()};
-  PacketMeta m = parse(frags[0]);
+  PacketMeta m = parseFrame(frags[0]);
   ASSERT_TRUE(m.is_fragment);
   ASSERT_FALSE(m.more_fragments);
   sendAll(h, frags, {0});

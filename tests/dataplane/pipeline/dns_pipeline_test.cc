@@ -18,6 +18,7 @@
 #include "dataplane/stages/dns_message.h"
 #include "tests/dataplane/pipeline/harness.h"
 #include "tests/util/dns_builder.h"
+#include "tests/util/dns_snapshot.h"
 #include "tests/util/packet_builder.h"
 
 namespace dpu::dp {
@@ -26,6 +27,7 @@ namespace {
 using rules::DnsAction;
 using test::Frame;
 using test::PacketBuilder;
+using test::parseFrame;
 
 rules::DnsListModel list(const char* name, DnsAction a, std::vector<std::string> names) {
   rules::DnsListModel l;
@@ -50,19 +52,10 @@ rules::DnsModel model() {
 
 std::unique_ptr<rules::Snapshot> snapWith(const rules::DnsModel& m,
                                           const rules::CompiledDns* prev = nullptr) {
-  auto s = std::make_unique<rules::Snapshot>();
-  s->dataplane.flow_capacity = 4096;
-  s->dataplane.frag_max_datagrams = 64;
-  auto d = rules::compileDns(m, prev);
-  EXPECT_TRUE(d.ok()) << d.status();
-  s->dns = *d;
-  return s;
-}
-
-PacketMeta parse(const Frame& f) {
-  PacketMeta m;
-  EXPECT_EQ(parsePacket(f.data(), static_cast<uint32_t>(f.size()), m), ParseStatus::kOk);
-  return m;
+  rules::DataplaneSettings ds;
+  ds.flow_capacity = 4096;
+  ds.frag_max_datagrams = 64;
+  return test::dnsSnapshot(ds, m, prev);
 }
 
 Frame udpQuery(const std::string& name, uint16_t qtype = kTypeA, uint16_t dport = 53,
@@ -77,7 +70,7 @@ Frame udpQuery(const std::string& name, uint16_t qtype = kTypeA, uint16_t dport 
 
 // The DNS message carried by a UDP frame.
 std::vector<uint8_t> dnsOf(const Frame& f) {
-  PacketMeta m = parse(f);
+  PacketMeta m = parseFrame(f);
   return std::vector<uint8_t>(f.begin() + m.payload_offset, f.begin() + m.payload_offset + m.payload_len);
 }
 
@@ -97,7 +90,7 @@ TEST(DnsPipeline, UdpActions) {
   ASSERT_EQ(fwd.size(), 3u);  // ok.ads.example, clean.example, port 5354
 
   Frame q0 = udpQuery("www.ads.example", kTypeA, 53, 40000, 0x0a0a);
-  PacketMeta a = parse(back[0]), q = parse(q0);
+  PacketMeta a = parseFrame(back[0]), q = parseFrame(q0);
   EXPECT_TRUE(test::checksumsOk(back[0]));
   EXPECT_EQ(a.src, q.dst);
   EXPECT_EQ(a.dst, q.src);
@@ -114,7 +107,7 @@ TEST(DnsPipeline, UdpActions) {
   EXPECT_EQ(msg.back(), 9);
 
   msg = dnsOf(back[2]);  // port 5353 AAAA -> NXDOMAIN
-  EXPECT_EQ(parse(back[2]).sport, 5353);
+  EXPECT_EQ(parseFrame(back[2]).sport, 5353);
   EXPECT_EQ(msg[3] & 0xf, 3);
 
   auto c = h.counters();
@@ -145,6 +138,56 @@ TEST(DnsPipeline, UdpActions) {
   EXPECT_EQ(names[2], "drop.example/drop/2");
 }
 
+// Like a firewall reject, a DNS answer is never sent to or from a broadcast, multicast,
+// unspecified or loopback address or MAC: such a blocked query is dropped unanswered
+// (dns_dropped, counted in answers_not_sent); the same query between unicast hosts is answered.
+TEST(DnsPipeline, NoAnswerToOrFromNonUnicastAddresses) {
+  struct Case {
+    const char* what;
+    const char* src_mac;
+    const char* dst_mac;
+    const char* src;
+    const char* dst;
+    bool answered;
+  };
+  const Case cases[] = {
+      {"v4 unicast", "02:00:00:00:00:0a", "02:00:00:00:00:0b", "10.0.0.1", "10.0.0.53", true},
+      {"v4 broadcast source", "02:00:00:00:00:0a", "02:00:00:00:00:0b", "255.255.255.255", "10.0.0.53", false},
+      {"v4 multicast source", "02:00:00:00:00:0a", "02:00:00:00:00:0b", "224.0.0.5", "10.0.0.53", false},
+      {"v4 unspecified source", "02:00:00:00:00:0a", "02:00:00:00:00:0b", "0.0.0.0", "10.0.0.53", false},
+      {"v4 multicast destination", "02:00:00:00:00:0a", "01:00:5e:00:00:fb", "10.0.0.1", "224.0.0.251", false},
+      {"v4 broadcast destination", "02:00:00:00:00:0a", "ff:ff:ff:ff:ff:ff", "10.0.0.1", "255.255.255.255", false},
+      {"v4 broadcast source MAC", "ff:ff:ff:ff:ff:ff", "02:00:00:00:00:0b", "10.0.0.1", "10.0.0.53", false},
+      {"v4 multicast source MAC", "01:00:5e:00:00:01", "02:00:00:00:00:0b", "10.0.0.1", "10.0.0.53", false},
+      {"v6 unicast", "02:00:00:00:00:0a", "02:00:00:00:00:0b", "2001:db8::1", "2001:db8::53", true},
+      {"v6 multicast source", "02:00:00:00:00:0a", "02:00:00:00:00:0b", "ff02::1", "2001:db8::53", false},
+      {"v6 unspecified source", "02:00:00:00:00:0a", "02:00:00:00:00:0b", "::", "2001:db8::53", false},
+      {"v6 multicast destination", "02:00:00:00:00:0a", "33:33:00:00:00:fb", "2001:db8::1", "ff02::fb", false},
+      {"v6 multicast source MAC", "33:33:00:00:00:01", "02:00:00:00:00:0b", "2001:db8::1", "2001:db8::53", false},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    Harness h(snapWith(model()));
+    PacketBuilder pb;
+    pb.eth(test::mac(k.src_mac), test::mac(k.dst_mac));
+    if (std::string(k.src).find(':') != std::string::npos) {
+      pb.ipv6(k.src, k.dst);
+    } else {
+      pb.ipv4(k.src, k.dst);
+    }
+    h.send(0, pb.udp(40000, 53).payload(test::dnsQuery("www.ads.example", kTypeA, 0x0b0b)).build());
+    h.poll();
+    EXPECT_EQ(h.out(0).size(), k.answered ? 1u : 0u);
+    EXPECT_EQ(h.out(1).size(), 0u);  // blocked either way
+    auto c = h.counters();
+    EXPECT_EQ(c.dns[kDnsBlocked], 1u);
+    EXPECT_EQ(c.dns[kDnsAnswersSent], k.answered ? 1u : 0u);
+    EXPECT_EQ(c.dns[kDnsAnswerNoMbuf], k.answered ? 0u : 1u);
+    EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsAnswered)], k.answered ? 1u : 0u);
+    EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsDropped)], k.answered ? 0u : 1u);
+  }
+}
+
 TEST(DnsPipeline, CnameCloakingOnResponses) {
   Harness h(snapWith(model()));
   // The client's query (clean) goes out; the resolver's answer comes back on side B.
@@ -161,7 +204,7 @@ TEST(DnsPipeline, CnameCloakingOnResponses) {
   auto to_a = h.out(0);
   ASSERT_EQ(to_b.size(), 1u);  // the query
   ASSERT_EQ(to_a.size(), 1u);  // NXDOMAIN instead of the response
-  PacketMeta m = parse(to_a[0]);
+  PacketMeta m = parseFrame(to_a[0]);
   EXPECT_TRUE(test::checksumsOk(to_a[0]));
   EXPECT_EQ(m.sport, 53);
   EXPECT_EQ(m.dport, 41000);
@@ -266,7 +309,7 @@ TEST(DnsPipeline, TcpOneQueryBlocked) {
   auto to_a = h.out(0), to_b = h.out(1);
   ASSERT_EQ(to_a.size(), 1u);
   ASSERT_EQ(to_b.size(), 1u);  // RST to the server
-  PacketMeta a = parse(to_a[0]);
+  PacketMeta a = parseFrame(to_a[0]);
   EXPECT_TRUE(test::checksumsOk(to_a[0]));
   EXPECT_EQ(a.tcp_seq, 5000u);
   EXPECT_EQ(a.tcp_ack, 1000u + q.size());
@@ -275,7 +318,7 @@ TEST(DnsPipeline, TcpOneQueryBlocked) {
   EXPECT_EQ(dnsGet16(p), a.payload_len - 2);
   EXPECT_EQ(dnsGet16(p + 2), 0x3333);
   EXPECT_EQ(p[2 + 3] & 0xf, 3);
-  PacketMeta r = parse(to_b[0]);
+  PacketMeta r = parseFrame(to_b[0]);
   EXPECT_EQ(r.tcp_flags & kTcpRst, kTcpRst);
   EXPECT_EQ(r.tcp_seq, 1000u);
   // Later packets of the connection are dropped.
@@ -316,7 +359,7 @@ TEST(DnsPipeline, TcpSplitAndPipelined) {
   EXPECT_EQ(h.out(1).size(), 2u);  // the first part, then the RST
   auto to_a = h.out(0);
   ASSERT_EQ(to_a.size(), 1u);
-  PacketMeta a = parse(to_a[0]);
+  PacketMeta a = parseFrame(to_a[0]);
   EXPECT_EQ(a.tcp_ack, seq + static_cast<uint32_t>(q4.size()));
   EXPECT_EQ(dnsGet16(to_a[0].data() + a.payload_offset + 2), 4);
   EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
@@ -333,7 +376,7 @@ TEST(DnsPipeline, TcpBlockedAmongOthersGetsServfailForTheRest) {
   h.poll();
   auto to_a = h.out(0);
   ASSERT_EQ(to_a.size(), 1u);
-  PacketMeta a = parse(to_a[0]);
+  PacketMeta a = parseFrame(to_a[0]);
   const uint8_t* p = to_a[0].data() + a.payload_offset;
   uint16_t l1 = dnsGet16(p);
   EXPECT_EQ(dnsGet16(p + 2), 7);
@@ -370,7 +413,7 @@ TEST(DnsPipeline, TcpNonstandardByPolicy) {
     } else {
       auto to_b = h.out(1);
       ASSERT_EQ(to_b.size(), 1u);  // the RST to the server, not the segment
-      EXPECT_EQ(parse(to_b[0]).tcp_flags & kTcpRst, kTcpRst);
+      EXPECT_EQ(parseFrame(to_b[0]).tcp_flags & kTcpRst, kTcpRst);
       EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsNonstandard)], 1u);
       EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
     }
@@ -403,9 +446,9 @@ TEST(DnsPipeline, TcpSplitLongResponseReassembled) {
   auto to_a = h.out(0), to_b = h.out(1);
   ASSERT_EQ(to_a.size(), 1u);
   ASSERT_EQ(to_b.size(), 1u);
-  EXPECT_EQ(parse(to_a[0]).tcp_flags & kTcpRst, kTcpRst);
-  EXPECT_EQ(parse(to_a[0]).payload_len, 0u);
-  EXPECT_EQ(parse(to_b[0]).tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(parseFrame(to_a[0]).tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(parseFrame(to_a[0]).payload_len, 0u);
+  EXPECT_EQ(parseFrame(to_b[0]).tcp_flags & kTcpRst, kTcpRst);
   auto c = h.counters();
   EXPECT_EQ(c.dns[kDnsCloaked], 1u);
   EXPECT_EQ(c.dns[kDnsResponses], 1u);
@@ -464,7 +507,7 @@ TEST(DnsPipeline, TcpSplitResponseOverflowByPolicy) {
     } else {
       auto to_a = h.out(0);  // a RST to the client, the segment dropped
       ASSERT_EQ(to_a.size(), 1u);
-      EXPECT_EQ(parse(to_a[0]).tcp_flags & kTcpRst, kTcpRst);
+      EXPECT_EQ(parseFrame(to_a[0]).tcp_flags & kTcpRst, kTcpRst);
       EXPECT_EQ(c.drops[static_cast<int>(DropReason::kDnsMalformed)], 1u);
       EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
     }

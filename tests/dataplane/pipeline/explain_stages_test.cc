@@ -2,7 +2,8 @@
 // document: what each step reports (the query name and the list entry that matched; the YARA
 // rules matching the payload; the LB service, key fields with their bytes, hash and backend),
 // that the verdict is the one the stage would give, and that a packet an earlier stage
-// decided never reaches the later ones. No DPDK.
+// decided never reaches the later ones; a DNS block from or to a non-unicast host is not
+// answered. No DPDK.
 #include <gtest/gtest.h>
 #include <google/protobuf/util/json_util.h>
 
@@ -87,6 +88,23 @@ TEST_F(ExplainStages, DnsBlockNamesTheListEntryAndStopsThere) {
   EXPECT_EQ(stepOf(r, Stage::kDpi), nullptr);
   EXPECT_EQ(stepOf(r, Stage::kLb), nullptr);
   EXPECT_EQ(r.steps.back().stage, Stage::kDns);
+}
+
+TEST_F(ExplainStages, DnsBlockFromOrToANonUnicastHostIsNotAnswered) {
+  const Frame frames[] = {
+      PacketBuilder().ipv4("224.0.0.5", "10.0.0.53").udp(40000, 53).payload(test::dnsQuery("ads.example")).build(),
+      PacketBuilder().eth(test::mac("02:00:00:00:00:0a"), test::mac("33:33:00:00:00:fb"))
+          .ipv6("2001:db8::1", "ff02::fb").udp(40000, 53).payload(test::dnsQuery("ads.example")).build(),
+  };
+  for (const Frame& f : frames) {
+    auto r = run(f);
+    EXPECT_EQ(r.verdict.verdict, Verdict::kDrop);
+    EXPECT_EQ(r.verdict.reason, DropReason::kDnsDropped);
+    const ExplainStep* s = stepOf(r, Stage::kDns);
+    ASSERT_NE(s, nullptr);
+    EXPECT_NE(s->detail.find("no answer (a broadcast, multicast"), std::string::npos) << s->detail;
+    EXPECT_EQ(s->detail.find("answer sent back"), std::string::npos) << s->detail;
+  }
 }
 
 TEST_F(ExplainStages, DnsAllowAndUnlisted) {

@@ -12,6 +12,7 @@
 #include "dataplane/stages/dns_message.h"
 #include "tests/dataplane/pipeline/harness.h"
 #include "tests/util/dns_builder.h"
+#include "tests/util/dns_snapshot.h"
 #include "tests/util/packet_builder.h"
 
 namespace dpu::dp {
@@ -19,29 +20,14 @@ namespace {
 
 using test::Frame;
 using test::PacketBuilder;
+using test::parseFrame;
 using Bytes = std::vector<uint8_t>;
 
 std::unique_ptr<rules::Snapshot> snap(const rules::DataplaneSettings* dps = nullptr) {
-  auto s = std::make_unique<rules::Snapshot>();
-  if (dps) s->dataplane = *dps;
-  s->dataplane.flow_capacity = 4096;
-  s->dataplane.frag_max_datagrams = 64;
-  rules::DnsModel m;
-  rules::DnsListModel l;
-  l.name = "ads";
-  l.action = rules::DnsAction::kNxdomain;
-  l.names = {"||ads.example^"};
-  m.lists.push_back(l);
-  auto d = rules::compileDns(m, nullptr);
-  EXPECT_TRUE(d.ok()) << d.status();
-  s->dns = *d;
-  return s;
-}
-
-PacketMeta parse(const Frame& f) {
-  PacketMeta m;
-  EXPECT_EQ(parsePacket(f.data(), static_cast<uint32_t>(f.size()), m), ParseStatus::kOk);
-  return m;
+  rules::DataplaneSettings ds = dps ? *dps : rules::DataplaneSettings{};
+  ds.flow_capacity = 4096;
+  ds.frag_max_datagrams = 64;
+  return test::dnsSnapshot(ds);
 }
 
 Frame seg(uint16_t sport, uint8_t flags, uint32_t seq, uint32_t ack, const Bytes& payload,
@@ -134,8 +120,8 @@ TEST(TcpStreamPipeline, OverlapWithDifferentDataResetPolicy) {
   auto to_a = h.out(0), to_b = h.out(1);
   ASSERT_EQ(to_a.size(), 1u);  // RST to the client
   ASSERT_EQ(to_b.size(), 2u);  // the clean segment, RST to the server
-  EXPECT_TRUE(parse(to_a[0]).tcp_flags & kTcpRst);
-  EXPECT_TRUE(parse(to_b[1]).tcp_flags & kTcpRst);
+  EXPECT_TRUE(parseFrame(to_a[0]).tcp_flags & kTcpRst);
+  EXPECT_TRUE(parseFrame(to_b[1]).tcp_flags & kTcpRst);
   h.send(1, seg(44003, kTcpAck, 5000, 1000 + uint32_t(clean.size()), {}, false));
   h.poll();
   EXPECT_EQ(h.out(0).size(), 0u);
@@ -159,7 +145,7 @@ TEST(TcpStreamPipeline, PipelinedAnswerContinuesTheServersBytes) {
   h.poll();
   auto to_a = h.out(0);
   ASSERT_EQ(to_a.size(), 2u);  // the server's response, our answer
-  PacketMeta a = parse(to_a[1]);
+  PacketMeta a = parseFrame(to_a[1]);
   EXPECT_EQ(a.tcp_seq, 5000u + resp.size());  // not the query's ACK (5000)
   EXPECT_EQ(a.tcp_ack, at + q2.size());
   EXPECT_TRUE(test::checksumsOk(to_a[1]));
@@ -178,7 +164,7 @@ TEST(TcpStreamPipeline, AnswerTakesTheServersSequenceAsOfTheQuery) {
   h.poll();
   auto to_a = h.out(0);
   ASSERT_EQ(to_a.size(), 1u);  // the answer (the server's segment: connection closed)
-  EXPECT_EQ(parse(to_a[0]).tcp_seq, 5000u);
+  EXPECT_EQ(parseFrame(to_a[0]).tcp_seq, 5000u);
 }
 
 TEST(TcpStreamPipeline, QueryOnSynGetsSynAckThenAnswer) {
@@ -189,7 +175,7 @@ TEST(TcpStreamPipeline, QueryOnSynGetsSynAckThenAnswer) {
   EXPECT_EQ(h.out(1).size(), 0u);  // the server never sees it
   auto to_a = h.out(0);
   ASSERT_EQ(to_a.size(), 2u);
-  PacketMeta sa = parse(to_a[0]), an = parse(to_a[1]);
+  PacketMeta sa = parseFrame(to_a[0]), an = parseFrame(to_a[1]);
   EXPECT_EQ(sa.tcp_flags, kTcpSyn | kTcpAck);
   EXPECT_EQ(sa.tcp_ack, 1000u + q.size());  // the SYN and its data
   EXPECT_EQ(sa.payload_len, 0u);
@@ -262,10 +248,10 @@ TEST(TcpStreamPipeline, DnsHeadBuffersExhaustedFollowTheStagePolicy) {
     if (p == rules::Policy::kDrop) {
       EXPECT_EQ(c.drops[static_cast<int>(DropReason::kTcpStreamExhausted)], 1u);
       EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
-      EXPECT_TRUE(parse(last[0]).tcp_flags & kTcpRst);  // the server is reset
+      EXPECT_TRUE(parseFrame(last[0]).tcp_flags & kTcpRst);  // the server is reset
     } else {
       EXPECT_EQ(c.dns[kDnsTcpUnsynced], 1u);
-      EXPECT_EQ(parse(last[0]).payload_len, 5u);  // the segment itself
+      EXPECT_EQ(parseFrame(last[0]).payload_len, 5u);  // the segment itself
     }
     EXPECT_EQ(c.verdicts[static_cast<int>(Verdict::kForward)],
               256u * 3 + (p == rules::Policy::kDrop ? 255u : 256u));
