@@ -46,7 +46,7 @@ Load balancer backends of the services in lb.services (config section lb).
   show     one service: its match, mode, key, policies and backends with their counters
   create   a new service (lb.services[]) without backends: add them with `lb add`.
            --dst the VIPs (prefixes or addresses); --key the hashed fields (ip.src, ip.dst,
-           l4.sport, l4.dport, ip.proto, vlan, ipv6.flowlabel, dns.qname; default the
+           l4.sport, l4.dport, ip.proto, vlan, ipv6.flowlabel, dns.qname, tunnel_id; default the
            5-tuple); --file FILE.json a whole service in protobuf JSON (LbServiceConfig, with
            backends if you like; the other options override its fields). Services are tried
            in order: the new one goes last unless --index (0 = first), --before or --after.

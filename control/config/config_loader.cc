@@ -298,6 +298,7 @@ rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& r, int index) {
   s.src_ports.assign(r.src_ports().begin(), r.src_ports().end());
   s.dst_ports.assign(r.dst_ports().begin(), r.dst_ports().end());
   if (r.has_vlan()) s.vlan = r.vlan();
+  if (r.has_tunnel_id()) s.tunnel_id = r.tunnel_id();
   s.src_countries.assign(r.src_countries().begin(), r.src_countries().end());
   s.dst_countries.assign(r.dst_countries().begin(), r.dst_countries().end());
   s.description = r.description();
@@ -322,6 +323,7 @@ v1::FirewallRule protoFromSpec(const rules::FirewallRuleSpec& s) {
   for (const auto& x : s.src_ports) r.add_src_ports(x);
   for (const auto& x : s.dst_ports) r.add_dst_ports(x);
   if (s.vlan) r.set_vlan(*s.vlan);
+  if (s.tunnel_id) r.set_tunnel_id(static_cast<uint32_t>(*s.tunnel_id));
   for (const auto& x : s.src_countries) r.add_src_countries(x);
   for (const auto& x : s.dst_countries) r.add_dst_countries(x);
   r.set_description(s.description);
@@ -586,6 +588,24 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   d.tcp_dpi_fail = policyOr(dp.tcp().dpi_fail(), d.tcp_dpi_fail);
   d.tcp_verify_checksum = !dp.tcp().skip_checksum();
   rules::ConfigErrorList errors;
+  const v1::TunnelConfig& tun = dp.tunnels();
+  switch (tun.mode()) {
+    case v1::TUNNEL_MODE_DEFAULT:
+    case v1::INSPECT: d.tunnels_inspect = true; break;
+    case v1::OUTER_ONLY: d.tunnels_inspect = false; break;
+    default: {
+      rules::ConfigError e;
+      e.section = "dataplane";
+      e.field = "dataplane.tunnels.mode";
+      e.reason = absl::StrCat("unknown tunnel mode ", tun.mode(), " (INSPECT or OUTER_ONLY)");
+      errors.push_back(std::move(e));
+    }
+  }
+  if (tun.vxlan_ports_size() > 0) d.vxlan_ports.assign(tun.vxlan_ports().begin(), tun.vxlan_ports().end());
+  if (tun.geneve_ports_size() > 0) {
+    d.geneve_ports.assign(tun.geneve_ports().begin(), tun.geneve_ports().end());
+  }
+  setIf(tun.max_depth(), d.tunnel_max_depth);
   rules::validateDataplane(d, errors);
   firewallToModel(cfg, &m.firewall, errors, details);
   lbToModel(cfg.lb(), &m.lb, errors);  // --- lb ---

@@ -67,7 +67,7 @@ void addrField(const std::string& text, const std::string& field, Where& w,
 bool fieldKind(const std::string& name, rules::LbFieldKind& k) {
   using K = rules::LbFieldKind;
   for (K c : {K::kIpSrc, K::kIpDst, K::kL4Sport, K::kL4Dport, K::kIpProto, K::kVlan,
-              K::kIpv6FlowLabel, K::kDnsQname, K::kRaw}) {
+              K::kIpv6FlowLabel, K::kDnsQname, K::kRaw, K::kTunnelId}) {
     if (name == rules::lbFieldName(c)) {
       k = c;
       return true;
@@ -143,7 +143,7 @@ void lbToModel(const v1::LbConfig& cfg, rules::LbModel* out, rules::ConfigErrorL
       if (!fieldKind(f.field(), kf.kind)) {
         w.add(fp + ".field", absl::StrCat("unknown field '", f.field(),
                                           "' (ip.src, ip.dst, l4.sport, l4.dport, ip.proto, vlan, "
-                                          "ipv6.flowlabel, dns.qname, raw)"));
+                                          "ipv6.flowlabel, dns.qname, tunnel_id, raw)"));
         continue;
       }
       if (kf.kind == rules::LbFieldKind::kRaw) {

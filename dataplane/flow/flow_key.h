@@ -21,7 +21,8 @@ struct FlowKey {
   uint8_t ip_ver;     // 4 or 6
   uint16_t vlan_inner;
   uint16_t pppoe_session;  // PPPoE session id (0 when not inside PPPoE)
-  uint16_t pad[2] = {0, 0};
+  uint32_t tunnel_id;      // PacketMeta::tunnel_id: VNI / GRE key of the innermost layer with one
+                           // (0 outside tunnels and for IP-in-IP / MPLS / unkeyed GRE)
 };
 static_assert(sizeof(FlowKey) == 48, "FlowKey must be packed without holes");
 
@@ -53,7 +54,7 @@ inline bool makeFlowKey(const PacketMeta& m, FlowKey& k) {
   k.pppoe_session = m.pppoe_offset != 0 ? m.pppoe_session : 0;
   k.proto = m.l4_proto;
   k.ip_ver = static_cast<uint8_t>(m.l3);
-  k.pad[0] = k.pad[1] = 0;
+  k.tunnel_id = m.tunnel_id;
   return src_is_hi;
 }
 

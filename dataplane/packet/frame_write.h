@@ -61,7 +61,81 @@ inline uint16_t copyL2(const uint8_t* frame, const PacketMeta& m, bool swap, uin
     put16(out + m.pppoe_offset + 4,
           static_cast<uint16_t>(l2_len - m.pppoe_offset - 6 + l3_len));
   }
+  if (swap) {
+    // Inside tunnels the answer goes back through every layer: each carrying IP header's
+    // addresses and each inner Ethernet header's MACs swapped. UDP ports stay (the VXLAN /
+    // Geneve port is the destination both ways; the source port is the sender's entropy),
+    // GRE keys and sequence numbers stay. Lengths and checksums: sealTunnel().
+    uint8_t tmp[16];
+    for (uint32_t i = 0; i < m.tunnel_depth; ++i) {
+      const TunnelLayer& t = m.tunnel[i];
+      if (t.ip_off != 0) {
+        const uint32_t a = t.outer_v6 ? 8 : 12, n = t.outer_v6 ? 16 : 4;
+        std::memcpy(tmp, out + t.ip_off + a, n);
+        std::memcpy(out + t.ip_off + a, out + t.ip_off + a + n, n);
+        std::memcpy(out + t.ip_off + a + n, tmp, n);
+      }
+      if (t.eth_off != 0) {
+        std::memcpy(tmp, out + t.eth_off, 6);
+        std::memcpy(out + t.eth_off, out + t.eth_off + 6, 6);
+        std::memcpy(out + t.eth_off + 6, tmp, 6);
+      }
+    }
+  }
   return l2_len;
+}
+
+// Can an answer to `m` be sent inside its tunnels? Not through MPLS: a label stack is
+// per direction and per hop (the way back has other labels), so such answers are not made
+// (the rejected packet is still dropped; counted as suppressed answers).
+inline bool tunnelAnswerable(const PacketMeta& m) {
+  for (uint32_t i = 0; i < m.tunnel_depth; ++i) {
+    if (m.tunnel[i].type == TunnelType::kMpls) return false;
+  }
+  return true;
+}
+
+// After the inner packet of a tunneled frame changed (an answer written behind copyL2's
+// headers, an LB rewrite), makes every layer consistent again, innermost first: the
+// carrying IP header's length (and IPv4 header checksum), the UDP length and checksum of
+// VXLAN / Geneve (0 over IPv4, as RFC 7348 / RFC 8926 allow; computed over IPv6), and a GRE
+// checksum when the header has one. `end` is the end of the innermost IP packet (the frame
+// may continue with Ethernet padding, which no length counts). No-op outside tunnels.
+inline void sealTunnel(uint8_t* frame, uint32_t end, const PacketMeta& m) {
+  for (uint32_t i = m.tunnel_depth; i-- > 0;) {
+    const TunnelLayer& t = m.tunnel[i];
+    if (t.ip_off == 0) continue;  // MPLS: no length of its own
+    uint8_t* ip = frame + t.ip_off;
+    const uint32_t ip_len = end - t.ip_off;
+    // The carrying header's own header length: IPv4 IHL; IPv6: up to the encapsulation
+    // header (extension headers included).
+    const uint32_t hdr = t.outer_v6 ? t.hdr_off - t.ip_off : (ip[0] & 0x0F) * 4u;
+    if (t.outer_v6) {
+      put16(ip + 4, static_cast<uint16_t>(ip_len - 40));
+    } else {
+      put16(ip + 2, static_cast<uint16_t>(ip_len));
+      put16(ip + 10, 0);
+      put16(ip + 10, finish(sum16(ip, hdr)));
+    }
+    IpAddr src{}, dst{};
+    const uint32_t alen = t.outer_v6 ? 16 : 4;
+    std::memcpy(src.b, ip + (t.outer_v6 ? 8 : 12), alen);
+    std::memcpy(dst.b, ip + (t.outer_v6 ? 24 : 16), alen);
+    if (t.type == TunnelType::kVxlan || t.type == TunnelType::kGeneve) {
+      uint8_t* u = frame + t.hdr_off;
+      const uint32_t ulen = end - t.hdr_off;
+      put16(u + 4, static_cast<uint16_t>(ulen));
+      put16(u + 6, 0);
+      if (t.outer_v6) {
+        const uint16_t c = finish(sum16(u, ulen, pseudoSum(true, src, dst, 17, ulen)));
+        put16(u + 6, c == 0 ? 0xffff : c);
+      }
+    } else if (t.type == TunnelType::kGre && (frame[t.hdr_off] & 0x80)) {
+      uint8_t* g = frame + t.hdr_off;
+      put16(g + 4, 0);
+      put16(g + 4, finish(sum16(g, end - t.hdr_off)));
+    }
+  }
 }
 
 // IPv4 / IPv6 header without options / extension headers; returns its length.

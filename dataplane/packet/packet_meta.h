@@ -35,12 +35,41 @@ enum class ParseStatus : uint8_t {
   kBadFragment,           // fragment offset+length beyond 65535, or a zero-length fragment
   kTruncatedPppoe,        // PPPoE session header + PPP protocol cut short
   kBadPppoeLength,        // PPPoE length shorter than the PPP protocol field or past the frame
+  // Tunnels (dataplane.tunnels mode INSPECT, parser.h): the encapsulation header itself is
+  // broken. Errors in the headers inside a tunnel use the reasons above (truncated_ipv4, ...).
+  kTruncatedVxlan,        // UDP payload on a VXLAN port shorter than the 8-byte VXLAN header
+  kBadVxlan,              // VXLAN header without the I (valid VNI) flag
+  kTruncatedGeneve,       // Geneve header (8 bytes + options) past the UDP payload
+  kBadGeneve,             // Geneve version other than 0
+  kTruncatedGre,          // GRE header (4 bytes + checksum/key/sequence fields) past the datagram
+  kBadGre,                // GRE version 0 with routing / strict-route / recursion / reserved bits set, or a version other than 0 and 1
+  kTruncatedMpls,         // MPLS label stack without a bottom-of-stack label before the end
+  kBadMpls,               // more than kMaxMplsLabels labels
+  kTunnelTooDeep,         // more nested encapsulations than dataplane.tunnels.max_depth
   kCount
 };
 
 const char* parseStatusName(ParseStatus s);
 
 enum class L3Type : uint8_t { kNone = 0, kIpv4 = 4, kIpv6 = 6 };
+
+// Encapsulations the parser opens (docs/tunnels.md).
+enum class TunnelType : uint8_t { kNone = 0, kVxlan, kGeneve, kGre, kIpip, kMpls };
+const char* tunnelTypeName(TunnelType t);
+
+// Nesting depth the parser can record (dataplane.tunnels.max_depth is at most this).
+constexpr uint32_t kMaxTunnelDepth = 4;
+
+// One encapsulation layer of a packet, outermost first. Offsets into the frame.
+struct TunnelLayer {
+  uint16_t ip_off = 0;   // the IP header carrying the encapsulation (0 for MPLS over Ethernet)
+  uint16_t hdr_off = 0;  // UDP header (VXLAN, Geneve), GRE header, first MPLS label; IP-in-IP:
+                         // the inner IP header
+  uint16_t eth_off = 0;  // inner Ethernet header (0: the inner packet starts with IP or MPLS)
+  TunnelType type = TunnelType::kNone;
+  uint8_t outer_v6 = 0;  // the carrying IP header is IPv6
+};
+static_assert(sizeof(TunnelLayer) == 8, "TunnelLayer: 8 bytes");
 
 // IPv4 addresses occupy b[0..3] (network order) with b[4..15] zero.
 struct IpAddr {
@@ -85,6 +114,15 @@ struct PacketMeta {
   uint16_t frag_offset = 0;      // in bytes
   uint16_t frag_payload_len = 0; // bytes of fragmentable payload carried by this fragment
   uint32_t frag_id = 0;          // IPv4 id (16 bits) or IPv6 identification (32 bits)
+  // Tunnels (parsePacket with a TunnelParseConfig in inspect mode): every field above from
+  // l3_offset on describes the innermost packet (the one judged); the VLAN / PPPoE fields
+  // stay those of the outer frame. tunnel_id is the id of the innermost layer that carries
+  // one (VXLAN / Geneve VNI, GRE key; 0 when none does: IP-in-IP, MPLS, unkeyed GRE).
+  uint8_t tunnel_depth = 0;      // layers opened (0: not in a tunnel)
+  uint32_t tunnel_id = 0;
+  TunnelLayer tunnel[kMaxTunnelDepth];
+
+  bool inTunnel() const { return tunnel_depth != 0; }
 
   bool isFirstFragment() const { return is_fragment && frag_offset == 0; }
   bool isLaterFragment() const { return is_fragment && frag_offset != 0; }

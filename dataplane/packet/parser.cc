@@ -26,7 +26,28 @@ const char* parseStatusName(ParseStatus s) {
     case ParseStatus::kBadFragment: return "bad_fragment";
     case ParseStatus::kTruncatedPppoe: return "truncated_pppoe";
     case ParseStatus::kBadPppoeLength: return "bad_pppoe_length";
+    case ParseStatus::kTruncatedVxlan: return "truncated_vxlan";
+    case ParseStatus::kBadVxlan: return "bad_vxlan";
+    case ParseStatus::kTruncatedGeneve: return "truncated_geneve";
+    case ParseStatus::kBadGeneve: return "bad_geneve";
+    case ParseStatus::kTruncatedGre: return "truncated_gre";
+    case ParseStatus::kBadGre: return "bad_gre";
+    case ParseStatus::kTruncatedMpls: return "truncated_mpls";
+    case ParseStatus::kBadMpls: return "bad_mpls";
+    case ParseStatus::kTunnelTooDeep: return "tunnel_too_deep";
     case ParseStatus::kCount: break;
+  }
+  return "unknown";
+}
+
+const char* tunnelTypeName(TunnelType t) {
+  switch (t) {
+    case TunnelType::kNone: return "none";
+    case TunnelType::kVxlan: return "vxlan";
+    case TunnelType::kGeneve: return "geneve";
+    case TunnelType::kGre: return "gre";
+    case TunnelType::kIpip: return "ipip";
+    case TunnelType::kMpls: return "mpls";
   }
   return "unknown";
 }

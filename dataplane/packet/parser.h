@@ -308,11 +308,245 @@ inline ParseStatus parseIpv6(const uint8_t* data, uint32_t off, uint32_t n, Pack
 
 }  // namespace parser_detail
 
-// Parses `len` bytes at `data` into `m` (fully overwritten). Returns kOk for an IP packet
-// whose headers are consistent, kNonIp for a non-IP frame, or the malformation reason.
-inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m) {
-  using namespace parser_detail;
-  clearPacketMeta(m);
+// The dataplane.tunnels settings the parser needs, in a plain form (the worker fills it from
+// the snapshot). A null config, or inspect false, is the outer-only parser.
+constexpr uint32_t kMaxTunnelPorts = 8;
+struct TunnelParseConfig {
+  bool inspect = false;
+  uint8_t max_depth = 0;  // 1 .. kMaxTunnelDepth
+  uint8_t n_vxlan = 0;
+  uint8_t n_geneve = 0;
+  uint16_t vxlan_ports[kMaxTunnelPorts] = {};
+  uint16_t geneve_ports[kMaxTunnelPorts] = {};
+};
+
+namespace parser_detail {
+
+constexpr uint16_t kEtherTypeTeb = 0x6558;   // transparent Ethernet bridging (GRE, Geneve)
+constexpr uint16_t kEtherTypeMpls = 0x8847;
+constexpr uint16_t kEtherTypeMplsMc = 0x8848;
+constexpr uint8_t kProtoIpip = 4;
+constexpr uint8_t kProtoIpv6InIp = 41;
+constexpr uint8_t kProtoGre = 47;
+constexpr uint32_t kVxlanHeaderLen = 8;
+constexpr uint8_t kVxlanFlagI = 0x08;
+constexpr uint32_t kGeneveHeaderLen = 8;
+constexpr uint32_t kGreHeaderLen = 4;
+constexpr uint16_t kGreFlagC = 0x8000;
+constexpr uint16_t kGreFlagK = 0x2000;
+constexpr uint16_t kGreFlagS = 0x1000;
+// Routing present, strict source route, recursion control, reserved flags (RFC 1701 / 2784).
+constexpr uint16_t kGreBadBits = 0x4000 | 0x0800 | 0x0700 | 0x00F8;
+constexpr uint16_t kGreVersionMask = 0x0007;
+constexpr uint32_t kMplsLabelLen = 4;
+constexpr uint32_t kMaxMplsLabels = 8;
+
+inline bool portIn(uint16_t port, const uint16_t* ports, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (ports[i] == port) return true;
+  }
+  return false;
+}
+
+// Clears the fields that describe the (previous) innermost packet; keeps the outer frame's
+// L2 fields and the tunnel layers. Field by field (not a PacketMeta copy): per packet.
+inline void resetForInner(PacketMeta& m) {
+  m.l3_offset = m.l4_offset = m.payload_offset = m.payload_len = 0;
+  m.l3 = L3Type::kNone;
+  m.l4_proto = 0;
+  m.ttl = 0;
+  m.l3_len = 0;
+  std::memset(m.src.b, 0, sizeof(m.src.b));
+  std::memset(m.dst.b, 0, sizeof(m.dst.b));
+  m.sport = m.dport = 0;
+  m.tcp_flags = 0;
+  m.tcp_seq = m.tcp_ack = 0;
+  m.icmp_type = m.icmp_code = 0;
+  m.has_l4 = false;
+  m.is_fragment = m.more_fragments = false;
+  m.frag_offset = m.frag_payload_len = 0;
+  m.frag_id = 0;
+}
+
+inline ParseStatus parseIp(const uint8_t* data, uint32_t off, uint32_t end, PacketMeta& m) {
+  if (off >= end) return ParseStatus::kTruncatedIpv4;
+  const uint8_t v = data[off] >> 4;
+  m.l3_offset = static_cast<uint16_t>(off);
+  if (v == 6) return parseIpv6(data, off, end, m);
+  return parseIpv4(data, off, end, m);  // version 4, or kBadIpv4Version
+}
+
+// MPLS label stack at [off, end): labels up to the bottom of stack, then IPv4 / IPv6 by the
+// first nibble (anything else, e.g. an Ethernet pseudowire, is kNonIp).
+inline ParseStatus parseMpls(const uint8_t* data, uint32_t off, uint32_t end, PacketMeta& m) {
+  for (uint32_t i = 0;; ++i) {
+    if (i == kMaxMplsLabels) return ParseStatus::kBadMpls;
+    if (end - off < kMplsLabelLen) return ParseStatus::kTruncatedMpls;
+    const bool bos = (data[off + 2] & 0x01) != 0;
+    off += kMplsLabelLen;
+    if (bos) break;
+  }
+  if (off >= end) return ParseStatus::kTruncatedMpls;
+  const uint8_t v = data[off] >> 4;
+  if (v != 4 && v != 6) return ParseStatus::kNonIp;
+  return parseIp(data, off, end, m);
+}
+
+// Inner Ethernet frame at [off, end) (VXLAN, Geneve, GRE 0x6558): up to two tags (not
+// recorded: the flow key keeps the outer frame's VLANs), then IPv4 / IPv6 / MPLS.
+inline ParseStatus parseInnerEthernet(const uint8_t* data, uint32_t off, uint32_t end,
+                                      PacketMeta& m, bool* mpls) {
+  if (end - off < kEthHeaderLen) return ParseStatus::kTruncatedL2;
+  uint16_t type = loadBe16(data + off + 12);
+  off += kEthHeaderLen;
+  uint32_t tags = 0;
+  while (isVlanTpid(type)) {
+    if (tags == kMaxVlanTags) return ParseStatus::kTooManyVlans;
+    if (end - off < kVlanTagLen) return ParseStatus::kTruncatedVlan;
+    type = loadBe16(data + off + 2);
+    off += kVlanTagLen;
+    ++tags;
+  }
+  if (type == kEtherTypeIpv4) {
+    m.l3_offset = static_cast<uint16_t>(off);
+    return parseIpv4(data, off, end, m);
+  }
+  if (type == kEtherTypeIpv6) {
+    m.l3_offset = static_cast<uint16_t>(off);
+    return parseIpv6(data, off, end, m);
+  }
+  if (type == kEtherTypeMpls || type == kEtherTypeMplsMc) {
+    *mpls = true;
+    m.l3_offset = static_cast<uint16_t>(off);
+    return ParseStatus::kOk;
+  }
+  return ParseStatus::kNonIp;
+}
+
+// Opens the encapsulation the parsed (outer) packet carries, if any, layer by layer. `m`
+// describes a packet parsed kOk. Outer fragments are not opened (their inner packet is
+// incomplete): they are judged as the outer packet, as in outer-only mode.
+// `mpls_first`: the frame's own ethertype is MPLS, its label stack at m.l3_offset up to
+// `mpls_end`.
+inline ParseStatus decapsulate(const uint8_t* data, PacketMeta& m, const TunnelParseConfig& tc,
+                               bool mpls_first, uint32_t mpls_end) {
+  bool mpls = mpls_first;
+  for (;;) {
+    TunnelLayer layer;
+    uint32_t inner = 0, end = 0;
+    uint16_t inner_type = 0;  // ethertype of what follows the encapsulation header
+    bool has_id = false;
+    uint32_t id = 0;
+    if (mpls) {
+      layer.type = TunnelType::kMpls;
+      layer.hdr_off = m.l3_offset;  // parseInnerEthernet / the caller put the stack start there
+      inner = m.l3_offset;
+      end = mpls_end;
+    } else {
+      if (m.l3 == L3Type::kNone || m.is_fragment) return ParseStatus::kOk;
+      const uint32_t l3_end = uint32_t(m.l3_offset) + m.l3_len;
+      layer.ip_off = m.l3_offset;
+      layer.outer_v6 = m.l3 == L3Type::kIpv6;
+      if (m.l4_proto == kProtoUdp && m.has_l4 &&
+          (portIn(m.dport, tc.vxlan_ports, tc.n_vxlan) ||
+           portIn(m.dport, tc.geneve_ports, tc.n_geneve))) {
+        const uint8_t* u = data + m.payload_offset;
+        end = uint32_t(m.payload_offset) + m.payload_len;
+        layer.hdr_off = m.l4_offset;
+        if (portIn(m.dport, tc.vxlan_ports, tc.n_vxlan)) {
+          layer.type = TunnelType::kVxlan;
+          if (m.payload_len < kVxlanHeaderLen) return ParseStatus::kTruncatedVxlan;
+          if (!(u[0] & kVxlanFlagI)) return ParseStatus::kBadVxlan;
+          inner = m.payload_offset + kVxlanHeaderLen;
+          inner_type = kEtherTypeTeb;
+          has_id = true;
+          id = loadBe32(u + 4) >> 8;
+        } else {
+          layer.type = TunnelType::kGeneve;
+          if (m.payload_len < kGeneveHeaderLen) return ParseStatus::kTruncatedGeneve;
+          if ((u[0] >> 6) != 0) return ParseStatus::kBadGeneve;
+          const uint32_t hlen = kGeneveHeaderLen + (u[0] & 0x3F) * 4u;
+          if (hlen > m.payload_len) return ParseStatus::kTruncatedGeneve;
+          inner = m.payload_offset + hlen;
+          inner_type = loadBe16(u + 2);
+          has_id = true;
+          id = loadBe32(u + 4) >> 8;
+        }
+      } else if (m.l4_proto == kProtoGre) {
+        layer.type = TunnelType::kGre;
+        layer.hdr_off = m.l4_offset;
+        end = l3_end;
+        const uint8_t* g = data + m.l4_offset;
+        const uint32_t avail = l3_end - m.l4_offset;
+        if (avail < kGreHeaderLen) return ParseStatus::kTruncatedGre;
+        const uint16_t flags = loadBe16(g);
+        const uint16_t ver = flags & kGreVersionMask;
+        if (ver == 1) return ParseStatus::kOk;  // enhanced GRE (PPTP): judged as it is
+        if (ver != 0 || (flags & kGreBadBits)) return ParseStatus::kBadGre;
+        uint32_t hlen = kGreHeaderLen;
+        if (flags & kGreFlagC) hlen += 4;
+        const uint32_t key_at = hlen;
+        if (flags & kGreFlagK) hlen += 4;
+        if (flags & kGreFlagS) hlen += 4;
+        if (hlen > avail) return ParseStatus::kTruncatedGre;
+        if (flags & kGreFlagK) {
+          has_id = true;
+          id = loadBe32(g + key_at);
+        }
+        inner = m.l4_offset + hlen;
+        inner_type = loadBe16(g + 2);
+      } else if (m.l4_proto == kProtoIpip || m.l4_proto == kProtoIpv6InIp) {
+        layer.type = TunnelType::kIpip;
+        layer.hdr_off = m.l4_offset;
+        end = l3_end;
+        inner = m.l4_offset;
+        inner_type = m.l4_proto == kProtoIpip ? kEtherTypeIpv4 : kEtherTypeIpv6;
+      } else {
+        return ParseStatus::kOk;
+      }
+      // Payloads the parser does not open (Geneve / GRE carrying another protocol, e.g.
+      // ERSPAN or a keepalive): judged as the outer packet.
+      if (inner_type != kEtherTypeTeb && inner_type != kEtherTypeIpv4 &&
+          inner_type != kEtherTypeIpv6 && inner_type != kEtherTypeMpls &&
+          inner_type != kEtherTypeMplsMc) {
+        return ParseStatus::kOk;
+      }
+    }
+    if (m.tunnel_depth >= tc.max_depth) return ParseStatus::kTunnelTooDeep;
+    const uint8_t depth = m.tunnel_depth;
+    resetForInner(m);
+    if (inner_type == kEtherTypeTeb) layer.eth_off = static_cast<uint16_t>(inner);
+    m.tunnel[depth] = layer;
+    m.tunnel_depth = depth + 1;
+    if (has_id) m.tunnel_id = id;
+    ParseStatus s;
+    mpls = false;
+    if (layer.type == TunnelType::kMpls) {
+      s = parseMpls(data, inner, end, m);
+    } else if (inner_type == kEtherTypeTeb) {
+      s = parseInnerEthernet(data, inner, end, m, &mpls);
+      mpls_end = end;
+    } else if (inner_type == kEtherTypeMpls || inner_type == kEtherTypeMplsMc) {
+      m.l3_offset = static_cast<uint16_t>(inner);
+      mpls = true;
+      mpls_end = end;
+      s = ParseStatus::kOk;
+    } else {
+      m.l3_offset = static_cast<uint16_t>(inner);
+      s = inner_type == kEtherTypeIpv4 ? parseIpv4(data, inner, end, m)
+                                       : parseIpv6(data, inner, end, m);
+    }
+    if (s != ParseStatus::kOk) return s;
+  }
+}
+
+}  // namespace parser_detail
+
+namespace parser_detail {
+
+// The frame as the outer-only parser sees it.
+inline ParseStatus parseOuter(const uint8_t* data, uint32_t len, PacketMeta& m) {
+  clearPacketMeta(m);  // plain 16-byte stores (packet_meta.h)
   m.frame_len = len;
   const uint32_t n = len < kMaxParsedLen ? len : kMaxParsedLen;
   if (n < kEthHeaderLen) return ParseStatus::kTruncatedL2;
@@ -360,6 +594,29 @@ inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m)
   off += kPppoeHeaderLen + proto_len;
   m.l3_offset = static_cast<uint16_t>(off);
   return proto == kPppIpv4 ? parseIpv4(data, off, end, m) : parseIpv6(data, off, end, m);
+}
+
+}  // namespace parser_detail
+
+// Parses `len` bytes at `data` into `m` (fully overwritten). Returns kOk for an IP packet
+// whose headers are consistent, kNonIp for a non-IP frame, or the malformation reason.
+//
+// With `tc` in inspect mode the parser also opens tunnels (docs/tunnels.md): VXLAN and Geneve
+// (UDP to a configured port), GRE version 0 (checksum / key / sequence fields; Ethernet
+// 0x6558, IPv4, IPv6 or MPLS inside), IPv4 / IPv6 in IPv4 / IPv6 (protocols 4 and 41), and MPLS
+// (ethertype 0x8847 / 0x8848, and GRE carrying it: the label stack, then IPv4 / IPv6 by the
+// first nibble). Nested up to tc->max_depth layers; the innermost packet is described in `m`.
+inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m,
+                               const TunnelParseConfig* tc = nullptr) {
+  using namespace parser_detail;
+  const ParseStatus s = parseOuter(data, len, m);
+  if (tc == nullptr || !tc->inspect) return s;
+  if (s == ParseStatus::kOk) return decapsulate(data, m, *tc, false, 0);
+  if (s == ParseStatus::kNonIp && m.l3 == L3Type::kNone &&
+      (m.ether_type == kEtherTypeMpls || m.ether_type == kEtherTypeMplsMc) && m.pppoe_offset == 0) {
+    return decapsulate(data, m, *tc, true, len < kMaxParsedLen ? len : kMaxParsedLen);
+  }
+  return s;
 }
 
 }  // namespace dpu::dp

@@ -36,6 +36,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kLbFlowReset: return "lb_flow_reset";
     case DropReason::kLbNoAddress: return "lb_no_address";
     case DropReason::kLbNoHeadroom: return "lb_no_headroom";
+    case DropReason::kLbInTunnel: return "lb_in_tunnel";
     // --- dpi ---
     case DropReason::kDpiDrop: return "dpi_drop";
     case DropReason::kDpiReset: return "dpi_reset";

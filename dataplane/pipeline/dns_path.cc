@@ -229,6 +229,7 @@ bool Worker::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool on
     const uint16_t ck = uint16_t(~sum);
     l4[16] = uint8_t(ck >> 8);
     l4[17] = uint8_t(ck);
+    sealTunnel(rte_pktmbuf_mtod(r, uint8_t*), flen, pm);  // checksums over the inner packet
   }
   r->data_len = static_cast<uint16_t>(flen);
   r->pkt_len = flen;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "dataplane/api/control.h"
 #include "dataplane/packet/parser.h"
+#include "dataplane/packet/tunnel_config.h"
 #include "dataplane/stages/firewall_stage.h"
 // Rule stages (explain of the DNS, DPI and LB steps).
 #include <algorithm>
@@ -439,7 +440,8 @@ ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, u
   };
 
   PacketMeta m;
-  ParseStatus ps = parsePacket(frame, len, m);
+  const TunnelParseConfig tun = toTunnelParseConfig(d);
+  ParseStatus ps = parsePacket(frame, len, m, &tun);
   r.summary = ps == ParseStatus::kOk || ps == ParseStatus::kNonIp
                   ? summarize(m)
                   : absl::StrCat("malformed: ", parseStatusName(ps), ", ", len, " bytes");

@@ -11,6 +11,7 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
 
+#include "dataplane/packet/frame_write.h"
 #include "dataplane/packet/parser.h"
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/worker.h"
@@ -96,7 +97,21 @@ bool Worker::reasmJudge(rte_mbuf* m, uint16_t i, Burst& b, int32_t slot) {
         *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, const uint64_t*);
   }
   PacketMeta& pm = b.meta[i];
-  ParseStatus ps = parsePacket(rte_pktmbuf_mtod(r, const uint8_t*), r->data_len, pm);
+  if (pm.inTunnel()) {
+    // A datagram fragmented inside a tunnel: the reassembled frame carries the first
+    // fragment's outer headers, whose lengths describe one fragment. The fragments of a
+    // datagram come through the same encapsulation (pm, the completing fragment, has the
+    // same layer offsets): the outer lengths and checksums are set for the whole datagram,
+    // so that the tunnel parses around it.
+    uint8_t* d = rte_pktmbuf_mtod(r, uint8_t*);
+    const uint32_t l3 = pm.l3_offset;
+    if (l3 + 6u <= r->data_len) {
+      const uint32_t ip_len = pm.l3 == L3Type::kIpv6 ? 40u + (uint32_t(d[l3 + 4]) << 8 | d[l3 + 5])
+                                                     : (uint32_t(d[l3 + 2]) << 8 | d[l3 + 3]);
+      if (l3 + ip_len <= r->data_len) sealTunnel(d, l3 + ip_len, pm);
+    }
+  }
+  ParseStatus ps = parsePacket(rte_pktmbuf_mtod(r, const uint8_t*), r->data_len, pm, &tun_);
   b.work[i] = r;
   b.reasm_slot[i] = slot;
   b.judge[i] = Burst::kJudgeDatagram;
@@ -177,7 +192,7 @@ bool Worker::reasmExhausted(rte_mbuf* m, uint16_t i, Burst& b, int32_t slot, Dro
   }
   c_->frag_held.add();
   PacketMeta& pm = b.meta[i];
-  parsePacket(rte_pktmbuf_mtod(first, const uint8_t*), first->data_len, pm);
+  parsePacket(rte_pktmbuf_mtod(first, const uint8_t*), first->data_len, pm, &tun_);
   PacketVerdict& v = b.v[i];
   if (shared_.seq_dynfield >= 0) v.seq = *RTE_MBUF_DYNFIELD(first, shared_.seq_dynfield, uint64_t*);
   v.in_side = sideOf(first);
@@ -213,7 +228,7 @@ void Worker::finishDatagram(rte_mbuf* m, uint16_t i, Burst& b) {
   PacketVerdict own = v;
   if (own.verdict == Verdict::kForward && lb_seen_) {
     PacketMeta fm;
-    parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, fm);
+    parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, fm, &tun_);
     if (!lbFollowFragment(m, fm, slot, own)) emitDrop(&fm, own, b.ts[i]);
   }
   applyVerdict(m, own, own.in_side);

@@ -19,6 +19,7 @@
 #include <rte_mbuf.h>
 
 #include "dataplane/flow/flow_key.h"
+#include "dataplane/packet/frame_write.h"
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/worker.h"
 #include "dataplane/stages/lb_stage.h"
@@ -151,9 +152,20 @@ DropReason Worker::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrit
   uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
   if (r.kind == LbFragRewrite::kReverse) {
     lbNatRewrite(d, m->data_len, pm, true, r.addr, r.port);
+    sealTunnel(d, uint32_t(pm.l3_offset) + pm.l3_len, pm);
     return DropReason::kNone;
   }
   const bool v4 = pm.l3 == L3Type::kIpv4;
+  if (pm.inTunnel()) {
+    // Inside a tunnel only NAT applies (docs/tunnels.md): the inner addresses change, the
+    // outer headers get their checksums back, the outer frame keeps its MACs (its next hop
+    // is the tunnel endpoint). L2 (a MAC for the outer frame) and IPIP (a new outer header
+    // around the whole encapsulation) would not reach the backend.
+    if (static_cast<rules::LbMode>(r.mode) != rules::LbMode::kNat) return DropReason::kLbInTunnel;
+    lbNatRewrite(d, m->data_len, pm, false, r.addr, r.port);
+    sealTunnel(d, uint32_t(pm.l3_offset) + pm.l3_len, pm);
+    return DropReason::kNone;
+  }
   switch (static_cast<rules::LbMode>(r.mode)) {
     case rules::LbMode::kL2:
       break;
@@ -320,6 +332,7 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
           const uint8_t* vip = f->vip;
           lbNatRewrite(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, pm, true, vip,
                        f->vport);
+          sealTunnel(rte_pktmbuf_mtod(m, uint8_t*), uint32_t(pm.l3_offset) + pm.l3_len, pm);
           if (!lb_quiet_) c_->lb_nat_reversed.add();  // a datagram: its fragments count
           if (b.frag_slot[i] >= 0) {  // the rest of the datagram: the VIP's address too
             LbFragRewrite& r = lb_frag_[b.frag_slot[i]];

@@ -125,6 +125,8 @@ void Worker::refreshSnapshot() {
   http_rt_ = st->http.get();  // --- http ---
   // Fragmented datagrams are reassembled for inspection while a stage reads payloads.
   reasm_on_ = dpi_rt_ != nullptr || s->dns != nullptr;
+  // Every loop (a few stores): a test may publish settings under an unchanged generation.
+  tun_ = toTunnelParseConfig(s->dataplane);
   if (s->generation != generation_) {
     generation_ = s->generation;
     timeouts_ = toTimeouts(s->dataplane);
@@ -333,7 +335,7 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
     drop(Stage::kParse, DropReason::kMultiSegment);
     return false;
   }
-  ParseStatus st = parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm);
+  ParseStatus st = parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &tun_);
   if (st == ParseStatus::kNonIp) {
     if (d.non_ip == rules::Policy::kDrop) {
       drop(Stage::kParse, DropReason::kNonIp);
@@ -823,7 +825,7 @@ void Worker::followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& fir
   if (hv.verdict == Verdict::kForward) {
     if (lb_seen_) {  // --- lb --- the first fragment's backend
       PacketMeta hmeta;
-      parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+      parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta, &tun_);
       if (!lbFollowFragment(hm, hmeta, slot, hv)) emitDrop(&hmeta, hv, now);
     }
   } else if (hv.verdict == Verdict::kDrop || hv.verdict == Verdict::kReject) {
@@ -831,7 +833,7 @@ void Worker::followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& fir
     hv.reason = DropReason::kFragDatagramDropped;
     hv.stage = Stage::kFragment;
     PacketMeta hmeta;
-    parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+    parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta, &tun_);
     emitDrop(&hmeta, hv, now);
   }
   applyVerdict(hm, hv, hv.in_side);
@@ -1000,7 +1002,7 @@ void Worker::dropHeldFragment(void* p, uint64_t now, bool reassembled) {
   hv.reason = reassembled ? DropReason::kFragIncomplete : DropReason::kFragTimeout;
   c_->frag_timeouts.add();
   PacketMeta hmeta;
-  parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta);
+  parsePacket(rte_pktmbuf_mtod(hm, const uint8_t*), hm->data_len, hmeta, &tun_);
   emitDrop(&hmeta, hv, now);
   applyVerdict(hm, hv, hv.in_side);
 }

@@ -54,6 +54,8 @@ enum class DropReason : uint8_t {
   kLbFlowReset,        // the flow's backend is gone and the service's orphan policy is reset
   kLbNoAddress,        // NAT / IPIP: the backend has no address of the packet's family
   kLbNoHeadroom,       // IPIP: no room in the mbuf for the outer header
+  kLbInTunnel,         // the packet is inside a tunnel and the service's mode is L2 or IPIP
+                       // (only NAT rewrites tunneled packets, docs/tunnels.md)
   // --- dpi ---
   kDpiDrop,            // a YARA rule with action drop matched in the flow
   kDpiReset,           // a YARA rule with action reset matched (TCP RST both ways)

@@ -19,6 +19,7 @@
 #include "dataplane/normalize/http.h"  // --- http ---
 #include "dataplane/normalize/tcp_stream.h"
 #include "dataplane/packet/packet_meta.h"
+#include "dataplane/packet/tunnel_config.h"
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/mailbox.h"
 #include "dataplane/pipeline/published_state.h"
@@ -338,6 +339,7 @@ class Worker {
   std::unique_ptr<DnsScratch> dns_scratch_;
   std::unique_ptr<uint8_t[]> dns_buf_;        // answers and TCP stream payloads (8 KB)
   FlowTimeouts timeouts_;
+  TunnelParseConfig tun_;  // dataplane.tunnels of the current snapshot (parsePacket)
   uint32_t aging_slice_ = 64;
 
   AgingClock flow_aging_;

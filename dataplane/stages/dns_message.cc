@@ -86,6 +86,7 @@ uint32_t dnsBuildFrame(const uint8_t* frame, const PacketMeta& m, bool back_to_s
   uint32_t l4_len = (tcp ? 20u : 8u) + payload_len;
   uint32_t len = l2 + (v6 ? 40u : 20u) + l4_len;
   if (l2 < 14 || l2 > m.frame_len || len > cap || l4_len > 65535 - 40) return 0;
+  if (!tunnelAnswerable(m)) return 0;
   const IpAddr& src = back_to_sender ? m.dst : m.src;
   const IpAddr& dst = back_to_sender ? m.src : m.dst;
   uint16_t sport = back_to_sender ? m.dport : m.sport;
@@ -117,6 +118,7 @@ uint32_t dnsBuildFrame(const uint8_t* frame, const PacketMeta& m, bool back_to_s
     uint16_t c = finish(sum16(l4, l4_len, pseudoSum(v6, src, dst, 17, l4_len)));
     put16(l4 + 6, c == 0 ? 0xffff : c);  // RFC 768: a computed 0 is sent as all ones
   }
+  sealTunnel(out, len, m);
   return len;
 }
 

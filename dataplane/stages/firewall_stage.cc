@@ -28,16 +28,17 @@
 namespace dpu::dp {
 namespace {
 
-constexpr uint32_t kMaxAclFields = 15;  // IPv6 with every group: 1 + 2 + 2 + 4 + 4 + 2
+constexpr uint32_t kMaxAclFields = 16;  // IPv6 with every group: 1 + 2 + 2 + 1 + 4 + 4 + 2
 
 // Field indexes of one context's layout (-1 = group left out).
 struct Layout {
   rte_acl_config cfg{};
-  int dir = -1, vlan = -1, src_cc = -1, dst_cc = -1, src = -1, dst = -1, sport = -1, dport = -1;
+  int dir = -1, vlan = -1, src_cc = -1, dst_cc = -1, tunnel = -1, src = -1, dst = -1, sport = -1,
+      dport = -1;
   int words = 1;  // 32-bit words per address
 };
 
-Layout makeLayout(bool v6, bool dir_vlan, bool countries) {
+Layout makeLayout(bool v6, bool dir_vlan, bool countries, bool tunnel) {
   Layout l;
   uint8_t input = 0;
   uint8_t f = 0;
@@ -61,6 +62,10 @@ Layout makeLayout(bool v6, bool dir_vlan, bool countries) {
     ++input;
     l.src_cc = add(RTE_ACL_FIELD_TYPE_RANGE, 2, offsetof(AclKey4, src_cc));
     l.dst_cc = add(RTE_ACL_FIELD_TYPE_RANGE, 2, offsetof(AclKey4, dst_cc));
+  }
+  if (tunnel) {
+    ++input;
+    l.tunnel = add(RTE_ACL_FIELD_TYPE_RANGE, 4, offsetof(AclKey4, tunnel));
   }
   l.words = v6 ? 4 : 1;
   size_t src_off = v6 ? offsetof(AclKey6, src) : offsetof(AclKey4, src);
@@ -121,15 +126,16 @@ int buildContext(const rules::CompiledFirewall& fw, bool v6, int socket,
   const char* fam = v6 ? "IPv6" : "IPv4";
   const size_t n_entries = static_cast<size_t>(end - begin);
   const uint32_t ncc = static_cast<uint32_t>(fw.countries.size());
-  bool dir_vlan = false, countries = false;
+  bool dir_vlan = false, countries = false, tunnel = false;
   for (auto it = begin; it != end; ++it) {
     const rules::AclEntry& e = **it;
+    if (e.tunnel_lo > 0 || e.tunnel_hi < 0xffffffffu) tunnel = true;
     if (e.dir_lo > 1 || e.dir_hi < 2 || e.vlan_lo > 0 || e.vlan_hi < 4095) dir_vlan = true;
     if (e.src_cc_lo > 0 || e.src_cc_hi < ncc || e.dst_cc_lo > 0 || e.dst_cc_hi < ncc) {
       countries = true;
     }
   }
-  Layout l = makeLayout(v6, dir_vlan, countries);
+  Layout l = makeLayout(v6, dir_vlan, countries, tunnel);
   l.cfg.max_size = max_size;
   static std::atomic<uint32_t> seq{0};
   std::string name = absl::StrCat("dpufw", v6 ? 6 : 4, "_", getpid() % 1000000, "_",
@@ -164,6 +170,10 @@ int buildContext(const rules::CompiledFirewall& fw, bool v6, int socket,
         f[l.dir].mask_range.u16 = e.dir_hi;
         f[l.vlan].value.u16 = e.vlan_lo;
         f[l.vlan].mask_range.u16 = e.vlan_hi;
+      }
+      if (l.tunnel >= 0) {
+        f[l.tunnel].value.u32 = e.tunnel_lo;
+        f[l.tunnel].mask_range.u32 = e.tunnel_hi;
       }
       if (l.src_cc >= 0) {
         f[l.src_cc].value.u16 = e.src_cc_lo;
@@ -309,6 +319,7 @@ bool v6Unicast(const IpAddr& a) {
 // address (the answer comes from the packet's destination address).
 bool mayAnswer(const uint8_t* frame, const PacketMeta& m) {
   if ((frame[0] & 1) || (frame[6] & 1)) return false;
+  if (!tunnelAnswerable(m)) return false;
   if (m.l3 == L3Type::kIpv6) return v6Unicast(m.src) && v6Unicast(m.dst);
   return v4Unicast(m.src) && v4Unicast(m.dst);
 }
@@ -327,7 +338,8 @@ bool entriesOverlap(const rules::AclEntry& a, const rules::AclEntry& b) {
       !meet(a.src_cc_lo, a.src_cc_hi, b.src_cc_lo, b.src_cc_hi) ||
       !meet(a.dst_cc_lo, a.dst_cc_hi, b.dst_cc_lo, b.dst_cc_hi) ||
       !meet(a.sport_lo, a.sport_hi, b.sport_lo, b.sport_hi) ||
-      !meet(a.dport_lo, a.dport_hi, b.dport_lo, b.dport_hi)) {
+      !meet(a.dport_lo, a.dport_hi, b.dport_lo, b.dport_hi) ||
+      !meet(a.tunnel_lo, a.tunnel_hi, b.tunnel_lo, b.tunnel_hi)) {
     return false;
   }
   auto prefixesMeet = [](const std::array<uint8_t, 16>& x, uint8_t xl,
@@ -352,7 +364,7 @@ bool sameEntry(const rules::AclEntry& a, const rules::AclEntry& b) {
          a.dst_cc_lo == b.dst_cc_lo && a.dst_cc_hi == b.dst_cc_hi && a.src == b.src &&
          a.dst == b.dst && a.src_len == b.src_len && a.dst_len == b.dst_len &&
          a.sport_lo == b.sport_lo && a.sport_hi == b.sport_hi && a.dport_lo == b.dport_lo &&
-         a.dport_hi == b.dport_hi;
+         a.dport_hi == b.dport_hi && a.tunnel_lo == b.tunnel_lo && a.tunnel_hi == b.tunnel_hi;
 }
 
 // The entries of each rule of one family list, in list order: index[off[r] .. off[r + 1]).
@@ -637,6 +649,7 @@ uint16_t buildTcpReset(const uint8_t* frame, uint32_t frame_len, const PacketMet
   put16(tcp + 16, 0);  // checksum
   put16(tcp + 18, 0);  // urgent pointer
   put16(tcp + 16, finish(sum16(tcp, 20, pseudoSum(v6, src, dst, 6, 20))));
+  sealTunnel(out, len, m);
   return static_cast<uint16_t>(len);
 }
 
@@ -678,6 +691,7 @@ uint16_t buildIcmpUnreachable(const uint8_t* frame, uint32_t frame_len, const Pa
   std::memcpy(icmp + 8, frame + l2, quote);
   uint32_t s = v6 ? pseudoSum(true, m.dst, m.src, 58, l4_len) : 0;
   put16(icmp + 2, finish(sum16(icmp, l4_len, s)));
+  sealTunnel(out, len, m);
   return static_cast<uint16_t>(len);
 }
 

@@ -39,8 +39,9 @@ namespace dpu::dp {
 // are stored in network byte order (rule values are given in host order). Layout per the
 // rte_acl rules: the first field is one byte (with its own input index), every later field
 // sits in a group of 4 consecutive bytes (one input index per group):
-//   proto | dir vlan | src_cc dst_cc | src (1 or 4 words) | dst (1 or 4 words) | sport dport
-// Groups no entry constrains (dir+vlan, countries) are left out of a context's field list
+//   proto | dir vlan | src_cc dst_cc | tunnel id | src (1 or 4 words) | dst (1 or 4 words) |
+//   sport dport
+// Groups no entry constrains (dir+vlan, countries, tunnel id) are left out of a context's field list
 // (the bytes stay in the key; rte_acl never reads them), so plain 5-tuple rule sets get a
 // 5-tuple trie.
 struct AclKey4 {
@@ -50,12 +51,13 @@ struct AclKey4 {
   uint16_t vlan;
   uint16_t src_cc;
   uint16_t dst_cc;
+  uint32_t tunnel;
   uint8_t src[4];
   uint8_t dst[4];
   uint16_t sport;
   uint16_t dport;
 };
-static_assert(sizeof(AclKey4) == 24, "AclKey4 has no holes");
+static_assert(sizeof(AclKey4) == 28, "AclKey4 has no holes");
 
 struct AclKey6 {
   uint8_t proto;
@@ -64,12 +66,14 @@ struct AclKey6 {
   uint16_t vlan;
   uint16_t src_cc;
   uint16_t dst_cc;
+  uint32_t tunnel;
   uint8_t src[16];
   uint8_t dst[16];
   uint16_t sport;
   uint16_t dport;
 };
-static_assert(sizeof(AclKey6) == 48, "AclKey6 has no holes");
+static_assert(sizeof(AclKey6) == 52, "AclKey6 has no holes");
+static_assert(offsetof(AclKey4, tunnel) == offsetof(AclKey6, tunnel), "shared group offsets");
 
 // Packs a query into the ACL key layout (AclKey4 or AclKey6: same fields, address size
 // differs), multi-byte fields in network order as rte_acl expects.
@@ -82,6 +86,7 @@ inline void packAclKey(const rules::FwQuery& q, Key& k) {
   k.vlan = rte_cpu_to_be_16(q.vlan);
   k.src_cc = rte_cpu_to_be_16(q.src_cc);
   k.dst_cc = rte_cpu_to_be_16(q.dst_cc);
+  k.tunnel = rte_cpu_to_be_32(q.tunnel_id);
   std::memcpy(k.src, q.src.data(), sizeof(k.src));
   std::memcpy(k.dst, q.dst.data(), sizeof(k.dst));
   k.sport = rte_cpu_to_be_16(q.sport);
@@ -353,6 +358,7 @@ inline void fwQueryForFlow(const FlowKey& k, uint8_t flow_flags, rules::FwQuery&
   q.proto = k.proto;
   q.dir = (flow_flags & kFlowInitiatorSideB) ? 2 : 1;
   q.vlan = k.vlan;
+  q.tunnel_id = k.tunnel_id;
   q.src_cc = 0;
   q.dst_cc = 0;
   std::memcpy(q.src.data(), s.b, 16);
@@ -367,6 +373,7 @@ inline void fwQueryForPacket(const PacketMeta& m, uint8_t in_side, rules::FwQuer
   q.proto = m.l4_proto;
   q.dir = in_side == 1 ? 2 : 1;
   q.vlan = m.vlan_outer;
+  q.tunnel_id = m.tunnel_id;
   q.src_cc = 0;
   q.dst_cc = 0;
   std::memcpy(q.src.data(), m.src.b, 16);

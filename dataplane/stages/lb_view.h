@@ -17,6 +17,8 @@ inline void lbView(const PacketMeta& m, const uint8_t* data, uint32_t len, rules
   p.proto = m.l4_proto;
   p.vlan_count = m.vlan_count;
   p.vlan = m.vlan_outer;
+  p.tunnel_depth = m.tunnel_depth;
+  p.tunnel_id = m.tunnel_id;
   p.l3_off = m.l3_offset;
   p.l3_len = m.l3_len;
   p.l4_off = m.l4_offset;

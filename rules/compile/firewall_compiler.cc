@@ -533,6 +533,7 @@ absl::StatusOr<std::shared_ptr<const CompiledFirewall>> compileFirewall(
       default: base.dir_lo = 1; base.dir_hi = 2; break;
     }
     if (r.vlan) base.vlan_lo = base.vlan_hi = *r.vlan;
+    if (r.tunnel_id) base.tunnel_lo = base.tunnel_hi = *r.tunnel_id;
     for (int f = 0; f < 2; ++f) {
       const RulePlan::Family& fa = rp.fam[f];
       std::vector<AclEntry>& out = f == 0 ? fw->v4 : fw->v6;

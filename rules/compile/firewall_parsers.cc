@@ -100,13 +100,15 @@ bool isAny(std::string_view s) { return absl::EqualsIgnoreCase(A(s), "any"); }
 std::string ruleFieldName(RuleSyntax syntax, int index, RuleField field) {
   static const char* const kProto[] = {"id", "priority", "action", "direction", "protocols",
                                        "src", "dst", "src_ports", "dst_ports", "vlan",
-                                       "src_countries", "dst_countries", "description", ""};
+                                       "src_countries", "dst_countries", "description", "",
+                                       "tunnel_id"};
   static const char* const kText[] = {"id", "prio", "action", "dir", "protocol", "src", "dst",
                                       "src_port", "dst_port", "vlan", "src-country",
-                                      "dst-country", "desc", "rule"};
+                                      "dst-country", "desc", "rule", "tunnel"};
   static const char* const kJson[] = {"id", "priority", "action", "direction", "protocol",
                                       "src_ip", "dst_ip", "src_port", "dst_port", "vlan",
-                                      "src_country", "dst_country", "description", ""};
+                                      "src_country", "dst_country", "description", "",
+                                      "tunnel_id"};
   const int f = static_cast<int>(field);
   switch (syntax) {
     case RuleSyntax::kText:
@@ -494,12 +496,12 @@ absl::StatusOr<FirewallRuleSpec> parseTextRule(std::string_view text, const std:
     if (key == "priority") key = "prio";
     if (key == "direction") key = "dir";
     if (key == "description") key = "desc";
-    static const std::set<std::string> kKnown = {"prio", "id", "dir", "vlan",
+    static const std::set<std::string> kKnown = {"prio", "id", "dir", "vlan", "tunnel",
                                                  "src-country", "dst-country", "desc"};
     if (tok[i].quoted || !kKnown.count(key)) {
       errs.add(RuleField::kRule,
                absl::StrCat("unknown option ", quoteValue(tok[i].text),
-                            " (options: prio N, id ID, dir a->b|b->a|both, vlan N, "
+                            " (options: prio N, id ID, dir a->b|b->a|both, vlan N, tunnel N, "
                             "src-country CC,.., dst-country CC,.., desc \"text\")"));
       break;
     }
@@ -507,6 +509,7 @@ absl::StatusOr<FirewallRuleSpec> parseTextRule(std::string_view text, const std:
                       : key == "id"          ? RuleField::kId
                       : key == "dir"         ? RuleField::kDirection
                       : key == "vlan"        ? RuleField::kVlan
+                      : key == "tunnel"      ? RuleField::kTunnelId
                       : key == "src-country" ? RuleField::kSrcCountries
                       : key == "dst-country" ? RuleField::kDstCountries
                                              : RuleField::kDescription;
@@ -543,6 +546,13 @@ absl::StatusOr<FirewallRuleSpec> parseTextRule(std::string_view text, const std:
         errs.add(field, absl::StrCat(quoteValue(v), " is not a VLAN id (0..4095)"));
       } else {
         spec.vlan = n;
+      }
+    } else if (field == RuleField::kTunnelId) {
+      uint64_t n = 0;
+      if (!allDigits(v) || v.size() > 12 || !absl::SimpleAtoi(v, &n)) {
+        errs.add(field, absl::StrCat(quoteValue(v), " is not a tunnel id (0..4294967295)"));
+      } else {
+        spec.tunnel_id = n;
       }
     } else if (field == RuleField::kSrcCountries || field == RuleField::kDstCountries) {
       auto* out = field == RuleField::kSrcCountries ? &spec.src_countries : &spec.dst_countries;
@@ -604,6 +614,7 @@ std::string formatTextRule(const FirewallRuleSpec& s) {
   if (!s.id.empty()) absl::StrAppend(&out, " id ", s.id);
   if (s.direction != FwDirection::kBoth) absl::StrAppend(&out, " dir ", directionName(s.direction));
   if (s.vlan) absl::StrAppend(&out, " vlan ", *s.vlan);
+  if (s.tunnel_id) absl::StrAppend(&out, " tunnel ", *s.tunnel_id);
   if (!s.src_countries.empty()) absl::StrAppend(&out, " src-country ", list(s.src_countries));
   if (!s.dst_countries.empty()) absl::StrAppend(&out, " dst-country ", list(s.dst_countries));
   if (!s.description.empty()) {
@@ -689,6 +700,7 @@ const std::map<std::string, RuleField>& jsonKeys() {
       {"src_port", RuleField::kSrcPorts},
       {"dst_port", RuleField::kDstPorts},
       {"vlan", RuleField::kVlan},
+      {"tunnel_id", RuleField::kTunnelId},
       {"src_country", RuleField::kSrcCountries},
       {"dst_country", RuleField::kDstCountries},
       {"description", RuleField::kDescription},
@@ -916,6 +928,13 @@ absl::StatusOr<std::vector<FirewallRuleSpec>> parseJsonRules(std::string_view te
             spec.vlan = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
           }
           break;
+        case RuleField::kTunnelId:
+          if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
+            errs.add(field, absl::StrCat("expected an integer 0..4294967295, got ", v.dump()));
+          } else {
+            spec.tunnel_id = v.get<uint64_t>();
+          }
+          break;
         case RuleField::kDescription:
           if (!v.is_string()) errs.add(field, absl::StrCat("expected a string, got ", jsonTypeName(v)));
           else spec.description = v.get<std::string>();
@@ -1096,6 +1115,14 @@ std::optional<FirewallRule> convertRuleSpec(const FirewallRuleSpec& spec, const 
   };
   ports(RuleField::kSrcPorts, spec.src_ports, &r.src_ports);
   ports(RuleField::kDstPorts, spec.dst_ports, &r.dst_ports);
+  if (spec.tunnel_id) {
+    if (*spec.tunnel_id > 0xffffffffull) {
+      errs.add(RuleField::kTunnelId,
+               absl::StrCat(*spec.tunnel_id, " is out of range [0, 4294967295]"));
+    } else {
+      r.tunnel_id = static_cast<uint32_t>(*spec.tunnel_id);
+    }
+  }
   if (spec.vlan) {
     if (*spec.vlan > 4095) {
       errs.add(RuleField::kVlan, absl::StrCat(*spec.vlan, " is out of range [0, 4095]"));

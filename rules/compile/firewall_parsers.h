@@ -13,7 +13,7 @@
 //
 // ---- Text format ------------------------------------------------------------------------
 //   ACTION PROTO SRC SPORT -> DST DPORT [prio N] [id ID] [dir a->b|b->a|both] [vlan N]
-//       [src-country CC,CC] [dst-country CC,CC] [desc "text"]
+//       [tunnel N] [src-country CC,CC] [dst-country CC,CC] [desc "text"]
 //   ACTION  allow | deny | reject
 //   PROTO   tcp,udp,icmp,icmpv6,sctp,gre or numbers 0..255, comma-separated, or any
 //   SRC/DST prefixes ("10.0.0.0/8", "2001:db8::/32"), bare addresses, "@set", comma-
@@ -24,7 +24,7 @@
 //   one word. '#' at the start of a word starts a comment; blank lines are ignored.
 //   Example: deny tcp 10.0.0.0/8 any -> 192.0.2.0/24 22 prio 10 id ssh-block
 //   A rule without an id gets "<file name>:<line>". Field names in errors: action, protocol,
-//   src, src_port, dst, dst_port, prio, id, dir, vlan, src-country, dst-country, desc.
+//   src, src_port, dst, dst_port, prio, id, dir, vlan, tunnel, src-country, dst-country, desc.
 //
 // ---- JSON format ------------------------------------------------------------------------
 //   {"rules": [ RULE, ... ]}   or a bare [ RULE, ... ]
@@ -39,6 +39,7 @@
 //     "src_port", "dst_port"  80, "1-1024", "80,443" or an array of numbers/strings;
 //                             default any
 //     "vlan"        integer 0..4095             default any
+//     "tunnel_id"   integer 0..4294967295 (VNI / GRE key, 0 = none)  default any
 //     "src_country", "dst_country"  "US", "US,DE" or an array; default any
 //     "description" string
 //   Example: {"rules": [{"id": "ssh", "src_ip": "10.0.0.0/8", "dst_ip": "192.0.2.0/24",
@@ -70,7 +71,7 @@ enum class RuleSyntax : uint8_t { kConfig = 0, kText = 1, kJson = 2 };
 // The fields of a rule, for error messages.
 enum class RuleField : uint8_t {
   kId, kPriority, kAction, kDirection, kProtocols, kSrc, kDst, kSrcPorts, kDstPorts, kVlan,
-  kSrcCountries, kDstCountries, kDescription, kRule /* the rule as a whole */
+  kSrcCountries, kDstCountries, kDescription, kRule /* the rule as a whole */, kTunnelId
 };
 
 // "firewall.rules[3].dst_ports" (config), "dst_port" (text), "rules[3].dst_port" (JSON).
@@ -89,6 +90,7 @@ struct FirewallRuleSpec {
   std::vector<std::string> src_ports;
   std::vector<std::string> dst_ports;
   std::optional<uint32_t> vlan;
+  std::optional<uint64_t> tunnel_id;  // as written (checked against 32 bits by convertRuleSpec)
   std::vector<std::string> src_countries;
   std::vector<std::string> dst_countries;
   std::string description;

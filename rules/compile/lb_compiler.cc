@@ -20,7 +20,8 @@ uint32_t lbFieldWidth(LbFieldKind k) {
     case LbFieldKind::kL4Dport:
     case LbFieldKind::kVlan: return 2;
     case LbFieldKind::kIpProto: return 1;
-    case LbFieldKind::kIpv6FlowLabel: return 4;
+    case LbFieldKind::kIpv6FlowLabel:
+    case LbFieldKind::kTunnelId: return 4;
     case LbFieldKind::kDnsQname:
     case LbFieldKind::kRaw: return 0;
   }

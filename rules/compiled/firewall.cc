@@ -23,7 +23,8 @@ bool aclEntryMatches(const AclEntry& e, const FwQuery& q) {
          q.src_cc >= e.src_cc_lo && q.src_cc <= e.src_cc_hi && q.dst_cc >= e.dst_cc_lo &&
          q.dst_cc <= e.dst_cc_hi && prefixMatches(e.src, e.src_len, q.src) &&
          prefixMatches(e.dst, e.dst_len, q.dst) && q.sport >= e.sport_lo &&
-         q.sport <= e.sport_hi && q.dport >= e.dport_lo && q.dport <= e.dport_hi;
+         q.sport <= e.sport_hi && q.dport >= e.dport_lo && q.dport <= e.dport_hi &&
+         q.tunnel_id >= e.tunnel_lo && q.tunnel_id <= e.tunnel_hi;
 }
 
 int64_t referenceMatch(const CompiledFirewall& fw, const FwQuery& q) {

@@ -41,6 +41,8 @@ struct AclEntry {
   uint16_t sport_hi = 65535;
   uint16_t dport_lo = 0;
   uint16_t dport_hi = 65535;
+  uint32_t tunnel_lo = 0;   // tunnel id (VNI / GRE key), 0 = none
+  uint32_t tunnel_hi = 0xffffffffu;
   uint32_t rule = 0;        // index into CompiledFirewall::rules
   uint32_t rank = 0;        // 0 = matched first: (priority, config order) ascending
 };
@@ -76,6 +78,7 @@ struct FwQuery {
   std::array<uint8_t, 16> dst{};
   uint16_t sport = 0;
   uint16_t dport = 0;
+  uint32_t tunnel_id = 0;
 };
 
 bool aclEntryMatches(const AclEntry& e, const FwQuery& q);

@@ -15,6 +15,7 @@ const char* lbFieldName(LbFieldKind k) {
     case LbFieldKind::kIpv6FlowLabel: return "ipv6.flowlabel";
     case LbFieldKind::kDnsQname: return "dns.qname";
     case LbFieldKind::kRaw: return "raw";
+    case LbFieldKind::kTunnelId: return "tunnel_id";
   }
   return "?";
 }

@@ -29,6 +29,8 @@ struct LbPacket {
   uint8_t proto = 0;           // IPPROTO_*
   uint8_t vlan_count = 0;
   uint16_t vlan = 0;           // outer VID
+  uint8_t tunnel_depth = 0;    // encapsulation layers around the packet (0: not tunneled)
+  uint32_t tunnel_id = 0;      // VNI / GRE key of the innermost layer with one
   uint16_t l3_off = 0;
   uint16_t l3_len = 0;         // IP total length (v4) / 40 + payload length (v6)
   uint16_t l4_off = 0;
@@ -137,6 +139,12 @@ inline int lbExtractField(const CompiledLbField& f, const LbPacket& p, uint8_t* 
       if (p.vlan_count == 0) return -1;
       putBe16(out, p.vlan);
       n = 2;
+      break;
+    case LbFieldKind::kTunnelId:
+      if (p.tunnel_depth == 0) return -1;
+      putBe16(out, static_cast<uint16_t>(p.tunnel_id >> 16));
+      putBe16(out + 2, static_cast<uint16_t>(p.tunnel_id));
+      n = 4;
       break;
     case LbFieldKind::kIpv6FlowLabel: {
       if (p.l3 != 6 || !inside(p, p.l3_off, 4, p.len)) return -1;

@@ -42,6 +42,50 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
     e.reason = absl::StrCat(r.v, " is out of range [", r.lo, ", ", r.hi, "]");
     errors.push_back(std::move(e));
   }
+  // Tunnel ports: 1 .. 65535, at most 8 per list (the parser's fixed arrays), no repeats,
+  // none in both lists (a port is VXLAN or Geneve).
+  auto tunnelError = [&](std::string field, std::string reason) {
+    ConfigError e;
+    e.section = "dataplane";
+    e.field = std::move(field);
+    e.reason = std::move(reason);
+    errors.push_back(std::move(e));
+  };
+  if (s.tunnel_max_depth < 1 || s.tunnel_max_depth > kMaxTunnelDepthSetting) {
+    tunnelError("dataplane.tunnels.max_depth",
+                absl::StrCat(s.tunnel_max_depth, " is out of range [1, ", kMaxTunnelDepthSetting, "]"));
+  }
+  struct L { const char* name; const std::vector<uint32_t>* ports; };
+  const L lists[] = {{"vxlan_ports", &s.vxlan_ports}, {"geneve_ports", &s.geneve_ports}};
+  for (const L& l : lists) {
+    const std::string base = absl::StrCat("dataplane.tunnels.", l.name);
+    if (l.ports->size() > kMaxTunnelPortsSetting) {
+      tunnelError(base, absl::StrCat(l.ports->size(), " ports: at most ", kMaxTunnelPortsSetting));
+    }
+    for (size_t i = 0; i < l.ports->size(); ++i) {
+      const uint32_t p = (*l.ports)[i];
+      const std::string f = absl::StrCat(base, "[", i, "]");
+      if (p < 1 || p > 65535) {
+        tunnelError(f, absl::StrCat(p, " is not a UDP port (1 .. 65535)"));
+        continue;
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if ((*l.ports)[j] == p) {
+          tunnelError(f, absl::StrCat("port ", p, " repeats ", base, "[", j, "]"));
+          break;
+        }
+      }
+      if (l.ports == &s.geneve_ports) {
+        for (size_t j = 0; j < s.vxlan_ports.size(); ++j) {
+          if (s.vxlan_ports[j] == p) {
+            tunnelError(f, absl::StrCat("port ", p, " is also dataplane.tunnels.vxlan_ports[", j,
+                                        "]: a port carries VXLAN or Geneve, not both"));
+            break;
+          }
+        }
+      }
+    }
+  }
   if (s.tcp_window_bytes & (s.tcp_window_bytes - 1)) {
     ConfigError e;
     e.section = "dataplane";

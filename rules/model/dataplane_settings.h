@@ -3,10 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace dpu::rules {
 
 enum class Policy : uint8_t { kForward = 1, kDrop = 2 };
+
+// Limits of dataplane.tunnels (the parser's fixed arrays, dataplane/packet/parser.h).
+constexpr uint32_t kMaxTunnelDepthSetting = 4;
+constexpr uint32_t kMaxTunnelPortsSetting = 8;
 
 struct DataplaneSettings {
   // Flow table (capacity and fragment table sizes take effect at start only).
@@ -50,6 +55,11 @@ struct DataplaneSettings {
   Policy tcp_dpi_fail = Policy::kForward;
   // TCP checksums of inspected segments verified (in software unless the port offloads it).
   bool tcp_verify_checksum = true;
+  // Tunnels (docs/tunnels.md): opened (inspect) or judged as the outer packet (outer only).
+  bool tunnels_inspect = true;
+  std::vector<uint32_t> vxlan_ports = {4789};
+  std::vector<uint32_t> geneve_ports = {6081};
+  uint32_t tunnel_max_depth = 3;
 };
 
 }  // namespace dpu::rules

@@ -41,6 +41,7 @@ struct FirewallRule {
   std::vector<PortRange> src_ports;  // empty = any; only for TCP/UDP/SCTP
   std::vector<PortRange> dst_ports;
   std::optional<uint16_t> vlan;    // outer VID; unset = any (0 = untagged)
+  std::optional<uint32_t> tunnel_id;  // VNI / GRE key (docs/tunnels.md); unset = any, 0 = none
   std::vector<CountryCode> src_countries;  // empty = any
   std::vector<CountryCode> dst_countries;
   std::string description;

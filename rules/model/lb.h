@@ -21,6 +21,8 @@ namespace dpu::rules {
 //   ipv6.flowlabel       4 (IPv6 only; 20 bits, big-endian)
 //   dns.qname          var (the first question's name, lower-cased, wire format; UDP or TCP
 //                           with a DNS header and one question)
+//   tunnel_id            4 (VNI / GRE key of the innermost layer with one, big-endian, 0 in a
+//                           tunnel without an id; missing outside tunnels; docs/tunnels.md)
 // Raw fields: `length` (1..16) bytes at `offset` from the anchor:
 //   l2       start of the frame
 //   l3       start of the IP header (bytes up to the end of the IP datagram)
@@ -39,6 +41,7 @@ enum class LbFieldKind : uint8_t {
   kIpv6FlowLabel,
   kDnsQname,
   kRaw,
+  kTunnelId,
 };
 enum class LbAnchor : uint8_t { kL2, kL3, kL4, kPayload };
 

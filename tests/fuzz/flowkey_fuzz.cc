@@ -73,7 +73,7 @@ void checkFlowKey(const PacketMeta& m, const FlowKey& k, bool src_is_hi) {
   FUZZ_CHECK(k.ip_ver == (m.l3 == L3Type::kIpv4 ? 4 : 6));
   FUZZ_CHECK(k.vlan == m.vlan_outer && k.vlan_inner == m.vlan_inner);
   FUZZ_CHECK(k.pppoe_session == (m.pppoe_offset != 0 ? m.pppoe_session : 0));
-  FUZZ_CHECK(k.pad[0] == 0 && k.pad[1] == 0);
+  FUZZ_CHECK(k.tunnel_id == m.tunnel_id);
 }
 
 void checkFragKey(const PacketMeta& m, const FragKey& k) {

@@ -17,7 +17,8 @@ depend on the expected_* files, so they also guard a REGEN=1 run:
    "reject" verdict (a TCP RST with the rejected segment's addresses and ports swapped, out of
    its ingress side, and for a segment with ACK a second RST toward the receiver out of the
    other side; an ICMP / ICMPv6 unreachable to the sender otherwise; none between other than
-   two unicast hosts), and their number must
+   two unicast hosts; inside tunnels: the inner packet's addresses and ports, every outer
+   layer's lengths and checksums consistent, none through MPLS), and their number must
    equal the summary's firewall rst_sent + icmp_sent (+ dpi rst_sent). Skipped when CASE_DIR has a file
    REWRITES (a config that changes packets). DNS filtering: frames the appliance makes for
    DNS (answers and TCP resets, the summary's dns.answers_sent + dns.resets_sent) may come on
@@ -64,10 +65,26 @@ def read_pcap(path):
     return frames
 
 
-def l3l4(frame):
-    """(src, dst, proto, sport, dport, tcp_flags, icmp_type) of an Ethernet frame with up to
-    two VLAN tags, optionally a PPPoE session, and IPv4 / IPv6 (extension headers skipped);
-    None when not IP."""
+VXLAN_PORTS, GENEVE_PORTS = (4789,), (6081,)  # dataplane.tunnels defaults
+
+
+def _csum(data, s=0):
+    if len(data) % 2:
+        data = bytes(data) + b"\x00"
+    for i in range(0, len(data), 2):
+        s += (data[i] << 8) | data[i + 1]
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def open_frame(frame):
+    """Walks an Ethernet frame down to its innermost IP packet, opening the tunnels the
+    appliance opens with its default settings (VXLAN 4789 and Geneve 6081 with Ethernet
+    inside, GRE version 0, IPv4 / IPv6 in IP, MPLS). Returns (ethertype, offset, layers)
+    where layers lists ("vxlan" | "geneve" | "gre" | "ipip" | "mpls", ip_offset, header_offset,
+    outer_v6) outermost first; ethertype is 0x0800 / 0x86DD for an IP packet at offset."""
+    layers = []
     off, et = 12, int.from_bytes(frame[12:14], "big")
     while et in (0x8100, 0x88A8) and len(frame) >= off + 6:
         off += 4
@@ -75,11 +92,75 @@ def l3l4(frame):
     off += 2
     if et == 0x8864:  # PPPoE session (RFC 2516): IPv4 / IPv6 inside, 2- or 1-byte PPP protocol
         if len(frame) < off + 7 or frame[off] != 0x11 or frame[off + 1] != 0:
-            return None
+            return None, off, layers
         plen = 1 if frame[off + 6] & 1 else 2
         ppp = int.from_bytes(frame[off + 6:off + 6 + plen], "big")
         et = {0x21: 0x0800, 0x57: 0x86DD}.get(ppp)
         off += 6 + plen
+        return et, off, layers
+    for _ in range(8):
+        if et in (0x8847, 0x8848):
+            start = off
+            while len(frame) >= off + 4:
+                bos = frame[off + 2] & 1
+                off += 4
+                if bos:
+                    break
+            layers.append(("mpls", 0, start, False))
+            if len(frame) <= off:
+                return None, off, layers
+            et = {4: 0x0800, 6: 0x86DD}.get(frame[off] >> 4)
+            continue
+        if et == 0x6558:  # inner Ethernet
+            if len(frame) < off + 14:
+                return None, off, layers
+            et = int.from_bytes(frame[off + 12:off + 14], "big")
+            off += 14
+            while et in (0x8100, 0x88A8) and len(frame) >= off + 4:
+                et = int.from_bytes(frame[off + 2:off + 4], "big")
+                off += 4
+            continue
+        if et == 0x0800 and len(frame) >= off + 20:
+            ihl = (frame[off] & 15) * 4
+            proto, l4, v6 = frame[off + 9], off + ihl, False
+            if int.from_bytes(frame[off + 6:off + 8], "big") & 0x3FFF:
+                return et, off, layers  # a fragment is not opened
+        elif et == 0x86DD and len(frame) >= off + 40:
+            proto, l4, v6 = frame[off + 6], off + 40, True
+            while proto in (0, 43, 60) and len(frame) >= l4 + 8:
+                proto, l4 = frame[l4], l4 + (frame[l4 + 1] + 1) * 8
+        else:
+            return et, off, layers
+        if proto == 17 and len(frame) >= l4 + 16:
+            dport = int.from_bytes(frame[l4 + 2:l4 + 4], "big")
+            if dport in VXLAN_PORTS:
+                layers.append(("vxlan", off, l4, v6))
+                off, et = l4 + 16, 0x6558
+                continue
+            if dport in GENEVE_PORTS:
+                layers.append(("geneve", off, l4, v6))
+                et = int.from_bytes(frame[l4 + 10:l4 + 12], "big")
+                off = l4 + 16 + (frame[l4 + 8] & 0x3F) * 4
+                continue
+        if proto == 47 and len(frame) >= l4 + 4:
+            flags = int.from_bytes(frame[l4:l4 + 2], "big")
+            if flags & 7 == 0:
+                layers.append(("gre", off, l4, v6))
+                et = int.from_bytes(frame[l4 + 2:l4 + 4], "big")
+                off = l4 + 4 + 4 * sum(1 for b in (0x8000, 0x2000, 0x1000) if flags & b)
+                continue
+        if proto in (4, 41):
+            layers.append(("ipip", off, l4, v6))
+            off, et = l4, 0x0800 if proto == 4 else 0x86DD
+            continue
+        return et, off, layers
+    return None, off, layers
+
+
+def l3l4(frame):
+    """(src, dst, proto, sport, dport, tcp_flags, icmp_type) of the innermost IP packet of an
+    Ethernet frame (VLAN tags, PPPoE, tunnels: see open_frame); None when not IP."""
+    et, off, _ = open_frame(frame)
     if et == 0x0800 and len(frame) >= off + 20:
         ihl = (frame[off] & 15) * 4
         proto, src, dst = frame[off + 9], frame[off + 12:off + 16], frame[off + 16:off + 20]
@@ -101,6 +182,41 @@ def l3l4(frame):
     return (bytes(src), bytes(dst), proto, sport, dport, flags, itype)
 
 
+def tunnel_ok(frame):
+    """A frame the appliance made inside tunnels has consistent outer layers: every carrying
+    IP header's length reaches the end of the frame (IPv4 header checksum valid), VXLAN /
+    Geneve UDP lengths likewise with a valid checksum (or 0 over IPv4), GRE checksums valid.
+    Frames outside tunnels: True."""
+    et, off, layers = open_frame(frame)
+    end = len(frame)
+    for kind, ip, hdr, v6 in layers:
+        if kind == "mpls":
+            return False  # the appliance never answers through MPLS
+        if v6:
+            if int.from_bytes(frame[ip + 4:ip + 6], "big") != end - ip - 40:
+                return False
+        else:
+            ihl = (frame[ip] & 15) * 4
+            if int.from_bytes(frame[ip + 2:ip + 4], "big") != end - ip or _csum(frame[ip:ip + ihl]):
+                return False
+        if kind in ("vxlan", "geneve"):
+            ulen = end - hdr
+            if int.from_bytes(frame[hdr + 4:hdr + 6], "big") != ulen:
+                return False
+            if v6 or frame[hdr + 6:hdr + 8] != b"\x00\x00":
+                a = frame[ip + 8:ip + 40] if v6 else frame[ip + 12:ip + 20]
+                if _csum(frame[hdr:end], sum(int.from_bytes(a[i:i + 2], "big")
+                                              for i in range(0, len(a), 2)) + 17 + ulen):
+                    return False
+        if kind == "gre" and frame[hdr] & 0x80 and _csum(frame[hdr:end]):
+            return False
+    return True
+
+
+def in_mpls(frame):
+    return any(l[0] == "mpls" for l in open_frame(frame)[2])
+
+
 def unicast(addr):
     """A unicast host address: not broadcast, multicast, unspecified or loopback."""
     if len(addr) == 4:
@@ -120,6 +236,8 @@ def answer_keys(frame, in_side):
     src, dst, proto, sport, dport, flags, itype = p
     if (frame[0] & 1) or (frame[6] & 1) or not unicast(src) or not unicast(dst):
         return []
+    if in_mpls(frame):
+        return []  # no answer through MPLS: the way back has other labels
     other = "B" if in_side == "A" else "A"
     if proto == 6:
         if flags is None or flags & 0x04:
@@ -157,7 +275,7 @@ def answer_key_of(frame):
     a TCP RST nor an ICMP / ICMPv6 destination unreachable (or, inside PPPoE, its PPPoE
     length does not fit it)."""
     p = l3l4(frame)
-    if p is None or not pppoe_length_ok(frame):
+    if p is None or not pppoe_length_ok(frame) or not tunnel_ok(frame):
         return None
     src, dst, proto, sport, dport, flags, itype = p
     if proto == 6 and flags is not None and flags & 0x04:

@@ -2816,6 +2816,200 @@ frames are dropped with their reason.""")
           Raw(bytes([9, 2, 0, 8, 0, 0, 0, 0])), "F", "LCP Echo-Request: non-IP")
     return c
 
+TUNNEL_DPI_RULES = r"""
+rule tun_drop { meta: action = "drop" strings: $a = "EVIL-IN-TUNNEL" condition: $a }
+"""
+
+VTEP_A, VTEP_B = "192.0.2.1", "192.0.2.2"
+VTEP6_A, VTEP6_B = "2001:db8:ff::1", "2001:db8:ff::2"
+IMAC_A, IMAC_B = "02:00:00:00:01:0a", "02:00:00:00:01:0b"
+
+
+def case_tunnels():
+    """Issue 16, tunnels: every stage judges the inner packet (docs/tunnels.md)."""
+    from scapy.contrib.geneve import GENEVE
+    from scapy.contrib.mpls import MPLS
+    from scapy.layers.l2 import GRE
+    from scapy.layers.vxlan import VXLAN
+    rules = [
+        {"id": "deny-ssh", "priority": 5, "action": "DENY", "protocols": ["tcp"],
+         "dst_ports": ["22"]},
+        {"id": "rej-smtp", "priority": 5, "action": "REJECT", "protocols": ["tcp"],
+         "dst_ports": ["25"]},
+        {"id": "rej-snmp", "priority": 5, "action": "REJECT", "protocols": ["udp"],
+         "dst_ports": ["161"]},
+    ]
+    c = FwCase("tunnels", {
+        "firewall": {"default_a_to_b": "ALLOW", "default_b_to_a": "ALLOW", "rules": rules},
+        "dns": DNS_LISTS,
+        "dpi": {"rule_files": ["rules.yar"]}}, """
+Tunnels (dataplane.tunnels default: INSPECT, VXLAN 4789, Geneve 6081, max_depth 3): VXLAN,
+Geneve, GRE (plain, keyed, checksum + sequence, Ethernet inside), IPv4/IPv6 in IPv4/IPv6, MPLS
+over Ethernet, and tunnels nested twice. The firewall, DNS filter and DPI judge the inner
+packet; a passing packet leaves unchanged; the tunnel id (VNI / GRE key) is in the flow key, so
+the same inner 5-tuple in another VNI, or outside the tunnel, is another flow. Rejects and DNS
+answers go back inside the tunnel (outer addresses and MACs swapped, lengths and checksums
+fixed); through MPLS no answer is made (the reject still drops). Malformed encapsulations are
+dropped with their reason (dataplane.malformed DROP). Firewall: defaults ALLOW; rules 0
+deny-ssh tcp :22, 1 rej-smtp REJECT tcp :25, 2 rej-snmp REJECT udp :161. DNS lists as in
+dns_udp_actions. DPI (rules.yar): tun_drop (drop, "EVIL-IN-TUNNEL").""")
+    os.makedirs(os.path.join(HERE, "tunnels"), exist_ok=True)
+    with open(os.path.join(HERE, "tunnels", "rules.yar"), "w") as f:
+        f.write(TUNNEL_DPI_RULES.lstrip())
+
+    def outer(side, v6=False):
+        a, b = (VTEP6_A, VTEP6_B) if v6 else (VTEP_A, VTEP_B)
+        ip = IPv6 if v6 else IP
+        return (eth_a() / ip(src=a, dst=b)) if side == "A" else (eth_b() / ip(src=b, dst=a))
+
+    def ieth(side):
+        return Ether(src=IMAC_A, dst=IMAC_B) if side == "A" else Ether(src=IMAC_B, dst=IMAC_A)
+
+    def vx(vni, side="A", v6=False, sport=49152):
+        return lambda: outer(side, v6) / UDP(sport=sport, dport=4789) / VXLAN(vni=vni) / ieth(side)
+
+    def gnv(vni, side="A", v6=False):
+        return lambda: outer(side, v6) / UDP(sport=49153, dport=6081) / GENEVE(vni=vni, proto=0x6558) / ieth(side)
+
+    def gre(side="A", key=None, csum=False, seq=None, proto=0x0800, v6=False):
+        kw = {"proto": proto}
+        if key is not None:
+            kw.update(key_present=1, key=key)
+        if csum:
+            kw.update(chksum_present=1)
+        if seq is not None:
+            kw.update(seqnum_present=1, seqence_number=seq)
+        return lambda: outer(side, v6) / GRE(**kw)
+
+    def ipip(side="A", v6=False, inner_v6=False):
+        a, b = (VTEP6_A, VTEP6_B) if v6 else (VTEP_A, VTEP_B)
+        if side == "B":
+            a, b = b, a
+        e = eth_a if side == "A" else eth_b
+        proto = 41 if inner_v6 else 4
+        if v6:
+            return lambda: e() / IPv6(src=a, dst=b, nh=proto)
+        return lambda: e() / IP(src=a, dst=b, proto=proto)
+
+    def mpls(side="A", labels=(100, 200)):
+        e = eth_a if side == "A" else eth_b
+        def f():
+            p = e() / MPLS(label=labels[0], s=0 if len(labels) > 1 else 1, ttl=64)
+            for i, l in enumerate(labels[1:]):
+                p = p / MPLS(label=l, s=1 if i == len(labels) - 2 else 0, ttl=64)
+            return p
+        return f
+
+    ic = lambda: IP(src="10.8.0.1", dst="10.9.0.80")
+    is_ = lambda: IP(src="10.9.0.80", dst="10.8.0.1")
+    ic6 = lambda: IPv6(src="2001:db8:8::1", dst="2001:db8:9::80")
+
+    # Allowed web flow inside VXLAN 100, both directions: one flow, forwarded unchanged.
+    t = Tcp(c, vx(100), vx(100, "B"), ic, is_, 40001, 80, "v1", side_c="A", side_s="B")
+    t.handshake("v1: VXLAN 100, inner tcp :80, allowed (default)")
+    t.c("PA", note="v1: request inside VXLAN", data=payload(40, 1))
+    t.s("PA", note="v1: answer inside VXLAN (return traffic)", data=payload(60, 2))
+    # The same inner SYN in VNI 200, outside any tunnel, and in GRE key 7: other flows.
+    syn = lambda: TCP(sport=40001, dport=80, flags="S", seq=1000)
+    c.add(vx(200)() / ic() / syn(), "F v2 new", "v2: the same inner SYN in VNI 200: another flow")
+    c.add(eth_a() / ic() / syn(), "F v3 new", "v3: the same SYN without a tunnel: another flow")
+    c.add(gre(key=7)() / ic() / syn(), "F v4 new", "v4: the same SYN in GRE key 7: another flow")
+    c.add(vx(100, sport=50000)() / ic() / syn(), "F v1",
+          "v1: VXLAN 100 from another outer source port (entropy): the same flow v1")
+    # Firewall deny by the inner 5-tuple, in every tunnel type.
+    ssh = lambda sp: TCP(sport=sp, dport=22, flags="S", seq=77)
+    deny = [
+        (vx(100)() / ic() / ssh(41001), "VXLAN over IPv4"),
+        (vx(101, v6=True)() / ic6() / ssh(41002), "VXLAN over IPv6, inner IPv6"),
+        (gnv(300)() / ic() / ssh(41003), "Geneve (Ethernet inside)"),
+        (gre()() / ic() / ssh(41004), "GRE, IPv4 inside"),
+        (gre(key=9, csum=True, seq=5, proto=0x86DD)() / ic6() / ssh(41005),
+         "GRE with checksum, key 9 and sequence, IPv6 inside"),
+        (gre(proto=0x6558, v6=True)() / ieth("A") / ic() / ssh(41006), "GRE over IPv6, Ethernet inside (0x6558)"),
+        (ipip()() / ic() / ssh(41007), "IPv4 in IPv4"),
+        (ipip(inner_v6=True)() / ic6() / ssh(41008), "IPv6 in IPv4"),
+        (ipip(v6=True)() / ic() / ssh(41009), "IPv4 in IPv6"),
+        (ipip(v6=True, inner_v6=True)() / ic6() / ssh(41010), "IPv6 in IPv6"),
+        (mpls()() / ic() / ssh(41011), "MPLS, two labels, IPv4"),
+        (mpls(labels=(300,))() / ic6() / ssh(41012), "MPLS, one label, IPv6"),
+        (vx(102)() / IP(src=VTEP_A, dst=VTEP_B) / GRE(proto=0x0800) / ic() / ssh(41013),
+         "nested twice: GRE inside VXLAN"),
+        (gre(key=11, proto=0x6558)() / ieth("A") / IP(src=VTEP_A, dst=VTEP_B) /
+         UDP(sport=49154, dport=4789) / VXLAN(vni=103) / ieth("A") / ic() / ssh(41014),
+         "nested twice: VXLAN inside keyed GRE"),
+        (ipip()() / IP(src="10.7.0.1", dst="10.7.0.2", proto=4) / ic() / ssh(41015),
+         "nested twice: IPv4 in IPv4 in IPv4"),
+    ]
+    for i, (p, what) in enumerate(deny):
+        c.add(p, f"D firewall_deny d{i} new", f"d{i}: inner SYN :22 in {what}: rule 0 deny-ssh")
+    # The nested tunnels with an allowed inner packet pass unchanged.
+    web = lambda sp: TCP(sport=sp, dport=80, flags="S", seq=78)
+    c.add(vx(102)() / IP(src=VTEP_A, dst=VTEP_B) / GRE(proto=0x0800) / ic() / web(41016),
+          "F n1 new", "n1: GRE inside VXLAN, inner SYN :80: allowed, forwarded unchanged")
+    c.add(ipip()() / IP(src="10.7.0.1", dst="10.7.0.2", proto=4) / ic() / web(41017),
+          "F n2 new", "n2: IPv4 in IPv4 in IPv4, inner SYN :80: allowed")
+    # Rejects: answered inside the tunnel (RST / ICMP unreachable), none through MPLS.
+    smtp = lambda sp: TCP(sport=sp, dport=25, flags="S", seq=500)
+    snmp = lambda sp: UDP(sport=sp, dport=161) / Raw(payload(20))
+    c.add(vx(100)() / ic() / smtp(42001), "R r1 new", "r1: VXLAN, SYN :25: RST+ACK inside VXLAN out of A")
+    c.add(vx(101, v6=True)() / ic6() / snmp(42002), "R r2 new",
+          "r2: VXLAN over IPv6, udp :161: ICMPv6 unreachable inside (outer UDP checksum computed)")
+    c.add(gnv(300)() / ic() / snmp(42003), "R r3 new", "r3: Geneve, udp :161: ICMP unreachable inside Geneve")
+    c.add(gre(key=9, csum=True, seq=5)() / ic() / smtp(42004), "R r4 new",
+          "r4: GRE checksum+key+seq, SYN :25: RST inside GRE (GRE checksum recomputed)")
+    c.add(ipip(v6=True)() / ic() / smtp(42005), "R r5 new", "r5: IPv4 in IPv6, SYN :25: RST inside")
+    c.add(vx(102)() / IP(src=VTEP_A, dst=VTEP_B) / GRE(proto=0x0800) / ic() / smtp(42006),
+          "R r6 new", "r6: GRE inside VXLAN, SYN :25: RST inside both layers")
+    c.add(mpls()() / ic() / smtp(42007), "R r7 new",
+          "r7: MPLS, SYN :25: rejected (dropped), no answer through MPLS (reject_suppressed)")
+    # DNS filter inside Geneve and VXLAN: answers inside the tunnel.
+    c.add(gnv(300)() / IP(src="10.8.0.1", dst="10.9.0.53") / UDP(sport=43001, dport=53) /
+          Raw(dns_q("www.ads.example", ident=0x0701)), "D dns_answered q1 new",
+          "q1: Geneve, query www.ads.example: NXDOMAIN inside Geneve out of A")
+    c.add(vx(101, v6=True)() / IPv6(src="2001:db8:8::1", dst="2001:db8:9::53") /
+          UDP(sport=43002, dport=53) / Raw(dns_q("x.malware.example", "AAAA", ident=0x0702)),
+          "D dns_answered q2 new", "q2: VXLAN over IPv6, AAAA x.malware.example: sinkhole inside")
+    c.add(gnv(300)() / IP(src="10.8.0.1", dst="10.9.0.53") / UDP(sport=43003, dport=53) /
+          Raw(dns_q("clean.example", ident=0x0703)), "F q3 new", "q3: Geneve, clean.example: forwarded")
+    c.add(gnv(300, "B")() / IP(src="10.9.0.53", dst="10.8.0.1") / UDP(sport=53, dport=43003) /
+          Raw(dns_resp("clean.example", [], 0x0703)), "F q3", "q3: the resolver's answer inside Geneve",
+          side="B")
+    # DPI inside GRE (keyed): the match drops the inner flow.
+    t = Tcp(c, gre(key=21), gre("B", key=21), lambda: IP(src="10.8.0.2", dst="10.9.0.80"),
+            lambda: IP(src="10.9.0.80", dst="10.8.0.2"), 40020, 80, "t1", side_c="A", side_s="B")
+    t.handshake("t1: GRE key 21, DPI match -> drop")
+    t.c("PA", note="t1: clean request", data=b"GET / HTTP/1.1\r\n\r\n")
+    t.c("PA", "D dpi_drop t1", "t1: EVIL-IN-TUNNEL: dropped (tun_drop)", data=b"xx EVIL-IN-TUNNEL xx")
+    # Not opened: GRE version 1 (PPTP), an ARP frame inside VXLAN (non-IP, forwarded).
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B, proto=47) / Raw(bytes([0x30, 0x81, 0x88, 0x0B, 0, 0, 0, 1, 0, 0, 0, 1])),
+          "F p1 new", "p1: enhanced GRE (version 1, PPTP): judged as the outer packet")
+    c.add(vx(100)() / ARP(op=1, hwsrc=IMAC_A, psrc="10.8.0.1", pdst="10.8.0.9"), "F",
+          "arp: ARP inside VXLAN: non-IP (dataplane.non_ip FORWARD), no flow")
+    # Malformed encapsulations.
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49152, dport=4789) / Raw(b"\x08\x00\x00"),
+          "D truncated_vxlan", "m1: 3 bytes on the VXLAN port")
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49152, dport=4789) / VXLAN(flags=0, vni=5) /
+          ieth("A") / ic() / web(44001), "D bad_vxlan", "m2: VXLAN without the I flag")
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49153, dport=6081) /
+          Raw(bytes([0x3F, 0, 0x65, 0x58, 0, 0, 1, 0])), "D truncated_geneve",
+          "m3: Geneve announcing 63 option words, none present")
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49153, dport=6081) /
+          GENEVE(version=1, vni=1, proto=0x6558) / ieth("A") / ic() / web(44002), "D bad_geneve",
+          "m4: Geneve version 1")
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B, proto=47) / Raw(bytes([0x40, 0x00, 0x08, 0x00])) /
+          ic() / web(44003), "D bad_gre", "m5: GRE with the routing bit (RFC 1701 source route)")
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B, proto=47) / Raw(bytes([0x20, 0x00, 0x08, 0x00, 0, 0])),
+          "D truncated_gre", "m6: GRE announcing a key, cut inside it")
+    c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49152, dport=4789) / VXLAN(vni=104) /
+          ieth("A") / IP(src="10.8.0.1", dst="10.9.0.80", len=400) / web(44004), "D bad_ipv4_total_length",
+          "m7: inner IPv4 total length beyond the VXLAN payload")
+    c.add(ipip()() / IP(src="10.7.0.1", dst="10.7.0.2", proto=4) / IP(src="10.6.0.1", dst="10.6.0.2", proto=4) /
+          IP(src="10.5.0.1", dst="10.5.0.2", proto=4) / ic() / web(44005), "D tunnel_too_deep",
+          "m8: four nested IP-in-IP layers (max_depth 3)")
+    c.add(raw(eth_a() / MPLS(label=100, s=0, ttl=64)) + bytes([0, 0x0C, 0x80]), "D truncated_mpls",
+          "m9: MPLS label stack without a bottom of stack before the end (21 bytes, unpadded)", pad=False)
+    return c
+
 
 # --- http --- (docs/http.md) files of HTTP flows scanned by YARA rules with file offsets.
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
@@ -3065,6 +3259,7 @@ CASES = {
     "http_files": case_http_files,  # --- http ---
     "http_no_slot_forward": lambda: case_http_no_slot("FORWARD"),
     "http_no_slot_drop": lambda: case_http_no_slot("DROP"),
+    "tunnels": case_tunnels,  # issue 16: tunnels opened, inner packets judged
 }
 
 

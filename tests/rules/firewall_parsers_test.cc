@@ -271,6 +271,9 @@ TEST(TextRules, EveryBadFieldIsNamed) {
       {"deny tcp any any -> any 22 id a dir up", "dir", "'up' is not a direction"},
       {"deny tcp any any -> any 22 id a vlan x", "vlan", "'x' is not a VLAN id"},
       {"deny tcp any any -> any 22 id a vlan 4096", "vlan", "4096 is out of range [0, 4095]"},
+      {"deny tcp any any -> any 22 id a tunnel x", "tunnel", "'x' is not a tunnel id"},
+      {"deny tcp any any -> any 22 id a tunnel 4294967296", "tunnel",
+       "4294967296 is out of range [0, 4294967295]"},
       {"deny tcp any any -> any 22 id a src-country us", "src-country",
        "'us' is not an ISO 3166-1 alpha-2"},
       {"deny tcp any any -> any 22 id a dst-country DE", "dst-country",
@@ -537,6 +540,37 @@ TEST_F(RuleFiles, UnreadableFilesAreNamed) {
   EXPECT_EQ(errors[0].rule, "corp");
   // A device is not read (it could be endless).
   EXPECT_FALSE(loadRuleFile("/dev/zero").ok());
+}
+
+// Issue 16: the tunnel id in every syntax, printed back, and its errors by field.
+TEST(FirewallRules, TunnelId) {
+  auto text = parseTextRules("deny tcp any any -> any 80 id t tunnel 4294967295\n", "r.txt");
+  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_EQ((*text)[0].tunnel_id, 4294967295ull);
+  EXPECT_THAT(formatTextRule((*text)[0]), HasSubstr(" tunnel 4294967295"));
+  ConfigErrorList errors;
+  auto r = rulesFromSpecs(*text, {}, false, &errors);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].tunnel_id, 4294967295u);
+  auto json = parseJsonRules(R"([{"id": "j", "dst_port": 80, "tunnel_id": 100}, {"id": "k"}])", "r.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  r = rulesFromSpecs(*json, {}, false, &errors);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].tunnel_id, 100u);
+  EXPECT_FALSE((*r)[1].tunnel_id.has_value());
+  errors.clear();
+  auto bad = parseJsonRules(R"([{"id": "j", "tunnel_id": -1}])", "r.json", &errors);
+  EXPECT_FALSE(bad.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "rules[0].tunnel_id");
+  EXPECT_THAT(errors[0].reason, HasSubstr("expected an integer 0..4294967295"));
+  errors.clear();
+  auto big = parseJsonRules(R"([{"id": "j", "tunnel_id": 4294967296}])", "r.json", &errors);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_FALSE(rulesFromSpecs(*big, {}, false, &errors).ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "rules[0].tunnel_id");
+  EXPECT_EQ(ruleFieldName(RuleSyntax::kConfig, 3, RuleField::kTunnelId), "firewall.rules[3].tunnel_id");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "rules/compile/lb_compiler.h"
 #include "rules/compiled/lb.h"
 #include "tests/util/packet_builder.h"
+#include "tests/util/tunnel_frames.h"
 
 namespace dpu::rules {
 namespace {
@@ -104,6 +105,39 @@ TEST(LbKey, MissingNamedFields) {
   EXPECT_FALSE(get(named(LbFieldKind::kIpProto), arp.p));
   EXPECT_FALSE(get(raw(LbAnchor::kL3, 0, 1), arp.p));
   EXPECT_TRUE(get(raw(LbAnchor::kL2, 12, 2), arp.p));
+}
+
+// Issue 16: tunnel_id, and the named fields of a tunneled packet are its inner packet's.
+TEST(LbKey, TunnelIdAndInnerFields) {
+  dp::TunnelParseConfig tc;
+  tc.inspect = true;
+  tc.max_depth = 3;
+  tc.n_vxlan = 1;
+  tc.vxlan_ports[0] = 4789;
+  auto parseT = [&](Frame f) {
+    Parsed r;
+    r.f = std::move(f);
+    EXPECT_EQ(dp::parsePacket(r.f.data(), uint32_t(r.f.size()), r.m, &tc), dp::ParseStatus::kOk);
+    dp::lbView(r.m, r.f.data(), uint32_t(r.f.size()), r.p);
+    return r;
+  };
+  const Frame inner = PacketBuilder().ipv4("10.1.2.3", "192.0.2.10").tcp(40000, 443).build();
+  auto vx = parseT(test::vxlanFrame(inner, 0x0a0b0c));
+  EXPECT_EQ(*get(named(LbFieldKind::kTunnelId), vx.p), bytes({0, 0x0a, 0x0b, 0x0c}));
+  EXPECT_EQ(*get(named(LbFieldKind::kIpSrc), vx.p),
+            bytes({10, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(*get(named(LbFieldKind::kL4Dport), vx.p), bytes({1, 187}));
+  test::GreOpts k;
+  k.key = true;
+  k.key_value = 0xfedcba98;
+  auto gre = parseT(test::greFrame(test::ipOf(inner), 0x0800, k));
+  EXPECT_EQ(*get(named(LbFieldKind::kTunnelId), gre.p), bytes({0xfe, 0xdc, 0xba, 0x98}));
+  auto ipip = parseT(test::ipipFrame(inner));
+  EXPECT_EQ(*get(named(LbFieldKind::kTunnelId), ipip.p), bytes({0, 0, 0, 0})) << "no id: 0";
+  auto plain = parseT(inner);
+  EXPECT_FALSE(get(named(LbFieldKind::kTunnelId), plain.p)) << "outside tunnels: missing";
+  EXPECT_STREQ(lbFieldName(LbFieldKind::kTunnelId), "tunnel_id");
+  EXPECT_EQ(lbFieldWidth(LbFieldKind::kTunnelId), 4u);
 }
 
 TEST(LbKey, Ipv6FlowLabelAndAddresses) {

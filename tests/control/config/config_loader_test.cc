@@ -650,3 +650,57 @@ TEST(ConfigLoaderAllErrors, ClearFieldPath) {
 
 }  // namespace
 }  // namespace dpu::ctl
+
+namespace dpu::ctl {
+namespace {
+
+// Issue 16: dataplane.tunnels, defaults and every validation error by field.
+TEST(ConfigLoader, TunnelSettings) {
+  auto d = parseConfig("{}", ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(d.ok());
+  auto dm = toModel(*d);
+  ASSERT_TRUE(dm.ok()) << dm.status();
+  EXPECT_TRUE(dm->dataplane.tunnels_inspect);
+  EXPECT_EQ(dm->dataplane.vxlan_ports, std::vector<uint32_t>{4789});
+  EXPECT_EQ(dm->dataplane.geneve_ports, std::vector<uint32_t>{6081});
+  EXPECT_EQ(dm->dataplane.tunnel_max_depth, 3u);
+
+  auto ok = parseConfig(R"({"dataplane": {"tunnels": {"mode": "OUTER_ONLY", "vxlanPorts": [4789, 8472],
+                           "genevePorts": [6081], "maxDepth": 4}}})", ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  auto om = toModel(*ok);
+  ASSERT_TRUE(om.ok()) << om.status();
+  EXPECT_FALSE(om->dataplane.tunnels_inspect);
+  EXPECT_EQ(om->dataplane.vxlan_ports, (std::vector<uint32_t>{4789, 8472}));
+  EXPECT_EQ(om->dataplane.tunnel_max_depth, 4u);
+
+  auto bad = parseConfig(R"({"dataplane": {"tunnels": {"vxlanPorts": [4789, 0, 4789, 70000],
+                            "genevePorts": [8472, 4789], "maxDepth": 5}}})", ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(bad.ok());
+  rules::ConfigErrorList errors;
+  auto bm = toModel(*bad, &errors);
+  ASSERT_FALSE(bm.ok());
+  ASSERT_EQ(errors.size(), 5u) << bm.status();
+  EXPECT_EQ(errors[0].field, "dataplane.tunnels.max_depth");
+  EXPECT_THAT(errors[0].reason, HasSubstr("5 is out of range [1, 4]"));
+  EXPECT_EQ(errors[1].field, "dataplane.tunnels.vxlan_ports[1]");
+  EXPECT_THAT(errors[1].reason, HasSubstr("0 is not a UDP port"));
+  EXPECT_EQ(errors[2].field, "dataplane.tunnels.vxlan_ports[2]");
+  EXPECT_THAT(errors[2].reason, HasSubstr("repeats dataplane.tunnels.vxlan_ports[0]"));
+  EXPECT_EQ(errors[3].field, "dataplane.tunnels.vxlan_ports[3]");
+  EXPECT_EQ(errors[4].field, "dataplane.tunnels.geneve_ports[1]");
+  EXPECT_THAT(errors[4].reason, HasSubstr("also dataplane.tunnels.vxlan_ports[0]"));
+  for (const auto& e : errors) EXPECT_EQ(e.section, "dataplane");
+
+  auto many = parseConfig(R"({"dataplane": {"tunnels": {"genevePorts": [1,2,3,4,5,6,7,8,9]}}})",
+                          ConfigFormat::kJson, "t.json");
+  ASSERT_TRUE(many.ok());
+  errors.clear();
+  ASSERT_FALSE(toModel(*many, &errors).ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "dataplane.tunnels.geneve_ports");
+  EXPECT_THAT(errors[0].reason, HasSubstr("9 ports: at most 8"));
+}
+
+}  // namespace
+}  // namespace dpu::ctl

@@ -107,7 +107,7 @@ TEST(FlowKeyTest, BothDirectionsShareOneKey) {
     if (!identical_endpoints) {
       EXPECT_NE(hi_f, hi_r);
     }
-    EXPECT_EQ(kf.pad[0] | kf.pad[1], 0);
+    EXPECT_EQ(kf.tunnel_id, 0u);  // none of the cases is in a tunnel
     EXPECT_EQ(kf.pppoe_session, 0);  // none of the cases is inside PPPoE
     EXPECT_EQ(kf.proto, c.fwd.l4_proto);
     EXPECT_EQ(kf.ip_ver, static_cast<uint8_t>(c.fwd.l3));

@@ -1,0 +1,1 @@
+rule tun_drop { meta: action = "drop" strings: $a = "EVIL-IN-TUNNEL" condition: $a }
