@@ -57,6 +57,8 @@ rm -rf "$STATE"; mkdir -p "$STATE"
 SOCK=unix:$STATE/api.sock
 ctl() { "$CTL" --server "$SOCK" "$@"; }
 
+source "$HERE/eal_dirs.sh"
+eal_dirs_track "fvb$$"  # removed at exit, also when the appliance had to be killed
 stdbuf -oL -eL "$APP" run --state-dir "$STATE" --config "$OUTDIR/config.json" \
   --mbufs $((FLOWS + 16384)) -- -l "$LCORES" --no-huge --no-pci --no-shconf -m 2048 \
   --file-prefix "fvb$$" --vdev "net_pcap0,rx_pcap=$OUTDIR/t64.pcap,infinite_rx=1" \
@@ -67,7 +69,7 @@ cleanup() {
   [[ -n $LOOP ]] && kill "$LOOP" 2>/dev/null || true
   kill -INT $APID 2>/dev/null || true
   wait $APID 2>/dev/null || true
-  rm -rf "/var/run/dpdk/fvb$$"
+  eal_dirs_cleanup
 }
 trap cleanup EXIT
 for _ in $(seq 1 240); do

@@ -830,9 +830,10 @@ valid UDP datagram at the end shows that processing continues (forwarded, new fl
 def case_non_ip():
     c = Case("non_ip", {"dataplane": {"non_ip": "DROP"}}, """
 Non-IP frames with dataplane.non_ip DROP: ARP, LLDP, a VLAN-tagged ARP, an 802.3/LLC
-spanning-tree BPDU (length field instead of an EtherType), MPLS (not parsed by the
-appliance, so non-IP) and PPPoE discovery are dropped (non_ip); IPv4 and IPv6 between them
-pass (u1, e6).""")
+spanning-tree BPDU (length field instead of an EtherType) and PPPoE discovery are dropped
+(non_ip); IPv4 and IPv6 between them pass (u1, e6), and so does IPv4 inside MPLS (m1): MPLS
+is a tunnel the appliance opens (dataplane.tunnels, docs/tunnels.md), its inner packet is
+judged, not the label stack.""")
     c.add(Ether(src=MAC_A, dst=BCAST) / ARP(op=1, hwsrc=MAC_A, psrc="10.7.0.1", pdst="10.7.0.2"),
           "D non_ip", "ARP request")
     c.add(Ether(src=MAC_B, dst=MAC_A) / ARP(op=2, hwsrc=MAC_B, psrc="10.7.0.2", hwdst=MAC_A,
@@ -848,7 +849,7 @@ pass (u1, e6).""")
     c.add(raw(Ether(src=MAC_A, dst="01:80:c2:00:00:00", type=len(bpdu))) + bpdu, "D non_ip",
           "802.3 + LLC spanning-tree BPDU")
     mpls = bytes([0x00, 0x01, 0x01, 0x40]) + raw(IP(src="10.7.0.1", dst="10.7.0.2") / UDP(sport=1, dport=2))
-    c.add(raw(Ether(src=MAC_A, dst=MAC_B, type=0x8847)) + mpls, "D non_ip", "MPLS label 16 + IPv4")
+    c.add(raw(Ether(src=MAC_A, dst=MAC_B, type=0x8847)) + mpls, "F m1 new", "m1: MPLS label 16 + IPv4/UDP")
     c.add(Ether(src=MAC_A, dst=BCAST, type=0x8863) / Raw(bytes([0x11, 0x09, 0, 0, 0, 4, 1, 1, 0, 0])),
           "D non_ip", "PPPoE discovery (PADI)")
     c.add(Ether(src=MAC_A, dst=MAC_B) / IPv6(src="2001:db8::7", dst="2001:db8::8") /
