@@ -121,6 +121,7 @@ absl::StatusOr<FlowQuery> parseFlowQuery(const v1::ListFlowsRequest& req) {
     if (f.vlan() > 4095) return bad("filter.vlan", std::to_string(f.vlan()), "is out of range [0, 4095]");
     q.vlan = static_cast<uint16_t>(f.vlan());
   }
+  if (f.has_tunnel_id()) q.tunnel_id = f.tunnel_id();
   const std::string so = absl::AsciiStrToLower(req.sort());
   if (so.empty()) q.sort = FlowSort::kNone;
   else if (so == "packets") q.sort = FlowSort::kPackets;
@@ -155,6 +156,7 @@ bool flowMatches(const FlowQuery& q, const dp::FlowInfo& f) {
   if (!q.backend.empty() && f.lb_backend != q.backend) return false;
   if (!q.service.empty() && f.lb_service != q.service) return false;
   if (q.vlan && f.vlan != *q.vlan) return false;
+  if (q.tunnel_id && f.tunnel_id != *q.tunnel_id) return false;
   return true;
 }
 
@@ -224,6 +226,7 @@ void fillFlows(const FlowQuery& q, const dp::FlowListing& after, const dp::FlowL
     o->set_dest_ip(ipToString(f.dst, f.ip_ver));
     o->set_dest_port(f.dport);
     o->set_vlan(f.vlan);
+    o->set_tunnel_id(f.tunnel_id);
     o->set_in_iface(dp::sideName(f.in_side));
     if (f.proto == 6) o->set_state(dp::tcpStateName(f.tcp_state));
     o->set_midstream(f.midstream);

@@ -29,6 +29,7 @@ struct FlowQuery {
   std::optional<dp::Verdict> verdict;
   std::string rule, backend, service;  // "" = any
   std::optional<uint16_t> vlan;
+  std::optional<uint32_t> tunnel_id;
   FlowSort sort = FlowSort::kNone;
   bool ascending = false;
   uint32_t limit = 0, offset = 0;

@@ -17,7 +17,7 @@ namespace dpu::cli {
 
 const char* const kFlowsHelp = R"(usage: dpuctl flows [--address A] [--src A] [--dst A] [--port N] [--sport N] [--dport N]
                     [--proto P] [--state S] [--verdict V] [--rule ID] [--backend ID]
-                    [--service ID] [--vlan N] [--sort K] [--asc] [--limit N] [--offset N]
+                    [--service ID] [--vlan N] [--tunnel ID] [--sort K] [--asc] [--limit N] [--offset N]
                     [--top N [--by packets|bytes] [--window S]]
 
 The flows every worker tracks, like conntrack -L: one line per flow, initiator (SRC) ->
@@ -37,6 +37,7 @@ filters (all given must match):
   --rule ID        the firewall rule (DPI: SOURCE:RULE) that decided it
   --backend ID     pinned to this LB backend; --service ID: balanced by this LB service
   --vlan N         outer VLAN id
+  --tunnel ID      innermost VNI (VXLAN/Geneve) or GRE key (docs/tunnels.md)
 output:
   --sort K         packets, bytes (both directions), age (oldest first), last-seen (most
                    recent first); default: worker, then flow id. --asc reverses.
@@ -194,6 +195,7 @@ int cmdFlows(const DnsCmdEnv& env, const std::vector<std::string>& a) {
     else if (o == "--sport" && num && n > 0 && n <= 65535) f->set_src_port(n);
     else if (o == "--dport" && num && n > 0 && n <= 65535) f->set_dst_port(n);
     else if (o == "--vlan" && num && n <= 4095) f->set_vlan(n);
+    else if (o == "--tunnel" && num) f->set_tunnel_id(n);
     else if (o == "--limit" && num) req.set_limit(n);
     else if (o == "--offset" && num) req.set_offset(n);
     else if (o == "--top" && num && n > 0) top = n;

@@ -103,6 +103,7 @@ absl::StatusOr<FlowListing> Dataplane::listFlows(uint32_t timeout_ms) {
       f.dport = init_hi ? d.key.lo_port : d.key.hi_port;
       f.vlan = d.key.vlan;
       f.vlan_inner = d.key.vlan_inner;
+      f.tunnel_id = d.key.tunnel_id;
       f.in_side = (d.flags & kFlowInitiatorSideB) ? kSideB : kSideA;
       f.tcp_state = static_cast<TcpState>(d.tcp_state);
       f.midstream = d.flags & kFlowMidstream;

@@ -22,6 +22,7 @@ struct FlowInfo {
   IpAddr src{}, dst{};
   uint16_t sport = 0, dport = 0;
   uint16_t vlan = 0, vlan_inner = 0;
+  uint32_t tunnel_id = 0;      // innermost VNI / GRE key (FlowKey::tunnel_id; 0 = none)
   uint8_t in_side = kSideA;    // side the first packet came from
   TcpState tcp_state = TcpState::kNone;
   bool midstream = false;      // TCP picked up without a SYN

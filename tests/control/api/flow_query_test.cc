@@ -56,6 +56,7 @@ dp::FlowListing sample() {
   auto c = flow(1, 1, "172.16.5.5", 5000, "10.1.0.53", 53, 17, 50, 4000);
   c.verdict = dp::Verdict::kForward;
   c.vlan = 7;
+  c.tunnel_id = 4242;  // e.g. a VXLAN VNI
   auto d = flow(1, 2, "2001:db8::1", 1234, "2001:db8:1::2", 80, 6, 7, 7000);
   d.tcp_state = dp::TcpState::kEstablished;
   l.flows = {a, b, c, d};
@@ -140,6 +141,9 @@ TEST(FlowQueryTest, PortProtoStateVerdictRuleBackendVlan) {
   EXPECT_EQ(only([](v1::FlowFilter& f) { f.set_service("web"); }), (std::vector<uint64_t>{F(0, 1)}));
   EXPECT_EQ(only([](v1::FlowFilter& f) { f.set_vlan(7); }), (std::vector<uint64_t>{F(1, 1)}));
   EXPECT_EQ(only([](v1::FlowFilter& f) { f.set_vlan(0); }).size(), 3u);
+  EXPECT_EQ(only([](v1::FlowFilter& f) { f.set_tunnel_id(4242); }), (std::vector<uint64_t>{F(1, 1)}));
+  EXPECT_EQ(only([](v1::FlowFilter& f) { f.set_tunnel_id(0); }).size(), 3u);
+  EXPECT_EQ(only([](v1::FlowFilter& f) { f.set_tunnel_id(1); }), (std::vector<uint64_t>{}));
   // Several filters: all must hold.
   EXPECT_EQ(only([](v1::FlowFilter& f) {
               f.set_proto("tcp");
