@@ -40,6 +40,9 @@ FragKey makeFragKey(const PacketMeta& m) {
   std::memcpy(k.dst.b, m.dst.b, 16);
   k.id = m.frag_id;
   k.vlan = m.vlan_outer;
+  k.vlan_inner = m.vlan_inner;
+  k.pppoe_session = m.pppoe_offset != 0 ? m.pppoe_session : 0;
+  k.tunnel_id = m.tunnel_id;
   // RFC 791 keys IPv4 reassembly on the protocol too; RFC 8200 keys IPv6 on (src, dst, id)
   // only, and a later IPv6 fragment cannot tell which transport the first one carries.
   k.proto = m.l3 == L3Type::kIpv4 ? m.l4_proto : 0;

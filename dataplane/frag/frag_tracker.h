@@ -42,15 +42,21 @@ struct rte_hash;
 
 namespace dpu::dp {
 
+// The datagram's identity: RFC 791 / 8200 fields plus the layer 2 / tunnel context that
+// separates flows (makeFlowKey): equal addresses and id in two VLANs, PPPoE sessions or
+// tunnels are two datagrams.
 struct FragKey {
   IpAddr src;
   IpAddr dst;
   uint32_t id;
-  uint16_t vlan;
+  uint32_t tunnel_id;      // PacketMeta::tunnel_id (0 outside keyed tunnels)
+  uint16_t vlan;           // outer VID
+  uint16_t vlan_inner;     // inner VID (QinQ)
+  uint16_t pppoe_session;  // 0 when not inside PPPoE
   uint8_t proto;   // IPv4 protocol; 0 for IPv6 (RFC 8200 keys on src, dst, id)
   uint8_t ip_ver;
 };
-static_assert(sizeof(FragKey) == 40, "FragKey must be packed without holes");
+static_assert(sizeof(FragKey) == 48, "FragKey must be packed without holes");
 
 FragKey makeFragKey(const PacketMeta& m);
 

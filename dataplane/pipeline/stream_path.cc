@@ -14,6 +14,13 @@
 // both ways and drops its later packets, tcp_stream_reset), stream state that cannot be had
 // under a fail_closed stage (tcp_stream_exhausted) drop the segment; accepted, its new
 // in-order bytes are handed to the stages through Burst::st_*.
+//
+// Accepted bytes are not given back when a later stage drops the segment: a retransmission
+// of them is then an identical overlap, passed unread. That forwards nothing uninspected
+// because every DNS or DPI drop ends the connection for the stages (dns_tcp_closed,
+// dpi_block_: the flow's later packets are dropped, and skipped here), and the stages after
+// them (load balancer) only drop bytes they already judged forward (docs/tcp-stream.md,
+// "Bytes taken, then dropped by a stage").
 #include <rte_mbuf.h>
 
 #include <algorithm>

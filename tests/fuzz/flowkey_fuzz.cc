@@ -80,6 +80,9 @@ void checkFragKey(const PacketMeta& m, const FragKey& k) {
   FUZZ_CHECK(k.src == m.src && k.dst == m.dst);
   FUZZ_CHECK(k.id == m.frag_id);
   FUZZ_CHECK(k.vlan == m.vlan_outer);
+  FUZZ_CHECK(k.vlan_inner == m.vlan_inner);
+  FUZZ_CHECK(k.pppoe_session == (m.pppoe_offset != 0 ? m.pppoe_session : 0));
+  FUZZ_CHECK(k.tunnel_id == m.tunnel_id);
   FUZZ_CHECK(k.proto == (m.l3 == L3Type::kIpv4 ? m.l4_proto : 0));
   FUZZ_CHECK(k.ip_ver == (m.l3 == L3Type::kIpv4 ? 4 : 6));
 }

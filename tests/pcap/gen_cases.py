@@ -2661,6 +2661,76 @@ d7: the payload across the sequence-number wrap. Clean flows k1..k4: the same de
     base = t.cseq
     tcp_at(t, True, "PA", base, good, None, "k8: harmless bytes")
     tcp_at(t, True, "PA", base, good, None, "k8: the same bytes again: forwarded (nothing new)")
+    return c
+
+
+def case_evasion_tcp_retransmit_after_drop():
+    cfg = {"dns": dict(DNS_LISTS, nonstandard="DROP"), "dpi": {"rule_files": ["rules.yar"]}}
+    c = FwCase("evasion_tcp_retransmit_after_drop", cfg, """
+Issue 16 ("no bypass"): the stream engine takes a segment's bytes before DNS and DPI judge
+them, so bytes a stage dropped count as inspected for it; their retransmission (what the
+sender's stack does: the receiver never got them) is an identical overlap. It must never
+reach the server: every DNS or DPI drop ends the connection for the stages. DNS with the
+lists of dns_udp_actions and dns.nonstandard DROP; rules.yar: 0 split_drop
+("EVIL-PAYLOAD-SPLIT", drop). q1: blocked query (answered, RST to the server), then its exact
+retransmission, then a repacketized one (the query + a clean query): dns_tcp_closed. q2: a
+nonstandard query (opcode STATUS: dns_nonstandard), then its retransmission: dns_tcp_closed.
+d1: the DPI payload (dpi_drop), its exact retransmission, a repacketized one with more bytes,
+and a segment holding its tail only: dpi_drop (the flow is blocked). k1 / k2: clean DNS query
+and clean DPI bytes with identical retransmissions: forwarded (nothing new to read).""")
+    os.makedirs(os.path.join(HERE, c.name), exist_ok=True)
+    with open(os.path.join(HERE, c.name, "rules.yar"), "w") as f:
+        f.write(EVASION_DPI_RULES.lstrip())
+
+    def framed(m):
+        return struct.pack("!H", len(m)) + m
+
+    blocked = framed(dns_q("www.ads.example", ident=0x0801))
+    clean = framed(dns_q("www.abc.example", ident=0x0802))
+    status = bytearray(dns_q("www.abc.example", ident=0x0803))
+    status[2] = (status[2] & 0x87) | (2 << 3)  # opcode 2 (STATUS)
+    status = framed(bytes(status))
+    evil = b"xx EVIL-PAYLOAD-SPLIT xx"
+    good = b"xx HARMLESS-PAYLOAD-X xx"
+
+    def conn(n, flow, dport):
+        ipc = lambda: IP(src=f"10.1.1.{n}", dst="10.2.1.53")
+        ips = lambda: IP(src="10.2.1.53", dst=f"10.1.1.{n}")
+        return Tcp(c, eth_a, eth_b, ipc, ips, 42000 + n, dport, flow, cseq=1000, side_c="A", side_s="B")
+
+    t = conn(1, "q1", 53)
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, blocked, "D dns_answered q1", "q1: blocked query: answered")
+    tcp_at(t, True, "PA", base, blocked, "D dns_tcp_closed q1",
+           "q1: the same query retransmitted: dropped (connection closed), never forwarded")
+    tcp_at(t, True, "PA", base, blocked + clean, "D dns_tcp_closed q1",
+           "q1: repacketized: the query + a clean one: dropped")
+    t = conn(2, "q2", 53)
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, status, "D dns_nonstandard q2", "q2: opcode STATUS, nonstandard DROP")
+    tcp_at(t, True, "PA", base, status, "D dns_tcp_closed q2", "q2: retransmitted: dropped")
+    t = conn(3, "d1", 80)
+    t.handshake("to :80")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, evil, "D dpi_drop d1", "d1: the DPI payload: dropped")
+    tcp_at(t, True, "PA", base, evil, "D dpi_drop d1", "d1: retransmitted: dropped (flow blocked)")
+    tcp_at(t, True, "PA", base, evil + b"more", "D dpi_drop d1", "d1: repacketized with more bytes: dropped")
+    tcp_at(t, True, "PA", base + 10, evil[10:], "D dpi_drop d1", "d1: its tail only: dropped")
+    t = conn(4, "k1", 53)
+    t.handshake("to :53")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, clean, None, "k1: clean query: forwarded")
+    tcp_at(t, True, "PA", base, clean, None, "k1: retransmitted: forwarded")
+    t = conn(5, "k2", 80)
+    t.handshake("to :80")
+    base = t.cseq
+    tcp_at(t, True, "PA", base, good, None, "k2: clean bytes: forwarded")
+    tcp_at(t, True, "PA", base, good, None, "k2: retransmitted: forwarded")
+    return c
+
+
 # ---- PPPoE sessions ----------------------------------------------------------------------
 
 PPPOE_DPI_RULES = r"""
@@ -3256,6 +3326,7 @@ CASES = {
     # --- tcp stream ---
     "evasion_tcp_dns": case_evasion_tcp_dns,
     "evasion_tcp_dpi": case_evasion_tcp_dpi,
+    "evasion_tcp_retransmit_after_drop": case_evasion_tcp_retransmit_after_drop,
     "pppoe_sessions": case_pppoe_sessions,
     "http_files": case_http_files,  # --- http ---
     "http_no_slot_forward": lambda: case_http_no_slot("FORWARD"),

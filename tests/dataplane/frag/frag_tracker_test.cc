@@ -125,17 +125,27 @@ TEST(FragTrackerTest, CreateRejectsBadOptions) {
 TEST(FragTrackerTest, KeyFields) {
   PacketMeta m = frag(0xbeef, 0, 8, true, 6);
   m.vlan_outer = 42;
-  m.vlan_inner = 7;  // not part of the key
+  m.vlan_inner = 7;
+  m.pppoe_offset = 14;
+  m.pppoe_session = 0x1234;
+  m.tunnel_id = 0xabcdef;
   FragKey k = makeFragKey(m);
   EXPECT_TRUE(k.src == m.src);
   EXPECT_TRUE(k.dst == m.dst);
   EXPECT_EQ(k.id, 0xbeefu);
   EXPECT_EQ(k.vlan, 42);
+  EXPECT_EQ(k.vlan_inner, 7);
+  EXPECT_EQ(k.pppoe_session, 0x1234);
+  EXPECT_EQ(k.tunnel_id, 0xabcdefu);
   EXPECT_EQ(k.proto, 6);
   EXPECT_EQ(k.ip_ver, 4);
   // Fragments of one datagram share the key whatever their offset / ports.
   PacketMeta later = frag(0xbeef, 1480, 8, false, 6);
   later.vlan_outer = 42;
+  later.vlan_inner = 7;
+  later.pppoe_offset = 14;
+  later.pppoe_session = 0x1234;
+  later.tunnel_id = 0xabcdef;
   FragKey k2 = makeFragKey(later);
   EXPECT_EQ(std::memcmp(&k, &k2, sizeof(k)), 0);
 }
@@ -522,6 +532,38 @@ TEST(FragTrackerTest, VlanAndProtocolSeparateDatagrams) {
   EXPECT_NE(a, c);
   EXPECT_NE(b, c);
   EXPECT_EQ(t->size(), 3u);
+}
+
+// Equal addresses and IP id in different PPPoE sessions, tunnels (VNI / GRE key) or inner
+// VLANs are different datagrams (as they are different flows, makeFlowKey): their fragments
+// must never be reassembled together.
+TEST(FragTrackerTest, PppoeSessionTunnelAndInnerVlanSeparateDatagrams) {
+  auto t = makeTracker();
+  ASSERT_NE(t, nullptr);
+  PacketMeta base = frag(78, 0, 800, true);
+  PacketMeta s1 = base, s2 = base, n1 = base, n2 = base, q1 = base;
+  s1.pppoe_offset = s2.pppoe_offset = 14;
+  s1.pppoe_session = 1;
+  s2.pppoe_session = 2;
+  n1.tunnel_id = 5000;
+  n2.tunnel_id = 5001;
+  q1.vlan_outer = 10;
+  PacketMeta q2 = q1;
+  q1.vlan_inner = 20;
+  q2.vlan_inner = 21;
+  const PacketMeta all[] = {base, s1, s2, n1, n2, q1, q2};
+  int32_t slot[7];
+  for (int i = 0; i < 7; ++i) {
+    slot[i] = -1;
+    ASSERT_EQ(t->observe(all[i], 1, &slot[i]), FragAction::kJudge) << i;
+    for (int j = 0; j < i; ++j) EXPECT_NE(slot[i], slot[j]) << i << " " << j;
+  }
+  EXPECT_EQ(t->size(), 7u);
+  // A session id without a PPPoE header (left over) is not part of the key.
+  PacketMeta stale = base;
+  stale.pppoe_session = 9;
+  const FragKey ks = makeFragKey(stale), kb = makeFragKey(base);
+  EXPECT_EQ(std::memcmp(&ks, &kb, sizeof(FragKey)), 0);
 }
 
 // ---------------------------------------------------------------------------- completion

@@ -185,6 +185,42 @@ TEST(DpiPipeline, DropRuleAmongManyMatchesActsOnThatPacket) {
   }
   for (int r = 0; r < 25; ++r) EXPECT_TRUE(seen[r]) << r;
 }
+// Issue #16 ("no bypass"): the stream engine takes a segment's bytes before DPI scans them, so
+// bytes a drop rule matched count as inspected for the engine; their retransmission (as the
+// sender's stack sends it, the receiver never got them) would be an identical overlap. A DPI
+// drop blocks the whole flow (dpi_drop on every later packet), so the retransmission - in
+// the same burst or later, alone or with new bytes after it - never reaches the server.
+TEST(DpiPipeline, RetransmissionOfDroppedBytesNeverReachesTheServer) {
+  const std::string rule =
+      "rule bad { meta: action = \"drop\" strings: $a = \"EVIL-BYTES\" condition: $a }\n";
+  for (bool same_burst : {false, true}) {
+    SCOPED_TRACE(same_burst ? "same burst" : "later burst");
+    Harness h(dpiSnapshot(rule));
+    uint64_t t = 1000000;
+    handshake(h, t);
+    h.poll();
+    h.out(0);
+    h.out(1);
+    h.verdicts().clear();
+    const std::string bad = "xx EVIL-BYTES xx";
+    h.send(0, fromClient(kTcpPsh | kTcpAck, 1000, 5000, bad), ++t);
+    if (same_burst) h.send(0, fromClient(kTcpPsh | kTcpAck, 1000, 5000, bad), ++t);
+    h.poll();
+    EXPECT_TRUE(h.out(1).empty());
+    h.send(0, fromClient(kTcpPsh | kTcpAck, 1000, 5000, bad), ++t);
+    h.send(0, fromClient(kTcpPsh | kTcpAck, 1000, 5000, bad + "and more"), ++t);
+    h.send(0, fromClient(kTcpPsh | kTcpAck, 1003, 5000, "EVIL-BYTES"), ++t);
+    h.poll();
+    EXPECT_TRUE(h.out(1).empty());
+    const size_t n = same_burst ? 5u : 4u;
+    ASSERT_EQ(h.verdicts().size(), n);
+    for (const PacketVerdict& v : h.verdicts()) {
+      EXPECT_EQ(v.verdict, Verdict::kDrop);
+      EXPECT_EQ(v.reason, DropReason::kDpiDrop);
+    }
+    EXPECT_EQ(h.counters().dpi_drops, 1u);  // matched once; the rest is the blocked flow
+  }
+}
 
 }  // namespace
 }  // namespace dpu::dp

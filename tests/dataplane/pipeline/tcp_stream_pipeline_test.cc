@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dataplane/api/dataplane.h"
@@ -255,6 +256,68 @@ TEST(TcpStreamPipeline, DnsHeadBuffersExhaustedFollowTheStagePolicy) {
     }
     EXPECT_EQ(c.verdicts[static_cast<int>(Verdict::kForward)],
               256u * 3 + (p == rules::Policy::kDrop ? 255u : 256u));
+  }
+}
+
+
+// Issue #16 ("no bypass"): the engine takes a segment's bytes before DNS judges them, so a
+// query the DNS stage drops is "inspected" for the engine; its retransmission (identical
+// bytes, as the client's stack sends when the segment is lost) must not then pass as an
+// already-inspected overlap. Every DNS drop of a TCP segment closes the connection
+// (dns_tcp_closed): the retransmission is dropped whether it comes in the same burst or a
+// later one, and never reaches the server.
+Bytes withOpcodeStatus(Bytes v) {  // opcode 2 (STATUS): dns.nonstandard
+  v[2 + 2] = uint8_t((v[2 + 2] & 0x87) | (2 << 3));
+  return v;
+}
+
+size_t payloadFrames(const std::vector<Frame>& fs) {
+  size_t n = 0;
+  for (const Frame& f : fs) n += parseFrame(f).payload_len != 0;
+  return n;
+}
+
+TEST(TcpStreamPipeline, RetransmissionOfADroppedQueryNeverReachesTheServer) {
+  struct Case {
+    const char* what;
+    Bytes q;
+    bool nonstandard_drop, malformed_drop;
+  };
+  const Bytes garbage = {0, 4, 0xde, 0xad, 0xbe, 0xef};  // a 4-byte "message": malformed
+  const Case cases[] = {
+      {"blocked", framed("www.ads.example", 0x201), false, false},
+      {"nonstandard", withOpcodeStatus(framed("www.abc.example", 0x202)), true, false},
+      {"malformed", garbage, false, true},
+  };
+  uint16_t sport = 44100;
+  for (const Case& c : cases) {
+    for (bool same_burst : {false, true}) {
+      SCOPED_TRACE(std::string(c.what) + (same_burst ? " same burst" : " later burst"));
+      rules::DataplaneSettings ds;
+      ds.flow_capacity = 4096;
+      rules::DnsModel m = test::adsDnsModel();
+      if (c.nonstandard_drop) m.nonstandard = rules::Policy::kDrop;
+      if (c.malformed_drop) m.malformed = rules::Policy::kDrop;
+      Harness h(test::dnsSnapshot(ds, m));
+      ++sport;
+      handshake(h, sport);
+      h.send(0, seg(sport, kTcpAck | kTcpPsh, 1000, 5000, c.q));
+      if (same_burst) h.send(0, seg(sport, kTcpAck | kTcpPsh, 1000, 5000, c.q));
+      h.poll();
+      EXPECT_EQ(payloadFrames(h.out(1)), 0u);  // at most the RST to the server
+      h.out(0);
+      const uint64_t judged = h.counters().dns[kDnsMessages];
+      EXPECT_EQ(judged, 1u);
+      // The retransmission (and one carrying more bytes after it) in a later burst.
+      h.send(0, seg(sport, kTcpAck | kTcpPsh, 1000, 5000, c.q));
+      Bytes more = c.q;
+      more.insert(more.end(), {0, 1, 0});
+      h.send(0, seg(sport, kTcpAck | kTcpPsh, 1000, 5000, more));
+      h.poll();
+      EXPECT_EQ(payloadFrames(h.out(1)), 0u);
+      EXPECT_EQ(drops(h, DropReason::kDnsTcpClosed), same_burst ? 3u : 2u);
+      EXPECT_EQ(h.counters().dns[kDnsMessages], judged);  // nothing read past the close
+    }
   }
 }
 
