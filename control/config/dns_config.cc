@@ -47,6 +47,13 @@ void dnsToModel(const v1::ApplianceConfig& cfg, rules::DnsModel* m, rules::Confi
     default:
       errors.push_back(dnsError("", "dns.nonstandard", absl::StrCat("unknown policy ", dc.nonstandard())));
   }
+  switch (dc.tcp_midstream()) {
+    case v1::POLICY_DEFAULT: m->tcp_midstream = m->malformed; break;
+    case v1::FORWARD: m->tcp_midstream = rules::Policy::kForward; break;
+    case v1::DROP: m->tcp_midstream = rules::Policy::kDrop; break;
+    default:
+      errors.push_back(dnsError("", "dns.tcp_midstream", absl::StrCat("unknown policy ", dc.tcp_midstream())));
+  }
   m->cname_cloaking = !dc.disable_cname_cloaking();
   if (dc.has_soa()) {
     const v1::DnsSoa& s = dc.soa();

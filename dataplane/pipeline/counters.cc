@@ -54,6 +54,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTcpStreamReset: return "tcp_stream_reset";
     case DropReason::kDnsNonstandard: return "dns_nonstandard";
     case DropReason::kHttpNoSlot: return "http_no_slot";  // --- http ---
+    case DropReason::kDnsTcpMidstream: return "dns_tcp_midstream";
     default: return "unknown";
   }
 }

@@ -335,13 +335,19 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   const uint32_t n = b.st_len[i];
   // The stream is read from its first data byte; a connection picked up mid-stream may be
   // inside a message: not followed.
+  bool midstream_drop = false;
   if (f.state == 0) {
     if (flows_->entry(b.pos[i]).flags & kFlowMidstream) {
-      f.state = 2;
       c_->dns[kDnsTcpUnsynced].add();
-      return;
+      if (dns.tcp_midstream != rules::Policy::kDrop) {
+        f.state = 2;
+        return;
+      }
+      // dns.tcp_midstream DROP: unread bytes never pass; the connection is closed below.
+      midstream_drop = true;
+    } else {
+      f.state = 1;
     }
-    f.state = 1;
   }
   // The segment starts on a message boundary: what the peer got so far is whole messages.
   const bool at_boundary = f.msg_left == 0 && f.head_have == 0;
@@ -358,7 +364,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   uint32_t answers_len = 0;
   DnsScratch& s = *dns_scratch_;
   uint32_t off = 0;
-  while (off < n) {
+  while (!midstream_drop && off < n) {
     if (f.msg_left) {
       uint32_t k = std::min<uint32_t>(f.msg_left, n - off);
       f.msg_left = static_cast<uint16_t>(f.msg_left - k);
@@ -494,6 +500,10 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
       }
     }
   }
+  if (midstream_drop) {
+    malformed_drop = true;
+    malformed_reason = DropReason::kDnsTcpMidstream;
+  }
   if (!blocked && !malformed_drop) return;
   // Drop the segment, answer the client (with FIN), reset the server, close the flow. Queries:
   // the answers go back to the sender (the client). Responses: onward to the client in place
@@ -546,6 +556,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   };
   reset(resp);  // the server: the segment's receiver (queries) or its sender (responses)
   if (resp && !answers_len) reset(false);  // the client, when it got no answer
+  if (midstream_drop && !resp) reset(true);  // the client too: it reconnects, read from the start
   dnsReleaseFlow(b.pos[i]);
   pair[0].state = 3;
   c_->dns[kDnsTcpClosed].add();

@@ -198,6 +198,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDns>> compileDns(const DnsModel& mo
   out->extra_ports = model.extra_ports;
   out->malformed = model.malformed;
   out->nonstandard = model.nonstandard;
+  out->tcp_midstream = model.tcp_midstream;
   out->cname_cloaking = model.cname_cloaking;
   // The SOA of negative answers: both names in wire format.
   for (const auto& [text, field] : {std::pair<const std::string&, const char*>{model.soa.mname, "dns.soa.mname"},

@@ -56,6 +56,7 @@ class CompiledDns {
   std::vector<uint16_t> extra_ports;
   Policy malformed = Policy::kForward;
   Policy nonstandard = Policy::kForward;  // opcode != QUERY or QDCOUNT != 1
+  Policy tcp_midstream = Policy::kForward;  // DNS over TCP picked up mid-stream
   bool cname_cloaking = true;
   // SOA of negative answers (DnsSoaModel): MNAME then RNAME in wire format (no compression),
   // then the five 32-bit fields; soa_minimum 0 = the answering list's ttl.

@@ -88,6 +88,7 @@ struct DnsModel {
   std::vector<uint16_t> extra_ports;       // besides 53 (UDP and TCP)
   Policy malformed = Policy::kForward;     // DNS messages that do not parse
   Policy nonstandard = Policy::kForward;   // opcode != QUERY or QDCOUNT != 1 (dns.nonstandard)
+  Policy tcp_midstream = Policy::kForward; // DNS over TCP picked up mid-stream (dns.tcp_midstream)
   bool cname_cloaking = true;              // inspect resolver answers for blocked CNAME targets
   bool operator==(const DnsModel&) const = default;
   bool enabled() const { return !lists.empty(); }

@@ -84,6 +84,29 @@ TEST(DnsConfig, NonstandardPolicyDefaultsToMalformed) {
   }
 }
 
+// dns.tcp_midstream: unset follows dns.malformed; set, it is its own policy; it reaches the
+// compiled DNS the worker reads.
+TEST(DnsConfig, TcpMidstreamPolicyDefaultsToMalformed) {
+  struct Case { const char* json; rules::Policy midstream; };
+  for (const Case& c : {
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}]}})", rules::Policy::kForward},
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}], "malformed": "DROP"}})",
+                rules::Policy::kDrop},
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}], "malformed": "DROP",
+                "tcp_midstream": "FORWARD"}})", rules::Policy::kForward},
+           Case{R"({"dns": {"lists": [{"name": "a", "names": ["x.example"]}], "tcp_midstream": "DROP"}})",
+                rules::Policy::kDrop}}) {
+    auto cfg = parseConfig(c.json, ConfigFormat::kJson, "t.json");
+    ASSERT_TRUE(cfg.ok()) << cfg.status();
+    auto m = toModel(*cfg);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->dns.tcp_midstream, c.midstream) << c.json;
+    auto snap = rules::compileSnapshot(*m, 1);
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    EXPECT_EQ((*snap)->dns->tcp_midstream, c.midstream) << c.json;
+  }
+}
+
 TEST(DnsConfig, FieldErrors) {
   auto cfg = parseConfig(R"({"dns": {"lists": [
       {"name": "s", "action": "DNS_SINKHOLE", "names": ["x.example"],

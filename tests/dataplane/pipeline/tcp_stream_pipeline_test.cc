@@ -321,5 +321,50 @@ TEST(TcpStreamPipeline, RetransmissionOfADroppedQueryNeverReachesTheServer) {
   }
 }
 
+
+// A DNS-over-TCP connection picked up mid-stream cannot be framed (the first bytes seen may be
+// inside a message). dns.tcp_midstream FORWARD (the default, from dns.malformed) passes it
+// unread, counted; DROP drops its data, resets both ends and closes it: a blocked query sent
+// on a connection the appliance did not see open never reaches the server.
+TEST(TcpStreamPipeline, DnsMidstreamConnectionFollowsItsPolicy) {
+  for (rules::Policy p : {rules::Policy::kForward, rules::Policy::kDrop}) {
+    SCOPED_TRACE(p == rules::Policy::kDrop ? "DROP" : "FORWARD");
+    rules::DataplaneSettings ds;
+    ds.flow_capacity = 4096;
+    ds.frag_max_datagrams = 64;
+    rules::DnsModel model = test::adsDnsModel();
+    model.tcp_midstream = p;
+    Harness h(test::dnsSnapshot(ds, model));
+    const Bytes q = framed("www.ads.example", 0x301);
+    // No handshake: the first packet of the connection carries data (ACK set).
+    h.send(0, seg(46000, kTcpAck | kTcpPsh, 1000, 5000, q));
+    h.poll();
+    auto c = h.counters();
+    EXPECT_EQ(c.dns[kDnsTcpUnsynced], 1u);
+    EXPECT_EQ(c.dns[kDnsBlocked], 0u);  // never read
+    auto to_server = h.out(1);
+    auto to_client = h.out(0);
+    if (p == rules::Policy::kForward) {
+      ASSERT_EQ(to_server.size(), 1u);
+      EXPECT_EQ(parseFrame(to_server[0]).payload_len, q.size());
+      EXPECT_EQ(to_client.size(), 0u);
+    } else {
+      EXPECT_EQ(drops(h, DropReason::kDnsTcpMidstream), 1u);
+      EXPECT_STREQ(dropReasonName(DropReason::kDnsTcpMidstream), "dns_tcp_midstream");
+      ASSERT_EQ(to_server.size(), 1u);  // a RST, not the query
+      EXPECT_TRUE(parseFrame(to_server[0]).tcp_flags & kTcpRst);
+      EXPECT_EQ(parseFrame(to_server[0]).payload_len, 0u);
+      ASSERT_EQ(to_client.size(), 1u);
+      EXPECT_TRUE(parseFrame(to_client[0]).tcp_flags & kTcpRst);
+      EXPECT_EQ(c.dns[kDnsTcpClosed], 1u);
+      // Its retransmission, and anything later on the connection, is dropped too.
+      h.send(0, seg(46000, kTcpAck | kTcpPsh, 1000, 5000, q));
+      h.poll();
+      EXPECT_EQ(h.out(1).size(), 0u);
+      EXPECT_EQ(drops(h, DropReason::kDnsTcpClosed), 1u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dpu::dp
