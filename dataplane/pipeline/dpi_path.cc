@@ -129,15 +129,7 @@ void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
   who.in_side = v.in_side;
   who.seq = v.seq;
   who.flow_id = v.flow_id;
-  if (pm.l3 != L3Type::kNone) {
-    who.ip_ver = static_cast<uint8_t>(pm.l3);
-    who.proto = pm.l4_proto;
-    who.sport = pm.sport;
-    who.dport = pm.dport;
-    who.src = pm.src;
-    who.dst = pm.dst;
-    who.vlan = pm.vlan_outer;
-  }
+  eventPacket(who, pm);
   const bool gap_alert = o.gap && dpi_rt_->settings().gap_policy == rules::DpiGapPolicy::kAlert;
   dpiAlertEvents(o, gap_alert, verdict, who, file);
   if (verdict == Verdict::kForward) return;

@@ -128,13 +128,7 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
         ev->in_side = v.in_side;
         ev->seq = v.seq;
         ev->flow_id = v.flow_id;
-        ev->ip_ver = static_cast<uint8_t>(pm.l3);
-        ev->proto = pm.l4_proto;
-        ev->sport = pm.sport;
-        ev->dport = pm.dport;
-        ev->src = pm.src;
-        ev->dst = pm.dst;
-        ev->vlan = pm.vlan_outer;
+        eventPacket(*ev, pm);  // an HTTP flow: pm has its IP layer
         postEvent(ev);
       }
       if (http_rt_->settings().fail_closed) {

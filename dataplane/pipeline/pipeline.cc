@@ -909,16 +909,20 @@ void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t n
   ev->ts_ns = now;
   ev->seq = v.seq;
   ev->flow_id = v.flow_id;
-  if (meta && meta->l3 != L3Type::kNone) {
-    ev->ip_ver = static_cast<uint8_t>(meta->l3);
-    ev->proto = meta->l4_proto;
-    ev->sport = meta->sport;
-    ev->dport = meta->dport;
-    ev->src = meta->src;
-    ev->dst = meta->dst;
-  }
-  if (meta) ev->vlan = meta->vlan_outer;
+  if (meta) eventPacket(*ev, *meta);
   postEvent(ev);
+}
+
+void Worker::eventPacket(Event& ev, const PacketMeta& pm) {
+  if (pm.l3 != L3Type::kNone) {
+    ev.ip_ver = static_cast<uint8_t>(pm.l3);
+    ev.proto = pm.l4_proto;
+    ev.sport = pm.sport;
+    ev.dport = pm.dport;
+    ev.src = pm.src;
+    ev.dst = pm.dst;
+  }
+  ev.vlan = pm.vlan_outer;
 }
 
 void Worker::emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,

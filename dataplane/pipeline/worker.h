@@ -231,6 +231,8 @@ class Worker {
   Event* newEvent();         // from the event pool, zeroed; nullptr (counted) when empty
   void postEvent(Event* ev);  // to this worker's ring; lost (counted) when full
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);
+  // The packet's addresses, ports, protocol (when it has an IP layer) and outer VLAN, into `ev`.
+  static void eventPacket(Event& ev, const PacketMeta& pm);
   void emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
                    FlowEndReason why);
   // Why the flow being ended ends: set by emitFlowEnd, which every flow removal calls just
