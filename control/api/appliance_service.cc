@@ -625,6 +625,24 @@ grpc::Status ApplianceService::Explain(grpc::ServerContext*, const v1::ExplainRe
     step->set_detail(st.detail);
   }
   resp->set_summary(r.summary);
+  for (const dp::ExplainHttpMatch& h : r.http) {  // --- http ---
+    v1::ExplainHttpMatch* o = resp->add_http_matches();
+    o->set_rule(h.rule);
+    o->set_action(h.action);
+    o->set_at_flow_end(h.at_flow_end);
+    o->set_method(h.method);
+    o->set_host(h.host);
+    o->set_url(h.url);
+    o->set_status(h.status);
+    o->set_tx_id(h.tx_id);
+    o->set_filename(h.filename);
+    o->set_direction(h.direction);
+    o->set_offset_from(h.offset_from);
+    o->set_offset_to(h.offset_to);
+    o->set_size(h.size);
+    o->set_state(h.state);
+    o->set_sha256(h.sha256);
+  }
   return grpc::Status::OK;
 }
 

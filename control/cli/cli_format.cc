@@ -458,6 +458,18 @@ std::string formatExplain(const v1::ExplainResponse& r) {
     absl::StrAppendFormat(&o, "  %-10s %-8s %s\n", s.stage().empty() ? "-" : s.stage(),
                           s.decision(), s.detail());
   }
+  if (r.http_matches_size() != 0) absl::StrAppend(&o, "http files\n");  // --- http ---
+  for (const auto& h : r.http_matches()) {
+    absl::StrAppendFormat(&o, "  rule %s (%s)%s\n", h.rule(), h.action(),
+                          h.at_flow_end() ? ", if the flow ended here" : "");
+    absl::StrAppendFormat(&o, "    transaction %u: %s %s%s", h.tx_id(), h.method(), h.host(), h.url());
+    if (h.status() != 0) absl::StrAppendFormat(&o, " -> %u", h.status());
+    absl::StrAppendFormat(&o, "\n    file '%s' (%s body): bytes %u..%u of it in this packet, %s, size %u",
+                          h.filename(), h.direction(), h.offset_from(), h.offset_to(), h.state(),
+                          h.size());
+    if (!h.sha256().empty()) absl::StrAppend(&o, ", sha256 ", h.sha256());
+    absl::StrAppend(&o, "\n");
+  }
   return o;
 }
 

@@ -167,6 +167,15 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
     if (h.bomb_time_limit_us() != 0) hm.bomb_time_limit_us = h.bomb_time_limit_us();
     hm.http_events = h.http_events();
     if (h.has_fileinfo_events()) hm.fileinfo_events = h.fileinfo_events();
+    if (h.has_hold_last_packet()) hm.hold_last_packet = h.hold_last_packet();
+    if (h.hold_slots_per_worker() != 0) hm.hold_slots_per_worker = h.hold_slots_per_worker();
+    if (hm.hold_slots_per_worker > 65535)
+      errors.push_back(dpiError("dpi.http.hold_slots_per_worker",
+                                absl::StrCat(hm.hold_slots_per_worker, " is out of range [1, 65535]")));
+    if (h.hold_timeout_ms() != 0) hm.hold_timeout_ms = h.hold_timeout_ms();
+    if (hm.hold_timeout_ms > 10000)
+      errors.push_back(dpiError("dpi.http.hold_timeout_ms",
+                                absl::StrCat(hm.hold_timeout_ms, " is out of range [1, 10000]")));
   }
   for (int k = 0; k < c.scopes_size(); ++k) {
     const v1::DpiScope& sc = c.scopes(k);

@@ -40,11 +40,29 @@ struct ExplainStep {
   std::string detail;
 };
 
+// --- http --- A rule that matched in an HTTP file (docs/http.md "Explain"): the rule, the
+// transaction and the file it matched in.
+struct ExplainHttpMatch {
+  std::string rule;            // rule id (source:name)
+  std::string action;          // alert / drop / reset
+  bool at_flow_end = false;    // found only when the flow ends after this packet
+  std::string method, host, url;
+  uint32_t status = 0;         // response status; 0: none (yet)
+  uint32_t tx_id = 0;          // transaction index in the connection
+  std::string filename;
+  std::string direction;       // "request" (upload) or "response" (download)
+  uint64_t offset_from = 0, offset_to = 0;  // file bytes this packet carried: [from, to)
+  uint64_t size = 0;           // the file's bytes so far; its final size once it ended
+  std::string state;           // "open", "closed" or "truncated"
+  std::string sha256;          // hex, once the file ended
+};
+
 struct ExplainResult {
   PacketVerdict verdict;
   std::vector<ExplainStep> steps;
   std::string summary;  // parsed headers, one line
   std::string backend;  // --- lb --- the chosen backend's id ("" = none)
+  std::vector<ExplainHttpMatch> http;  // --- http --- rules that matched in HTTP files
 };
 
 // Totals of one firewall rule over all workers, by rule id. Counters of a rule that keeps

@@ -252,23 +252,8 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
     // --- http --- HTTP settings and rule scopes: the runtime built with the DPI runtime
     // (its files use the DPI runtime's stream pools and report masks).
     const rules::DpiHttpModel& hm = m.http;
-    HttpSettings hs;
-    hs.ports = hm.ports;
-    hs.detect_on_other_ports = hm.detect_on_other_ports;
-    hs.personality = hm.personality;
-    hs.flow_slots_per_worker = hm.flow_slots_per_worker;
-    hs.decompress_layers = hm.decompress_layers;
-    hs.bomb_limit_bytes = hm.bomb_limit_bytes;
-    hs.bomb_time_limit_us = hm.bomb_time_limit_us;
-    hs.http_events = hm.http_events;
-    hs.fileinfo_events = hm.fileinfo_events;
-    hs.fail_closed = next->dataplane.tcp_dpi_fail == rules::Policy::kDrop;
-    std::vector<HttpScope> scope_of_ns;
-    for (const rules::DpiRule& r : next->dpi->rules) {
-      if (r.ns >= scope_of_ns.size()) scope_of_ns.resize(r.ns + 1, HttpScope::kDefault);
-      for (const rules::DpiScope& sc : m.scopes)
-        if (sc.source == r.source) scope_of_ns[r.ns] = static_cast<HttpScope>(sc.inspect);
-    }
+    const HttpSettings hs = httpSettingsOf(hm, next->dataplane.tcp_dpi_fail == rules::Policy::kDrop);
+    const std::vector<HttpScope> scope_of_ns = httpScopesOf(*next->dpi, m.scopes);
     const bool same_http = cur && (cur->http ? hm.enabled && cur->http->settings() == hs &&
                                                    cur->http->scopes() == scope_of_ns
                                              : !hm.enabled);

@@ -22,6 +22,15 @@ enum HttpCounter : int {
   kHttpLayerLimit,     // bodies with more content-encoding layers than decoded
   kHttpNoSlot,         // flows that found no free HTTP slot (fail policy)
   kHttpNotHttp,        // flows on other ports not detected as HTTP
+  // Hold-back of a file's last packet (docs/http.md "Verdicts"). Every held packet ends
+  // released, dropped or timed out: held = hold_released + hold_dropped + hold_timeouts +
+  // the packets held now.
+  kHttpHeld,           // packets held
+  kHttpHoldReleased,   // released: the next packet of the direction, the file's end, flow end
+  kHttpHoldDropped,    // dropped: the file's end (or the flow's) made a drop / reset rule true
+  kHttpHoldTimeouts,   // released by hold_timeout_ms (the file's end did not come in time)
+  kHttpHoldExhausted,  // packets that found no free hold slot (dpi fail policy)
+  kHttpHoldDuplicates, // retransmissions of held bytes dropped while they are held
   kHttpCounterCount
 };
 const char* httpCounterName(int c);

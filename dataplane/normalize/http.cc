@@ -24,6 +24,12 @@ const char* httpCounterName(int c) {
     case kHttpLayerLimit: return "layer_limit";
     case kHttpNoSlot: return "no_slot";
     case kHttpNotHttp: return "not_http";
+    case kHttpHeld: return "held";
+    case kHttpHoldReleased: return "hold_released";
+    case kHttpHoldDropped: return "hold_dropped";
+    case kHttpHoldTimeouts: return "hold_timeouts";
+    case kHttpHoldExhausted: return "hold_exhausted";
+    case kHttpHoldDuplicates: return "hold_duplicates";
     default: return "unknown";
   }
 }
@@ -234,6 +240,34 @@ int cbLog(htp_log_t* l) {
 
 }  // namespace
 
+HttpSettings httpSettingsOf(const rules::DpiHttpModel& hm, bool fail_closed) {
+  HttpSettings hs;
+  hs.ports = hm.ports;
+  hs.detect_on_other_ports = hm.detect_on_other_ports;
+  hs.personality = hm.personality;
+  hs.flow_slots_per_worker = hm.flow_slots_per_worker;
+  hs.decompress_layers = hm.decompress_layers;
+  hs.bomb_limit_bytes = hm.bomb_limit_bytes;
+  hs.bomb_time_limit_us = hm.bomb_time_limit_us;
+  hs.http_events = hm.http_events;
+  hs.fileinfo_events = hm.fileinfo_events;
+  hs.fail_closed = fail_closed;
+  hs.hold = hm.hold_last_packet;
+  hs.hold_timeout_ms = hm.hold_timeout_ms;
+  return hs;
+}
+
+std::vector<HttpScope> httpScopesOf(const rules::CompiledDpi& dpi,
+                                    const std::vector<rules::DpiScope>& scopes) {
+  std::vector<HttpScope> scope_of_ns;
+  for (const rules::DpiRule& r : dpi.rules) {
+    if (r.ns >= scope_of_ns.size()) scope_of_ns.resize(r.ns + 1, HttpScope::kDefault);
+    for (const rules::DpiScope& sc : scopes)
+      if (sc.source == r.source) scope_of_ns[r.ns] = static_cast<HttpScope>(sc.inspect);
+  }
+  return scope_of_ns;
+}
+
 absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
     const HttpSettings& s, std::shared_ptr<const DpiRuntime> dpi, uint32_t workers,
     const std::vector<HttpScope>& scope_of_ns) {
@@ -252,11 +286,23 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
   const rules::CompiledDpi& d = rt->dpi_->dpi();
   const size_t nb = (d.rules.size() + 7) / 8;
   std::vector<uint8_t> ms(nb, 0), mf(nb, 0), mp(nb, 0);
-  // Rules whose condition reads filesize (directly or through a rule they reference).
-  std::vector<uint8_t> reads(d.rules.size(), 0);
+  // Rules whose condition reads filesize (directly or through a rule they reference); and
+  // rules with a string (theirs or a referenced rule's) that can match at the end of the
+  // data: both can become true at a file's end only (hold-back).
+  std::vector<uint8_t> string_eod(d.strings.size(), 0);
+  for (const rules::DpiPattern& p : d.patterns)
+    if (p.eod && p.string_id < string_eod.size()) string_eod[p.string_id] = 1;
+  auto rule_eod = [&](size_t r) {
+    const rules::DpiRule& dr = d.rules[r];
+    for (uint32_t k = dr.first_string; k < dr.first_string + dr.num_strings && k < string_eod.size(); ++k)
+      if (string_eod[k]) return true;
+    return false;
+  };
+  std::vector<uint8_t> reads(d.rules.size(), 0), at_end(d.rules.size(), 0);
   for (size_t r = 0; r < d.rules.size(); ++r) {
     std::vector<int32_t> todo{d.rules[r].cond};
     std::vector<uint8_t> seen_rule(d.rules.size(), 0);
+    at_end[r] = rule_eod(r);
     while (!todo.empty() && !reads[r]) {
       const int32_t n = todo.back();
       todo.pop_back();
@@ -270,6 +316,7 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
           if (c.a >= 0 && size_t(c.a) < d.rules.size() && !seen_rule[size_t(c.a)]) {
             seen_rule[size_t(c.a)] = 1;
             todo.push_back(d.rules[size_t(c.a)].cond);
+            if (rule_eod(size_t(c.a))) at_end[r] = 1;
           }
           break;
         case rules::CondOp::kConst:
@@ -297,6 +344,8 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
     if (!stream) ms[r >> 3] |= bit;
     if (!files) mf[r >> 3] |= bit;
     if (!files || reads[r]) mp[r >> 3] |= bit;
+    if (s.hold && files && (reads[r] || at_end[r]) && d.rules[r].action != rules::DpiAction::kAlert)
+      rt->holds_files_ = true;
   }
   rt->dpi_->setReportMasks(std::move(ms), std::move(mf), std::move(mp));
 
@@ -418,6 +467,18 @@ bool HttpInspector::data(const HttpRuntime& rt, uint32_t worker, HttpFlow& f, bo
   }
   s.sink = nullptr;
   return true;
+}
+
+bool HttpInspector::fileOpen(const HttpRuntime& rt, uint32_t worker, const HttpFlow& f,
+                             bool to_server) {
+  if (f.state != HttpFlow::kHttp || f.slot == HttpFlow::kNone || f.rt_id != rt.id()) return false;
+  return rt.worker(worker).slots[f.slot].file[to_server ? 0 : 1].open;
+}
+
+void HttpInspector::fin(const HttpRuntime& rt, uint32_t worker, HttpFlow& f, HttpSink& sink) {
+  if (f.state != HttpFlow::kHttp) return;
+  end(rt, worker, f, sink);
+  f.state = HttpFlow::kClosed;
 }
 
 void HttpInspector::end(const HttpRuntime& rt, uint32_t worker, HttpFlow& f, HttpSink& sink) {

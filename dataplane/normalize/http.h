@@ -49,9 +49,20 @@ struct HttpSettings {
   bool http_events = false;           // an `http` event per transaction
   bool fileinfo_events = true;        // a `fileinfo` event per file
   bool fail_closed = false;           // no free slot: the flow is dropped (else inspected raw)
+  // Hold-back (docs/http.md "Verdicts"): while a file is open and a drop / reset rule in file
+  // scope can only be decided at the file's end, the last packet carrying its direction's
+  // stream bytes is held (by the Worker) until the next one, the file's end, or the timeout.
+  bool hold = true;
+  uint32_t hold_timeout_ms = 100;
   bool operator==(const HttpSettings&) const = default;
 };
 
+
+// The settings and the scope of each rule's source (by namespace) a runtime is built with,
+// from the configuration model (Dataplane::prepare; explain). `fail_closed`: dpi_fail DROP.
+HttpSettings httpSettingsOf(const rules::DpiHttpModel& m, bool fail_closed);
+std::vector<HttpScope> httpScopesOf(const rules::CompiledDpi& dpi,
+                                    const std::vector<rules::DpiScope>& scopes);
 
 // Per flow position.
 struct HttpFlow {
@@ -61,8 +72,10 @@ struct HttpFlow {
   uint8_t client_dir = 0;  // Burst::dir of the client's packets
   static constexpr uint32_t kNone = 0xffffffffu;
   // kUnknown: no payload seen yet; kHttp: parsed; kNotHttp / kStopped: not (any more);
-  // kBlocked: no slot under fail-closed, every packet dropped.
-  static constexpr uint8_t kUnknown = 0, kHttp = 1, kNotHttp = 2, kStopped = 3, kBlocked = 4;
+  // kBlocked: no slot under fail-closed, every packet dropped; kClosed: the server closed
+  // the connection (its FIN ended the parsing; the flow stays an HTTP flow).
+  static constexpr uint8_t kUnknown = 0, kHttp = 1, kNotHttp = 2, kStopped = 3, kBlocked = 4,
+                           kClosed = 5;
 };
 
 // A flow's identity as events carry it (from the packet that made it HTTP).
@@ -131,6 +144,10 @@ class HttpRuntime {
   PerWorker& worker(uint32_t w) const { return workers_[w]; }
   bool isHttpPort(uint16_t port) const;
   htp_cfg_t* cfg() const { return cfg_; }
+  // Hold-back wanted: settings().hold and some rule with action drop or reset, in file
+  // scope, can only be decided at a file's end (it reads filesize, or one of its strings,
+  // or of the rules it references, can match at the end of the data).
+  bool holdsFiles() const { return holds_files_; }
 
  private:
   HttpRuntime() = default;
@@ -140,6 +157,7 @@ class HttpRuntime {
   uint32_t id_ = 0;
   htp_cfg_t* cfg_ = nullptr;
   std::vector<uint8_t> port_bits_;  // 65536 bits
+  bool holds_files_ = false;
   mutable std::vector<PerWorker> workers_;
 };
 
@@ -156,6 +174,12 @@ class HttpInspector {
                    const uint8_t* p, uint32_t n, uint64_t ts_ns, HttpSink& sink);
   // Flow end (or stop): open files closed (truncated unless complete), slot freed.
   static void end(const HttpRuntime& rt, uint32_t worker, HttpFlow& f, HttpSink& sink);
+  // The server's in-order FIN: libhtp told the connection closed (a response delimited by
+  // the close completes, its file closes CLOSED; files still open close TRUNCATED), the slot
+  // freed; the flow stays HTTP (state kClosed: its raw streams keep their masks).
+  static void fin(const HttpRuntime& rt, uint32_t worker, HttpFlow& f, HttpSink& sink);
+  // A file is open in that direction (a body being received).
+  static bool fileOpen(const HttpRuntime& rt, uint32_t worker, const HttpFlow& f, bool to_server);
   static void forget(HttpFlow& f) { f = HttpFlow{}; }
 };
 

@@ -43,6 +43,9 @@ struct Worker::Burst {
   uint16_t st_off[kBurst], st_len[kBurst];
   uint32_t st_seq[kBurst];
   uint32_t st_peer_next[kBurst];
+  // --- http --- hold-back flags of packet i (reset by classify; set by the DPI stage).
+  enum Hold : uint8_t { kHoldWanted = 1, kHoldRead = 2, kHoldNewBytes = 4, kHoldFin = 8 };
+  uint8_t hold[kBurst];
   uint32_t nflow = 0;
 };
 

@@ -55,6 +55,8 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kDnsNonstandard: return "dns_nonstandard";
     case DropReason::kHttpNoSlot: return "http_no_slot";  // --- http ---
     case DropReason::kDnsTcpMidstream: return "dns_tcp_midstream";
+    case DropReason::kHttpHoldExhausted: return "http_hold_exhausted";  // --- http ---
+    case DropReason::kHttpHoldDuplicate: return "http_hold_duplicate";
     default: return "unknown";
   }
 }

@@ -24,16 +24,33 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
   if (pos >= 0 && dpi_block_[pos] != 0) {
     v.verdict = Verdict::kDrop;
     v.stage = Stage::kDpi;
-    // Blocked by a gap (policy drop): the gap's reason; else the drop rule's.
-    v.reason = dpi_block_[pos] == kNoRule ? DropReason::kDpiGap : DropReason::kDpiDrop;
-    v.rule = dpi_block_[pos] == kNoRule ? kNoRule : dpi_block_[pos] - 1;
+    // Blocked by a gap (policy drop): the gap's reason; no hold slot under fail closed: its
+    // reason; else the drop rule's.
+    const uint32_t blk = dpi_block_[pos];
+    v.reason = blk == kNoRule      ? DropReason::kDpiGap
+               : blk == kHoldBlock ? DropReason::kHttpHoldExhausted
+                                   : DropReason::kDpiDrop;
+    v.rule = blk == kNoRule || blk == kHoldBlock ? kNoRule : blk - 1;
     return;  // (applyVerdict counts the stage's drops)
   }
   if (!pm.has_l4 || pm.is_fragment) return;
   if (pm.l4_proto != kProtoTcpNum && pm.l4_proto != kProtoUdpNum) return;
   // A SYN without payload still tells where the direction's byte stream starts.
   const bool syn = pm.l4_proto == kProtoTcpNum && (pm.tcp_flags & kTcpSyn);
-  if (pm.payload_len == 0 && !(syn && pos >= 0)) return;
+  // --- http --- what the hold-back needs to know of a tracked TCP segment the stream engine
+  // read (http_path.cc): new stream bytes; a FIN at the direction's next sequence number
+  // (the direction's real end: the server's ends a body delimited by the close).
+  const bool read = pos >= 0 && pm.l4_proto == kProtoTcpNum && b.st_read[i];
+  const bool fin = read && (pm.tcp_flags & (kTcpFin | kTcpSyn | kTcpRst)) == kTcpFin &&
+                   pm.tcp_seq + pm.payload_len == b.st_seq[i] + b.st_len[i];
+  if (read) {
+    b.hold[i] |= uint8_t(Burst::kHoldRead | (b.st_len[i] ? Burst::kHoldNewBytes : 0) |
+                         (fin ? Burst::kHoldFin : 0));
+  }
+  if (pm.payload_len == 0 && !(syn && pos >= 0)) {
+    if (fin && http_rt_ != nullptr) httpFin(m, b, i, pos);
+    return;
+  }
   if (uint32_t(pm.payload_offset) + pm.payload_len > m->data_len) return;
   const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
   if (pm.payload_len != 0) c_->stage_packets[static_cast<int>(Stage::kDpi)].add();
@@ -46,11 +63,20 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
       // The stream engine's new in-order bytes (stream_path.cc): never a retransmission,
       // never out of order; a SYN's data is already placed after its ISN. (Every TCP packet
       // of a tracked flow that reaches DPI was read by the engine.)
-      if (!b.st_read[i] || b.st_len[i] == 0) return;
+      if (!b.st_read[i]) return;
+      if (b.st_len[i] == 0) {
+        if (fin && http_rt_ != nullptr) httpFin(m, b, i, pos);
+        return;
+      }
       // --- http --- HTTP flows: parsed, bodies scanned as files (http_path.cc).
       if (http_rt_ != nullptr && !httpStage(m, b, i, pos, p + b.st_off[i], b.st_len[i])) return;
       DpiInspector::tcp(*dpi_rt_, opts_.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
                         uint8_t(pm.tcp_flags & ~kTcpSyn), o);
+      if (fin && http_rt_ != nullptr) {
+        dpiAct(o, b, i, pos);
+        if (v.verdict == Verdict::kForward) httpFin(m, b, i, pos);
+        return;
+      }
     } else
       DpiInspector::udp(*dpi_rt_, opts_.id, d, p, pm.payload_len, o);
   }
@@ -159,15 +185,24 @@ void Worker::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict
   }
 }
 
-void Worker::dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file) {
+uint32_t Worker::dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file, bool held) {
   dpiCount(o);
-  if (o.nfired == 0) return;
+  if (o.nfired == 0) return 0;
   dpiCountRules(o, now_ns_);
+  // With a packet of the flow held back, the strongest action acts on it (drop; a reset
+  // sends nothing: the flow has ended).
+  uint32_t block = 0;
+  if (held) {
+    const rules::CompiledDpi& dpi = dpi_rt_->dpi();
+    for (uint32_t k = 0; k < o.nfired && block == 0; ++k)
+      if (dpi.rules[o.fired[k]].action != rules::DpiAction::kAlert) block = o.fired[k] + 1;
+  }
   Event who;
   std::memset(&who, 0, sizeof(who));
   who.ts_ns = now_ns_;
   who.end_reason = flow_end_why_;  // raised at the flow's end; httpAlertInfo adds the flow
-  dpiAlertEvents(o, false, Verdict::kForward, who, &file);
+  dpiAlertEvents(o, false, block ? Verdict::kDrop : Verdict::kForward, who, &file);
+  return block;
 }
 
 void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {
@@ -178,6 +213,11 @@ void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {
   if (dpi_block_[pos] == kNoRule) {  // a gap under gap_policy DROP
     ev.rule = kNoRule;
     ev.reason = DropReason::kDpiGap;
+    return;
+  }
+  if (dpi_block_[pos] == kHoldBlock) {  // --- http --- no hold slot under dpi_fail DROP
+    ev.rule = kNoRule;
+    ev.reason = DropReason::kHttpHoldExhausted;
     return;
   }
   const uint32_t r = dpi_block_[pos] - 1;

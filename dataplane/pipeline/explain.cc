@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "dataplane/normalize/http.h"
 #include "dataplane/stages/dns_stage.h"
 #include "dataplane/stages/dpi_stage.h"
 #include "dataplane/stages/lb_view.h"
@@ -239,9 +240,102 @@ std::string dpiRuleList(const rules::CompiledDpi& dpi, const uint32_t* idx, uint
   return s;
 }
 
+// --- http --- What libhtp and the file scans found while explain fed the packet (the
+// Worker's HttpPathSink acts; this one records): the files the packet carried, with the
+// file bytes it added, and every rule that fired in one.
+struct ExplainFileSink final : HttpSink {
+  struct File {
+    HttpEventInfo info;
+    uint64_t from = 0, to = 0;
+  };
+  const rules::CompiledDpi* dpi = nullptr;
+  bool at_end = false;  // feeding the flow's end (HttpInspector::end)
+  std::vector<File> files;
+  std::vector<ExplainHttpMatch> matches;
+  std::vector<uint32_t> fired;  // rules the packet made true in files (not at_end)
+  std::vector<uint32_t> end_fired;
+
+  static bool same(const HttpEventInfo& a, const HttpEventInfo& b) {
+    return a.tx_id == b.tx_id && a.file_dir == b.file_dir && std::strcmp(a.filename, b.filename) == 0;
+  }
+  File& fileOf(const HttpEventInfo& f) {
+    for (File& x : files)
+      if (same(x.info, f)) return x;
+    files.push_back({f, 0, 0});  // explain feeds one packet: every file starts in it
+    return files.back();
+  }
+  static std::string hex(const uint8_t* p, int n) {
+    std::string h;
+    for (int k = 0; k < n; ++k) absl::StrAppend(&h, absl::Hex(p[k], absl::kZeroPad2));
+    return h;
+  }
+  static const char* stateName(HttpFileState s) {
+    return s == HttpFileState::kClosed ? "closed" : s == HttpFileState::kTruncated ? "truncated" : "open";
+  }
+  void fileScanned(const DpiOutcome& o, const HttpEventInfo& f) override {
+    File& x = fileOf(f);
+    const uint64_t from = x.to;  // the bytes this call added: [previous end, size)
+    if (!at_end) {
+      x.info = f;
+      x.to = f.size;
+    }
+    for (uint32_t k = 0; k < o.nfired; ++k) {
+      const rules::DpiRule& r = dpi->rules[o.fired[k]];
+      (at_end ? end_fired : fired).push_back(o.fired[k]);
+      ExplainHttpMatch m;
+      m.rule = r.id();
+      m.action = rules::dpiActionName(r.action);
+      m.at_flow_end = at_end;
+      m.method = f.method;
+      m.host = f.host;
+      m.url = f.url;
+      m.status = f.status;
+      m.tx_id = f.tx_id;
+      m.filename = f.filename;
+      m.direction = f.file_dir == 0 ? "request" : "response";
+      m.offset_from = from == f.size && f.state != HttpFileState::kOpen ? 0 : from;
+      m.offset_to = f.size;
+      m.size = f.size;
+      m.state = stateName(f.state);
+      if (f.sha256_valid) m.sha256 = hex(f.sha256, 32);
+      matches.push_back(std::move(m));
+    }
+  }
+  void fileClosed(const HttpEventInfo& f) override {
+    if (!at_end) fileOf(f).info = f;
+    for (ExplainHttpMatch& m : matches) {  // the file's final size, state and digest
+      if (m.tx_id != f.tx_id || m.filename != f.filename ||
+          m.direction != (f.file_dir == 0 ? "request" : "response") || m.at_flow_end != at_end)
+        continue;
+      m.size = f.size;
+      m.state = stateName(f.state);
+      if (f.sha256_valid) m.sha256 = hex(f.sha256, 32);
+    }
+  }
+  void transaction(const HttpEventInfo&) override {}
+};
+
+std::string httpFileText(const ExplainFileSink::File& x) {
+  const HttpEventInfo& f = x.info;
+  std::string s = absl::StrCat("file '", f.filename, "' (", f.file_dir == 0 ? "request" : "response",
+                               " body of ", f.method[0] ? f.method : "?", " ", f.host, f.url);
+  if (f.status != 0) absl::StrAppend(&s, ", status ", f.status);
+  absl::StrAppend(&s, ", transaction ", f.tx_id, "): file bytes ", x.from, "..", x.to,
+                  " in this packet, ", ExplainFileSink::stateName(f.state));
+  if (f.state != HttpFileState::kOpen) {
+    absl::StrAppend(&s, ", size ", f.size);
+    if (f.sha256_valid) absl::StrAppend(&s, ", sha256 ", ExplainFileSink::hex(f.sha256, 32));
+  } else {
+    absl::StrAppend(&s, " (", f.size, " bytes so far)");
+  }
+  return s;
+}
+
 // DPI (dataplane/pipeline/dpi_path.cc): the payload as the first bytes of a new stream (a
 // block scan for untracked packets and UDP datagrams), by DpiInspector on a runtime of its
-// own for the snapshot's compiled rules; then the end of that stream.
+// own for the snapshot's compiled rules; then the end of that stream. --- http --- With
+// dpi.http, a TCP flow on an HTTP port (or starting with a request line) is parsed by libhtp
+// as in http_path.cc: its bodies scanned as files, its raw stream by the stream-scoped rules.
 bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
                 const PacketMeta& m, bool tracked, ExplainResult& r) {
   if (!snap.dpi) return false;
@@ -273,27 +367,78 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
   DpiOutcome o;
   DpiDir dir;
   std::string how;
+  // --- http --- the packet as the first bytes of an HTTP connection's direction.
+  std::shared_ptr<HttpRuntime> hrt;
+  HttpFlow hf;
+  ExplainFileSink fsink;
+  fsink.dpi = &dpi;
+  std::string http_text;
+  if (tracked && m.l4_proto == 6 && ms.http.enabled) {
+    HttpSettings hs = httpSettingsOf(ms.http, snap.dataplane.tcp_dpi_fail == rules::Policy::kDrop);
+    hs.flow_slots_per_worker = 1;
+    auto h = HttpRuntime::create(hs, *rt, 1, httpScopesOf(dpi, ms.scopes));
+    if (!h.ok()) {
+      ruleStep(r, Stage::kDpi, "error", absl::StrCat("cannot parse HTTP here: ", h.status().message()));
+      return false;
+    }
+    hrt = *h;
+    bool to_server = true, http = true;
+    std::string why;
+    if (hrt->isHttpPort(m.dport)) {
+      why = absl::StrCat("to HTTP port ", m.dport, ": the client's request bytes");
+    } else if (hrt->isHttpPort(m.sport)) {
+      to_server = false;
+      why = absl::StrCat("from HTTP port ", m.sport, ": the server's response bytes");
+    } else if (hs.detect_on_other_ports && HttpInspector::looksLikeRequest(p, n)) {
+      why = "a request line on another port: the client's request bytes";
+    } else {
+      http = false;
+    }
+    if (http && HttpInspector::open(*hrt, 0, hf)) {
+      const bool ok = HttpInspector::data(*hrt, 0, hf, to_server, p, n, 0, fsink);
+      http_text = absl::StrCat("HTTP flow (", why, ")");
+      if (!to_server)
+        absl::StrAppend(&http_text, "; explain sees this packet alone: libhtp has no request to pair the response with");
+      if (!ok) absl::StrAppend(&http_text, "; libhtp stopped parsing (the raw stream then reports every rule)");
+      for (const ExplainFileSink::File& x : fsink.files) absl::StrAppend(&http_text, "; ", httpFileText(x));
+      if (fsink.files.empty()) absl::StrAppend(&http_text, "; no body bytes in this packet");
+      // The raw stream of an HTTP flow reports only the rule sets scoped to the stream.
+      dir.rt_id = (*rt)->id();
+      if (ok) dir.flags |= DpiDir::kMaskHttpStream;
+    } else {
+      hrt.reset();
+    }
+  }
   if (!tracked) {
     DpiInspector::block(**rt, 0, p, n, o);
     how = "untracked packet, scanned on its own";
   } else if (m.l4_proto == 6) {
     DpiInspector::tcp(**rt, 0, dir, p, n, m.tcp_seq, m.tcp_flags, o);
-    how = "first payload of the flow direction's stream";
+    how = hrt ? absl::StrCat(http_text, "; raw stream (rule sets scoped to the stream only)")
+              : "first payload of the flow direction's stream";
   } else {
     DpiInspector::udp(**rt, 0, dir, p, n, o);
     how = ms.udp_stream ? "first datagram of the flow direction's stream" : "UDP datagram, scanned on its own";
   }
   // The outcome's rule list lives in the runtime's per-worker array, which end() reuses.
-  const std::vector<uint32_t> fired(o.fired, o.fired + o.nfired);
+  std::vector<uint32_t> fired(o.fired, o.fired + o.nfired);
+  fired.insert(fired.end(), fsink.fired.begin(), fsink.fired.end());  // --- http --- in files
+  if (hrt) {  // the files' end if the flow ended here (bodies not complete: truncated)
+    fsink.at_end = true;
+    HttpInspector::end(*hrt, 0, hf, fsink);
+  }
   DpiOutcome at_end;
   if (tracked) DpiInspector::end(**rt, 0, dir, at_end);
+  std::vector<uint32_t> end_fired(at_end.fired, at_end.fired + at_end.nfired);
+  end_fired.insert(end_fired.end(), fsink.end_fired.begin(), fsink.end_fired.end());
+  r.http = std::move(fsink.matches);
   std::string detail = absl::StrCat(how, ": ", o.scanned, " of ", n, " bytes scanned",
                                     o.depth_reached ? " (depth limit dpi.depth_bytes reached)" : "",
                                     ", ", dpi.rules.size(), " rules");
   std::string end_note;
-  if (at_end.nfired) {
+  if (!end_fired.empty()) {
     end_note = absl::StrCat("; if the stream ended here, also (alerts at the stream's end): ",
-                            dpiRuleList(dpi, at_end.fired, at_end.nfired));
+                            dpiRuleList(dpi, end_fired.data(), uint32_t(end_fired.size())));
   }
   if (fired.empty()) {
     ruleStep(r, Stage::kDpi, "pass", absl::StrCat(detail, ": no rule matches", end_note));
@@ -310,6 +455,13 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
     }
   }
   absl::StrAppend(&detail, ": matching ", dpiRuleList(dpi, fired.data(), uint32_t(fired.size())));
+  for (const ExplainHttpMatch& hm : r.http) {  // --- http --- where each file match was
+    if (hm.at_flow_end) continue;
+    absl::StrAppend(&detail, "; '", hm.rule, "' in file '", hm.filename, "' (", hm.direction,
+                    " of ", hm.method, " ", hm.host, hm.url, ", file bytes ", hm.offset_from, "..",
+                    hm.offset_to, ")");
+  }
+
   const bool tcp = m.l4_proto == 6;
   if (best == static_cast<int>(rules::DpiAction::kAlert)) {
     ruleStep(r, Stage::kDpi, "alert", absl::StrCat(detail, "; alert event, forwarded", end_note));

@@ -4,7 +4,21 @@
 // an HTTP request line) get a libhtp connection parser (dataplane/normalize/http.h); their
 // request and response bodies are scanned as files, and a rule firing on a file acts on the
 // packet that carried its bytes (alert / drop / reset, as for the stream) and on the flow.
+//
+// Hold-back (docs/http.md "Verdicts"): while a file is open and a drop / reset rule can only
+// be decided at the file's end (HttpRuntime::holdsFiles), the last packet that carried new
+// stream bytes of the file's direction is held in a slot of the worker's pool: the next
+// packet with new bytes of that direction releases it (forwarded first: the order of the
+// direction is kept), the file's end decides it (dropped with the flow when a drop / reset
+// rule fires, else released), and the timeout, the flow's end and shutdown release it.
+// Packets of the direction without new bytes pass (a retransmission of held bytes is
+// dropped, counted: it would hand the client what is held).
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+
+#include <cstring>
+
+#include "dataplane/packet/parser.h"
 
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/worker.h"
@@ -20,10 +34,14 @@ struct HttpPathSink final : HttpSink {
   int32_t pos;
   const HttpFlowIdent* id;
   void fileScanned(const DpiOutcome& o, const HttpEventInfo& f) override {
-    if (b != nullptr)
+    if (b != nullptr) {
       w->dpiAct(o, *b, i, pos, &f);
-    else
-      w->dpiFileEndAlerts(o, f);
+    } else {
+      const bool held = w->held_n_ != 0 && (w->hold_of_[size_t(pos) * 2] != Worker::kNoHold ||
+                                            w->hold_of_[size_t(pos) * 2 + 1] != Worker::kNoHold);
+      const uint32_t blk = w->dpiFileEndAlerts(o, f, held);
+      if (blk != 0 && w->hold_end_block_ == 0) w->hold_end_block_ = blk;
+    }
   }
   void fileClosed(const HttpEventInfo& f) override {
     if (w->http_rt_->settings().fileinfo_events)
@@ -171,14 +189,35 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
   if (!ok) {
     // libhtp stopped (error, tunnel): the raw streams report every rule from now on.
     for (int d = 0; d < 2; ++d) dpi_dirs_[size_t(pos) * 2 + d].flags &= uint8_t(~DpiDir::kMaskHttpStream);
+  } else if (http_rt_->holdsFiles() && v.verdict == Verdict::kForward &&
+             HttpInspector::fileOpen(*http_rt_, opts_.id, f, dir == f.client_dir)) {
+    b.hold[i] |= Burst::kHoldWanted;  // the file's end may still decide: held (holdFinish)
   }
   httpCounters();
   return v.verdict == Verdict::kForward;
 }
 
+void Worker::httpFin(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos) {
+  HttpFlow& f = http_flows_[pos];
+  // The client's FIN: the response may still come (half close).
+  if (f.rt_id != http_rt_->id() || f.state != HttpFlow::kHttp || (b.dir[i] & 1) == f.client_dir)
+    return;
+  HttpPathSink sink;
+  sink.w = this;
+  sink.m = m;
+  sink.b = &b;
+  sink.i = i;
+  sink.pos = pos;
+  const HttpFlowIdent id = http_rt_->worker(opts_.id).slots[f.slot].ident;
+  sink.id = &id;
+  HttpInspector::fin(*http_rt_, opts_.id, f, sink);
+  httpCounters();
+}
+
 void Worker::httpFlowEnded(int32_t pos) {
   if (!http_flows_) return;
   HttpFlow& f = http_flows_[pos];
+  hold_end_block_ = 0;
   if (http_rt_ != nullptr && f.rt_id == http_rt_->id() && f.slot != HttpFlow::kNone) {
     HttpPathSink sink;
     sink.w = this;
@@ -194,6 +233,165 @@ void Worker::httpFlowEnded(int32_t pos) {
     httpCounters();
   }
   HttpInspector::forget(f);
+  // Packets still held: dropped when the files' end made a drop / reset rule true, else
+  // released (the flow has ended: nothing else will decide them).
+  if (held_n_ != 0) holdFlowEnded(pos, hold_end_block_, now_ns_);
+  hold_end_block_ = 0;
+}
+
+// --- hold-back ------------------------------------------------------------------------------
+
+void Worker::holdInit(uint32_t slots) {
+  if (slots > kNoHold) slots = kNoHold;
+  holds_.reset(new HoldSlot[slots]);
+  hold_free_.reset(new uint16_t[slots]);
+  hold_nfree_ = 0;
+  for (uint32_t k = slots; k > 0; --k) hold_free_[hold_nfree_++] = uint16_t(k - 1);
+  const size_t dirs = size_t(flows_->capacity()) * 2;
+  hold_of_.reset(new uint16_t[dirs]);
+  for (size_t k = 0; k < dirs; ++k) hold_of_[k] = kNoHold;
+}
+
+void Worker::holdUnlink(uint16_t h) {
+  HoldSlot& s = holds_[h];
+  if (s.prev != kNoHold) holds_[s.prev].next = s.next; else hold_head_ = s.next;
+  if (s.next != kNoHold) holds_[s.next].prev = s.prev; else hold_tail_ = s.prev;
+  hold_of_[s.key] = kNoHold;
+  hold_free_[hold_nfree_++] = h;
+  --held_n_;
+  s.m = nullptr;
+}
+
+void Worker::holdRelease(uint16_t h, int counter) {
+  rte_mbuf* m = holds_[h].m;
+  const PacketVerdict v = holds_[h].v;
+  holdUnlink(h);
+  c_->http[counter].add();
+  applyVerdict(m, v, v.in_side);  // its verdict, forward, reported now
+}
+
+void Worker::holdDrop(uint16_t h, uint32_t block, uint64_t at) {
+  rte_mbuf* m = holds_[h].m;
+  PacketVerdict v = holds_[h].v;
+  holdUnlink(h);
+  c_->http[kHttpHoldDropped].add();
+  // The flow's block decides it, as it decides the flow's later packets (dpiStage).
+  v.verdict = Verdict::kDrop;
+  v.stage = Stage::kDpi;
+  v.reason = block == kNoRule     ? DropReason::kDpiGap
+             : block == kHoldBlock ? DropReason::kHttpHoldExhausted
+                                   : DropReason::kDpiDrop;
+  v.rule = block == kNoRule || block == kHoldBlock ? kNoRule : block - 1;
+  PacketMeta pm;
+  parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &tun_);
+  emitDrop(&pm, v, at);
+  applyVerdict(m, v, v.in_side);
+}
+
+void Worker::holdExpire(uint64_t now) {
+  while (hold_head_ != kNoHold && holds_[hold_head_].deadline <= now) {
+    const uint32_t blk = dpi_block_[holds_[hold_head_].key / 2];
+    if (blk != 0) holdDrop(hold_head_, blk, now);  // its flow was blocked meanwhile
+    else holdRelease(hold_head_, kHttpHoldTimeouts);
+  }
+}
+
+void Worker::holdFlowEnded(int32_t pos, uint32_t block, uint64_t at) {
+  for (int d = 0; d < 2; ++d) {
+    const uint16_t h = hold_of_[size_t(pos) * 2 + d];
+    if (h == kNoHold) continue;
+    if (block != 0) holdDrop(h, block, at); else holdRelease(h, kHttpHoldReleased);
+  }
+}
+
+namespace {
+inline bool seqBefore(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
+}  // namespace
+
+bool Worker::holdFinish(rte_mbuf* m, uint16_t i, Burst& b) {
+  const int32_t pos = b.pos[i];
+  const PacketMeta& pm = b.meta[i];
+  if (pos < 0 || pm.l4_proto != 6 || !pm.has_l4) return false;
+  PacketVerdict& v = b.v[i];
+  const uint32_t key = uint32_t(pos) * 2 + (b.dir[i] & 1);
+  const uint8_t hf = b.hold[i];
+  if (v.verdict != Verdict::kForward) {
+    // The flow blocked (by this packet: a rule on the file's end, its bytes, the stream; or
+    // before): held packets of both directions go with it. Other drops (a segment the
+    // stream engine refused) leave them held.
+    if (held_n_ != 0 && v.stage == Stage::kDpi && dpi_block_[pos] != 0)
+      holdFlowEnded(pos, dpi_block_[pos], b.ts[i]);
+    return false;
+  }
+  const uint16_t h = hold_of_[key];
+  if (h != kNoHold) {
+    HoldSlot& s = holds_[h];
+    {
+      // New stream bytes (read by the engine, or any payload when nothing reads the stream
+      // any more) or the direction's end: the held packet goes first.
+      const bool fresh = (hf & Burst::kHoldRead) ? (hf & (Burst::kHoldNewBytes | Burst::kHoldFin)) != 0
+                                                : pm.payload_len != 0 || (pm.tcp_flags & kTcpFin);
+      if (fresh) {
+        holdRelease(h, kHttpHoldReleased);
+      } else if (pm.payload_len != 0 && seqBefore(pm.tcp_seq, s.seq_hi) &&
+                 seqBefore(s.seq_lo, pm.tcp_seq + pm.payload_len)) {
+        // A retransmission of held bytes would hand the client what is held: dropped.
+        c_->http[kHttpHoldDuplicates].add();
+        v.verdict = Verdict::kDrop;
+        v.stage = Stage::kDpi;
+        v.reason = DropReason::kHttpHoldDuplicate;
+        v.rule = kNoRule;
+        return false;
+      }
+      // (no new bytes, not the held ones: an ACK, a window update, a keepalive passes)
+    }
+  }
+  if (!(hf & Burst::kHoldWanted) || v.verdict != Verdict::kForward || http_rt_ == nullptr) return false;
+  if (hold_nfree_ == 0) {
+    // No free slot: the DPI stage's fail policy (dataplane.tcp.dpi_fail).
+    c_->http[kHttpHoldExhausted].add();
+    const bool closed = http_rt_->settings().fail_closed;
+    if (closed) {
+      v.verdict = Verdict::kDrop;
+      v.stage = Stage::kDpi;
+      v.reason = DropReason::kHttpHoldExhausted;
+      v.rule = kNoRule;
+      dpi_block_[pos] = kHoldBlock;  // the flow is not passed from here (its bytes were read)
+      return false;
+    }
+    if (Event* ev = newEvent(); ev != nullptr) {
+      ev->type = EventType::kUninspected;
+      ev->worker = static_cast<uint8_t>(opts_.id);
+      ev->stage = Stage::kDpi;
+      ev->reason = DropReason::kHttpHoldExhausted;
+      ev->verdict = Verdict::kForward;
+      ev->rule = kNoRule;
+      ev->generation = generation_;
+      ev->ts_ns = b.ts[i];
+      ev->in_side = v.in_side;
+      ev->seq = v.seq;
+      ev->flow_id = v.flow_id;
+      eventPacket(*ev, pm);
+      postEvent(ev);
+    }
+    return false;
+  }
+  const uint16_t k = hold_free_[--hold_nfree_];
+  HoldSlot& s = holds_[k];
+  s.m = m;
+  s.v = v;
+  s.deadline = b.ts[i] + uint64_t(http_rt_->settings().hold_timeout_ms) * 1000000ull;
+  s.seq_lo = pm.tcp_seq;
+  s.seq_hi = pm.tcp_seq + pm.payload_len;
+  s.key = key;
+  s.next = kNoHold;
+  s.prev = hold_tail_;
+  if (hold_tail_ != kNoHold) holds_[hold_tail_].next = k; else hold_head_ = k;
+  hold_tail_ = k;
+  hold_of_[key] = k;
+  ++held_n_;
+  c_->http[kHttpHeld].add();
+  return true;
 }
 
 }  // namespace dpu::dp

@@ -83,6 +83,13 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->dpi_dirs_.reset(new DpiDir[size_t(w->flows_->capacity()) * 2]);
   w->dpi_block_.reset(new uint32_t[w->flows_->capacity()]());
   w->http_flows_.reset(new HttpFlow[w->flows_->capacity()]);  // --- http ---
+  {
+    // --- http --- hold-back slots: the configuration's at start (a later change of the
+    // size takes effect at the next start, like the other per-worker pools).
+    const PublishedState* st = shared.state ? shared.state->load(std::memory_order_acquire) : nullptr;
+    w->holdInit(st != nullptr && st->snap ? st->snap->dpi_settings.http.hold_slots_per_worker
+                                          : rules::DpiHttpModel{}.hold_slots_per_worker);
+  }
   w->dnsInit();  // DNS filtering
   w->streamInit(settings);  // --- tcp stream ---
   w->tsc_hz_ = rte_get_tsc_hz();
@@ -97,6 +104,12 @@ Worker::~Worker() {
     rte_pktmbuf_free(static_cast<rte_mbuf*>(p));
   });
   frags_.reset();
+  // --- http --- packets still held back (a worker destroyed without endFlows): freed.
+  while (hold_head_ != kNoHold) {
+    rte_mbuf* m = holds_[hold_head_].m;
+    holdUnlink(hold_head_);
+    rte_pktmbuf_free(m);
+  }
   for (int s = 0; s < 2; ++s) {
     for (uint16_t i = 0; i < ntx_[s]; ++i) rte_pktmbuf_free(tx_[s][i]);
     for (uint16_t i = 0; i < ahead_n_[s]; ++i) rte_pktmbuf_free(ahead_[s][ahead_head_[s] + i]);
@@ -316,6 +329,9 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
   b.judge[i] = Burst::kJudgeSelf;
   b.pos[i] = -1;
   b.dir[i] = 0;
+  b.hold[i] = 0;
+  // --- http --- held-back packets past their timeout leave before this packet.
+  if (hold_head_ != kNoHold && holds_[hold_head_].deadline <= t) holdExpire(t);
   c_->rx_packets[side].add();
   c_->rx_bytes[side].add(m->pkt_len);
   v = PacketVerdict{};
@@ -750,6 +766,12 @@ void Worker::finish(rte_mbuf* m, uint16_t i, Burst& b) {
                    static_cast<uint8_t>(v.reason), v.flow_id};
     frags_->setVerdict(slot, fv);
   }
+  // --- http --- hold-back (http_path.cc): the direction's held packet released or dropped
+  // first; this one held when the HTTP stage asks for it.
+  if ((held_n_ != 0 || (b.hold[i] & Burst::kHoldWanted)) && slot < 0 &&
+      b.judge[i] == Burst::kJudgeSelf && holdFinish(m, i, b)) {
+    return;
+  }
   if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
     emitDrop(&b.meta[i], v, b.ts[i]);
   }
@@ -992,6 +1014,10 @@ void Worker::age() {
   }
   uint32_t frag_budget = agingBudget(frag_aging_, frags_->capacity());
   if (frag_budget) ageFragments(now_ns_, frag_budget);
+  if (hold_head_ != kNoHold && holds_[hold_head_].deadline <= now_ns_) {
+    holdExpire(now_ns_);  // --- http --- held-back packets past their timeout
+    flushTx();
+  }
 }
 
 void Worker::dropHeldFragment(void* p, uint64_t now, bool reassembled) {
@@ -1029,6 +1055,7 @@ bool Worker::endFlows(uint32_t budget) {
     emitFlowEnd(pos, e, k, now_ns_, FlowEndReason::kShutdown);
     flowEnded(pos);
   });
+  flushTx();  // --- http --- packets released from the hold-back by the flows' end
   return flows_->size() == 0;
 }
 

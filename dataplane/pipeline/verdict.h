@@ -79,6 +79,10 @@ enum class DropReason : uint8_t {
   kDnsNonstandard,     // DNS message with opcode != QUERY or QDCOUNT != 1, policy drop
   kHttpNoSlot,         // --- http --- no free HTTP flow slot, dpi fail policy DROP
   kDnsTcpMidstream,    // DNS over TCP picked up mid-stream (cannot be framed), dns.tcp_midstream DROP
+  // --- http --- hold-back (docs/http.md "Verdicts"): no free hold slot under dpi_fail DROP
+  // (the packet, and the flow from then on); a retransmission of bytes being held back.
+  kHttpHoldExhausted,
+  kHttpHoldDuplicate,
   kCount
 };
 

@@ -173,8 +173,10 @@ class Worker {
   void dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict, const Event& who,
                       const HttpEventInfo* file = nullptr);
   // --- http --- rules a file made true when no packet carried its end (the flow ended):
-  // counted and alerted about the flow (HTTP slot identity), nothing left to drop.
-  void dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file);
+  // counted and alerted about the flow (HTTP slot identity). `held`: the flow has a packet
+  // held back; a drop or reset rule then drops it: returns 1 + that rule (alerts carry
+  // verdict drop), else 0 (nothing left to drop).
+  uint32_t dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file, bool held);
   // A flow direction's identity for an event raised at the flow's end: its flow id, the side
   // its bytes came from, its sender as source.
   void dpiFlowDirection(const FlowEntry& e, const FlowKey& k, int dir, Event& who) const;
@@ -186,11 +188,48 @@ class Worker {
   // got a drop verdict (the stream scan is skipped).
   bool httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uint8_t* p, uint32_t n);
   void httpFlowEnded(int32_t pos);
+  // The server's in-order FIN of packet i (HttpInspector::fin): a response delimited by the
+  // close ends there, its verdict acts on this packet.
+  void httpFin(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos);
   void httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id, uint64_t ts);
   void httpCounters();
   // An alert on a file: the file, and the flow's identity when no packet gave it (flow end).
   void httpAlertInfo(Event& ev, const HttpEventInfo& file) const;
   friend struct HttpPathSink;
+  // --- http --- hold-back (http_path.cc; docs/http.md "Verdicts"). A pool of hold slots per
+  // worker (dpi.http.hold_slots_per_worker of the configuration at start), each one packet
+  // held with its verdict; per flow position and direction (pos * 2 + dir) the slot holding
+  // its packet (kNoHold: none); the slots in use in a list, oldest first (the timeout).
+  struct HoldSlot {
+    rte_mbuf* m = nullptr;
+    PacketVerdict v;
+    uint64_t deadline = 0;
+    uint32_t seq_lo = 0, seq_hi = 0;  // TCP sequence range of its payload
+    uint32_t key = 0;                 // pos * 2 + dir
+    uint16_t prev = 0, next = 0;
+  };
+  static constexpr uint16_t kNoHold = 0xffff;
+  // dpi_block_ of a flow blocked because no hold slot was free under dpi_fail DROP.
+  static constexpr uint32_t kHoldBlock = 0xfffffffeu;
+  void holdInit(uint32_t slots);
+  // In finish(), for a TCP packet of a tracked flow: releases or drops the direction's held
+  // packet as packet i decides, holds packet i when the HTTP stage asked for it. True when
+  // packet i was taken (held: its verdict is applied when it leaves the hold).
+  bool holdFinish(rte_mbuf* m, uint16_t i, Burst& b);
+  void holdUnlink(uint16_t h);
+  void holdRelease(uint16_t h, int counter);  // forwarded, counted under `counter`
+  // Dropped with the flow's block (dpi_block_), its drop event at time `at`.
+  void holdDrop(uint16_t h, uint32_t block, uint64_t at);
+  void holdExpire(uint64_t now);              // held past their deadline: released
+  // The flow's held packets: dropped (block != 0) at time `at`, else released.
+  void holdFlowEnded(int32_t pos, uint32_t block, uint64_t at);
+  std::unique_ptr<HoldSlot[]> holds_;
+  std::unique_ptr<uint16_t[]> hold_free_;
+  std::unique_ptr<uint16_t[]> hold_of_;
+  uint32_t hold_nfree_ = 0;
+  uint32_t held_n_ = 0;
+  uint16_t hold_head_ = kNoHold, hold_tail_ = kNoHold;
+  uint32_t hold_end_block_ = 0;  // set by dpiFileEndAlerts while a flow's files end
   // Queues a packet the worker built (reject, answer, reset) for tx out of `out_side`,
   // stamped with `like`'s capture time so pcap outputs keep time order.
   void queueGenerated(rte_mbuf* r, uint8_t out_side, const rte_mbuf* like);

@@ -1362,6 +1362,7 @@ Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
         const bool needs_all = ds.count_slot >= 0 || !ds.preds.empty();
         for (const GenPattern& g : gen[s]) {
           DpiPattern dp{uint32_t(smap[s]), g.length, g.trail, g.anchored, -1};
+          dp.eod = g.expr.find("\\z") != std::string::npos;  // YARA's `$`, fullword at the end
           unsigned hs_flags = g.flags | (needs_all ? 0u : HS_FLAG_SINGLEMATCH);
           if (g.confirm_code) {
             // Every candidate is reported (a rejected one must not hide a later real match).

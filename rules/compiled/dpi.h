@@ -61,6 +61,9 @@ struct DpiPattern {
   uint32_t trail = 0;       // bytes after the string the expression consumes (fullword)
   bool anchored = false;    // matches only at a position counted from stream start
   int32_t confirm = -1;     // prefiltered (HS_FLAG_PREFILTER): index in CompiledDpi::confirms
+  // The expression can match at the end of the data (`\z`: YARA's `$`, fullword at the last
+  // byte): such a match is reported when the stream closes (docs/http.md, hold-back).
+  bool eod = false;
 };
 
 // A pattern Hyperscan cannot compile exactly ("Pattern is too large", resource limits) is

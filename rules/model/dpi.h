@@ -44,6 +44,11 @@ struct DpiHttpModel {
   uint32_t bomb_time_limit_us = 100000;
   bool http_events = false;
   bool fileinfo_events = true;
+  // Hold-back of a file's last packet (docs/http.md "Verdicts"): on, slots per worker (start
+  // only), the longest hold.
+  bool hold_last_packet = true;
+  uint32_t hold_slots_per_worker = 1024;
+  uint32_t hold_timeout_ms = 100;
   bool operator==(const DpiHttpModel&) const = default;
 };
 // What a rule source (YARA namespace) inspects on HTTP flows: kDefault = files on HTTP flows,

@@ -3282,6 +3282,80 @@ event; the first flow is parsed and its PE download dropped (pe_header on the fi
     return c
 
 
+HOLD_RULES = r"""
+rule small_pe { meta: action = "drop" condition: uint16(0) == 0x5A4D and filesize < 4000 }
+rule evil_end { meta: action = "drop" strings: $e = /EVIL-TRAILER$/ condition: $e }
+"""
+
+
+def case_http_hold():
+    c = FwCase("http_hold", {"dpi": {"rule_files": ["rules.yar"], "http": {"ports": [80]}}}, """
+Hold-back of a file's last packet (issue 17, docs/http.md "Verdicts"). rules.yar: small_pe
+(uint16(0) == 0x5A4D and filesize < 4000, drop) reads filesize and evil_end (/EVIL-TRAILER$/,
+drop) matches only at the end of the data: both are decided at a file's end. While a file is
+open the last packet carrying the server's bytes is held: the next one releases it (it leaves
+first, the order is kept), the file's end drops it with the flow when a rule fires there. So
+the file's last data segment never reaches the client when the end is a separate packet (a
+last chunk, the server's FIN of a body delimited by the close); clean twins pass whole.
+Without the hold-back those last data segments were forwarded (the verdict came one packet
+later). The generator checks each body with Python before writing this intent.""")
+    os.makedirs(os.path.join(HERE, "http_hold"), exist_ok=True)
+    with open(os.path.join(HERE, "http_hold", "rules.yar"), "w") as f:
+        f.write(HOLD_RULES.lstrip())
+    n = [0]
+
+    def conn(label, note):
+        n[0] += 1
+        ipc = lambda k=n[0]: IP(src=f"10.1.9.{k}", dst="10.2.9.80")
+        ips = lambda k=n[0]: IP(src="10.2.9.80", dst=f"10.1.9.{k}")
+        t = Tcp(c, eth_a, eth_b, ipc, ips, 43000 + n[0], 80, label, side_c="A", side_s="B")
+        t.handshake(note)
+        t.c("PA", note=f"{label}: GET", data=b"GET /" + label.encode() + b" HTTP/1.1\r\nHost: files.test\r\n\r\n")
+        return t
+
+    def chunk(d):
+        return b"%x\r\n" % len(d) + d + b"\r\n"
+
+    small_pe = pe_file(1600)
+    clean = b"ZM" + bytes((0x61 + i % 26) for i in range(1598))
+    # Independent expectation: what each rule must say about each body.
+    assert small_pe[:2] == b"MZ" and len(small_pe) < 4000      # small_pe true at the end
+    assert clean[:2] != b"MZ"                                   # no rule on the twin
+    for label, body, bad in (("k1", small_pe, True), ("k2", clean, False)):
+        t = conn(label, f"{label}: chunked {'small PE' if bad else 'text (clean twin)'}, last chunk apart")
+        D = f"D dpi_drop {label}" if bad else None
+        t.s("PA", None, f"{label}: headers and the first 1000 bytes: held, released by the next segment",
+            data=b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(body[:1000]))
+        t.s("PA", D, f"{label}: the last 600 bytes: held until the file's end" +
+            (", dropped with it (never reach the client)" if bad else ", then released"), data=chunk(body[1000:]))
+        t.s("PA", D, f"{label}: the 0-chunk: the file ends (1600 bytes)" +
+            (": small_pe fires: dropped, the flow blocked" if bad else ": no rule, forwarded"), data=b"0\r\n\r\n")
+        t.c("A", D, f"{label}: client ACK" + (": the flow is blocked" if bad else ""))
+    evil = b"<html>first part " + b"x" * 300 + b" second part EVIL-TRAILER"
+    fine = b"<html>first part " + b"x" * 300 + b" second part EVIL-TRAILER and more"
+    assert evil.endswith(b"EVIL-TRAILER") and not fine.endswith(b"EVIL-TRAILER")
+    for label, body, bad in (("k3", evil, True), ("k4", fine, False)):
+        t = conn(label, f"{label}: body delimited by the connection's close, {'ends in EVIL-TRAILER' if bad else 'clean twin'}")
+        D = f"D dpi_drop {label}" if bad else None
+        t.s("PA", None, f"{label}: headers (HTTP/1.0, no length) and the first bytes: held, then released",
+            data=b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n" + body[:100])
+        t.s("PA", D, f"{label}: the rest of the body: held until the server's FIN" +
+            (", dropped with it" if bad else ", then released"), data=body[100:])
+        t.s("FA", D, f"{label}: the server's FIN ends the file" +
+            (": evil_end fires: dropped, the flow blocked" if bad else ": forwarded"))
+        t.c("FA", D, f"{label}: client FIN" + (": the flow is blocked" if bad else ""))
+        if not bad:
+            t.s("A", None, f"{label}: last ACK")
+    # k5: Content-Length: the end is known with the last data segment itself, which the rule
+    # drops; the segment held before it goes with the blocked flow.
+    t = conn("k5", "k5: small PE with Content-Length in two segments")
+    msg = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(small_pe) + small_pe
+    t.s("PA", "D dpi_drop k5", "k5: headers and the first bytes: held; the next segment blocks the flow: dropped with it",
+        data=msg[:900])
+    t.s("PA", "D dpi_drop k5", "k5: the last bytes: the file ends in this segment: small_pe drops it", data=msg[900:])
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -3331,6 +3405,7 @@ CASES = {
     "http_files": case_http_files,  # --- http ---
     "http_no_slot_forward": lambda: case_http_no_slot("FORWARD"),
     "http_no_slot_drop": lambda: case_http_no_slot("DROP"),
+    "http_hold": case_http_hold,  # --- http --- hold-back of a file's last packet
     "tunnels": case_tunnels,  # issue 16: tunnels opened, inner packets judged
 }
 

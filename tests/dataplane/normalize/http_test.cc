@@ -401,6 +401,60 @@ TEST_F(Http, ResponseDelimitedByTheConnectionEndIsClosed) {
   EXPECT_TRUE(fired("small_pe@c.exe"));
 }
 
+// The server's FIN (HttpInspector::fin) ends a body delimited by the close at once: the file
+// closes CLOSED and the rules decided at its end fire then, not at the flow's end; the flow
+// stays HTTP (kClosed) and its slot is free again.
+TEST_F(Http, ServerFinEndsABodyDelimitedByTheClose) {
+  make();
+  HttpFlow f;
+  ASSERT_TRUE(HttpInspector::open(*rt, 0, f));
+  req(f, "GET /c.exe HTTP/1.0\r\n\r\n");
+  res(f, "HTTP/1.0 200 OK\r\n\r\n" + peFile(80));
+  EXPECT_TRUE(HttpInspector::fileOpen(*rt, 0, f, false));
+  EXPECT_FALSE(HttpInspector::fileOpen(*rt, 0, f, true));
+  EXPECT_FALSE(fired("small_pe@c.exe"));
+  HttpInspector::fin(*rt, 0, f, sink);
+  ASSERT_EQ(seen.closed.size(), 1u);
+  EXPECT_EQ(seen.closed[0].state, HttpFileState::kClosed);
+  EXPECT_EQ(seen.closed[0].size, 80u);
+  EXPECT_TRUE(fired("small_pe@c.exe"));
+  EXPECT_EQ(f.state, HttpFlow::kClosed);
+  EXPECT_FALSE(HttpInspector::fileOpen(*rt, 0, f, false));
+  EXPECT_EQ(rt->worker(0).free.size(), size_t(slots));
+  HttpInspector::end(*rt, 0, f, sink);  // the flow's end afterwards: nothing more
+  EXPECT_EQ(seen.closed.size(), 1u);
+}
+
+// The hold-back is wanted only for drop / reset rules in the files' scope decided at a file's
+// end: they read filesize (directly or through a rule), or a string of theirs (or of a rule
+// they reference) can match at the end of the data (a regex ending in `$`).
+TEST_F(Http, HoldsFilesOnlyForBlockingRulesDecidedAtTheEnd) {
+  struct Case {
+    const char* rules;
+    std::vector<HttpScope> scopes;
+    bool hold_setting;
+    bool want;
+  };
+  const Case cases[] = {
+      {R"(rule a { meta: action = "drop" condition: filesize < 10 })", {}, true, true},
+      {R"(rule a { condition: filesize < 10 })", {}, true, false},  // alert only
+      {R"(rule a { meta: action = "reset" strings: $e = /END$/ condition: $e })", {}, true, true},
+      {R"(rule a { strings: $e = /END$/ condition: $e } rule b { meta: action = "drop" condition: a })", {}, true, true},
+      {R"(rule a { condition: filesize < 10 } rule b { meta: action = "drop" condition: a and uint16(0) == 0x5A4D })", {}, true, true},
+      {R"(rule a { meta: action = "drop" strings: $m = "MZ" condition: $m at 0 })", {}, true, false},
+      {R"(rule a { meta: action = "drop" condition: filesize < 10 })", {HttpScope::kStream}, true, false},
+      {R"(rule a { meta: action = "drop" condition: filesize < 10 })", {HttpScope::kBoth}, true, true},
+      {R"(rule a { meta: action = "drop" condition: filesize < 10 })", {}, false, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.rules);
+    HttpSettings hs;
+    hs.hold = c.hold_setting;
+    make(hs, c.scopes, c.rules);
+    EXPECT_EQ(rt->holdsFiles(), c.want);
+  }
+}
+
 TEST_F(Http, SlotsAreBoundedAndReturned) {
   slots = 2;
   make();

@@ -6,6 +6,7 @@
 // answered. No DPDK.
 #include <gtest/gtest.h>
 #include <google/protobuf/util/json_util.h>
+#include <openssl/evp.h>
 
 #include "control/config/config_loader.h"
 #include "dataplane/api/control.h"
@@ -294,6 +295,122 @@ TEST_F(ExplainStages, FirewallDenyComesBeforeEveryRuleStage) {
   EXPECT_EQ(stepOf(r, Stage::kDns), nullptr);
   EXPECT_EQ(stepOf(r, Stage::kDpi), nullptr);
   EXPECT_EQ(stepOf(r, Stage::kLb), nullptr);
+}
+
+
+// --- http --- (issue 17, docs/http.md "Explain") With dpi.http, explain parses the packet as
+// the first bytes of an HTTP connection's direction, as the worker does: the rules that match
+// in a file name the transaction and the file (direction, the file bytes the packet carried,
+// size, state, sha256 once it ended).
+constexpr const char* kHttpConfig = R"({
+  "dpi": {"rule_sets": [{"name": "files", "text":
+    "rule pe_header { meta: action = \"drop\" condition: uint16(0) == 0x5A4D }\nrule small_pe { condition: uint16(0) == 0x5A4D and filesize < 100 }\nrule raw_only { strings: $a = \"Host: files.test\" condition: $a }\n"}],
+   "http": {"ports": [80]}}
+})";
+
+class ExplainHttp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    v1::ApplianceConfig cfg;
+    auto st = google::protobuf::util::JsonStringToMessage(kHttpConfig, &cfg);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    rules::ConfigErrorList errors;
+    auto model = ctl::toModel(cfg, &errors);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto snap = rules::compileSnapshot(*model, 3, &errors);
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    snap_ = std::move(*snap).release();
+  }
+  static void TearDownTestSuite() { delete snap_; }
+  static ExplainResult run(const Frame& f) {
+    return explainPacket(*snap_, f.data(), static_cast<uint32_t>(f.size()), kSideA);
+  }
+  static rules::Snapshot* snap_;
+};
+rules::Snapshot* ExplainHttp::snap_ = nullptr;
+
+std::string sha256Hex(const std::string& s) {
+  unsigned char md[32];
+  unsigned len = 0;
+  EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
+  std::string h;
+  char b[3];
+  for (unsigned k = 0; k < len; ++k) {
+    snprintf(b, sizeof(b), "%02x", md[k]);
+    h += b;
+  }
+  return h;
+}
+
+TEST_F(ExplainHttp, UploadMatchNamesTheTransactionAndTheFile) {
+  const std::string body = "MZ" + std::string(38, 'x');
+  auto r = run(PacketBuilder().ipv4("10.0.0.1", "192.0.2.80").tcp(40000, 80, kTcpAck | kTcpPsh)
+                   .payload("POST /up/tool.exe HTTP/1.1\r\nHost: files.test\r\nContent-Length: 40\r\n\r\n" + body)
+                   .build());
+  EXPECT_EQ(r.verdict.verdict, Verdict::kDrop);
+  EXPECT_EQ(r.verdict.reason, DropReason::kDpiDrop);
+  EXPECT_EQ(snap_->dpi->rules[r.verdict.rule].name, "pe_header");
+  // Both rules matched in the file (small_pe when it closed at its Content-Length); the
+  // request's header is not a file: raw_only (files scope) does not fire on the raw stream.
+  ASSERT_EQ(r.http.size(), 2u);
+  for (const ExplainHttpMatch& m : r.http) {
+    SCOPED_TRACE(m.rule);
+    EXPECT_FALSE(m.at_flow_end);
+    EXPECT_EQ(m.method, "POST");
+    EXPECT_EQ(m.host, "files.test");
+    EXPECT_EQ(m.url, "/up/tool.exe");
+    EXPECT_EQ(m.status, 0u);
+    EXPECT_EQ(m.tx_id, 0u);
+    EXPECT_EQ(m.filename, "tool.exe");
+    EXPECT_EQ(m.direction, "request");
+    EXPECT_EQ(m.offset_from, 0u);
+    EXPECT_EQ(m.offset_to, 40u);
+    EXPECT_EQ(m.size, 40u);
+    EXPECT_EQ(m.state, "closed");
+    EXPECT_EQ(m.sha256, sha256Hex(body));
+  }
+  EXPECT_EQ(r.http[0].rule, "files:pe_header");
+  EXPECT_EQ(r.http[0].action, "drop");
+  EXPECT_EQ(r.http[1].rule, "files:small_pe");
+  const ExplainStep* s = nullptr;
+  for (const auto& st : r.steps)
+    if (st.stage == Stage::kDpi) s = &st;
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->decision, "drop");
+  EXPECT_NE(s->detail.find("HTTP flow (to HTTP port 80"), std::string::npos) << s->detail;
+  EXPECT_NE(s->detail.find("file 'tool.exe' (request body of POST files.test/up/tool.exe"), std::string::npos)
+      << s->detail;
+  EXPECT_NE(s->detail.find("'files:pe_header' in file 'tool.exe'"), std::string::npos) << s->detail;
+  EXPECT_EQ(s->detail.find("raw_only"), std::string::npos) << s->detail;
+}
+
+TEST_F(ExplainHttp, OpenFileAndMatchesAtTheFlowsEnd) {
+  // 30 of 500 announced bytes: pe_header fires on the packet; small_pe needs the final size:
+  // it would fire only if the flow ended here (the file cut short, truncated at 30 bytes).
+  const std::string body = "MZ" + std::string(28, 'y');
+  auto r = run(PacketBuilder().ipv4("10.0.0.1", "192.0.2.80").tcp(40000, 80, kTcpAck | kTcpPsh)
+                   .payload("PUT /a/b.bin HTTP/1.1\r\nHost: h.test\r\nContent-Length: 500\r\n\r\n" + body)
+                   .build());
+  ASSERT_EQ(r.http.size(), 2u);
+  EXPECT_EQ(r.http[0].rule, "files:pe_header");
+  EXPECT_FALSE(r.http[0].at_flow_end);
+  EXPECT_EQ(r.http[0].state, "open");
+  EXPECT_EQ(r.http[0].sha256, "");
+  EXPECT_EQ(r.http[0].offset_to, 30u);
+  EXPECT_EQ(r.http[1].rule, "files:small_pe");
+  EXPECT_TRUE(r.http[1].at_flow_end);
+  EXPECT_EQ(r.http[1].state, "truncated");
+  EXPECT_EQ(r.http[1].sha256, sha256Hex(body));
+}
+
+TEST_F(ExplainHttp, NotHttpIsTheRawStream) {
+  auto r = run(PacketBuilder().ipv4("10.0.0.1", "192.0.2.80").tcp(40000, 9999, kTcpAck | kTcpPsh)
+                   .payload("xx Host: files.test xx").build());
+  EXPECT_TRUE(r.http.empty());
+  EXPECT_EQ(r.verdict.verdict, Verdict::kForward);
+  bool alert = false;
+  for (const auto& st : r.steps) alert = alert || (st.stage == Stage::kDpi && st.decision == "alert");
+  EXPECT_TRUE(alert);  // raw_only on the raw stream of a flow that is not HTTP
 }
 
 }  // namespace
