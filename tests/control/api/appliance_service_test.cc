@@ -693,6 +693,47 @@ TEST_F(ServiceTest, ExplainFromTupleAndFromFrame) {
   EXPECT_EQ(resp.generation(), 2u);
 }
 
+// --- http --- (issue 17) With dpi.http, explain names the HTTP transaction and the file a
+// rule matched in (ExplainResponse.http_matches).
+TEST_F(ServiceTest, ExplainNamesTheHttpTransactionAndFile) {
+  v1::ApplyConfigResponse ar;
+  ASSERT_TRUE(apply(parse(R"({"dpi": {"rule_sets": [{"name": "f", "text":
+      "rule pe { meta: action = \"drop\" condition: uint16(0) == 0x5A4D }"}],
+      "http": {"ports": [80]}}})"), 1, false, &ar).ok());
+  v1::ExplainRequest req;
+  req.mutable_tuple()->set_src_ip("10.0.0.1");
+  req.mutable_tuple()->set_dest_ip("192.0.2.80");
+  req.mutable_tuple()->set_proto("tcp");
+  req.mutable_tuple()->set_src_port(40000);
+  req.mutable_tuple()->set_dest_port(80);
+  req.mutable_tuple()->set_tcp_flags("PA");
+  req.set_payload("POST /in/x.exe HTTP/1.1\r\nHost: up.test\r\nContent-Length: 10\r\n\r\nMZ12345678");
+  v1::ExplainResponse resp;
+  {
+    grpc::ClientContext ctx;
+    deadline(&ctx);
+    ASSERT_TRUE(stub_->Explain(&ctx, req, &resp).ok());
+  }
+  EXPECT_EQ(resp.verdict(), "drop");
+  EXPECT_EQ(resp.stage(), "dpi");
+  EXPECT_EQ(resp.rule(), "f:pe");
+  ASSERT_EQ(resp.http_matches_size(), 1);
+  const v1::ExplainHttpMatch& m = resp.http_matches(0);
+  EXPECT_EQ(m.rule(), "f:pe");
+  EXPECT_EQ(m.action(), "drop");
+  EXPECT_EQ(m.method(), "POST");
+  EXPECT_EQ(m.host(), "up.test");
+  EXPECT_EQ(m.url(), "/in/x.exe");
+  EXPECT_EQ(m.filename(), "x.exe");
+  EXPECT_EQ(m.direction(), "request");
+  EXPECT_EQ(m.offset_from(), 0u);
+  EXPECT_EQ(m.offset_to(), 10u);
+  EXPECT_EQ(m.size(), 10u);
+  EXPECT_EQ(m.state(), "closed");
+  EXPECT_EQ(m.sha256().size(), 64u);
+  EXPECT_FALSE(m.at_flow_end());
+}
+
 TEST_F(ServiceTest, ExplainRejectsBadRequests) {
   auto call = [&](const v1::ExplainRequest& req) {
     grpc::ClientContext ctx;

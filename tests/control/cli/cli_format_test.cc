@@ -204,6 +204,32 @@ TEST(DpiFormat, StatsAndEvents) {
 
 // `dpuctl stats`: the normalization counters (fragments reassembled, TCP streams), shown
 // when there is something to show.
+// --- http --- explain's HTTP matches: the rule, the transaction, the file.
+TEST(ExplainFormat, HttpMatchesNameTransactionAndFile) {
+  v1::ExplainResponse r;
+  r.set_verdict("drop");
+  auto* m = r.add_http_matches();
+  m->set_rule("f:pe");
+  m->set_action("drop");
+  m->set_method("GET");
+  m->set_host("dl.test");
+  m->set_url("/a.exe");
+  m->set_status(200);
+  m->set_tx_id(1);
+  m->set_filename("a.exe");
+  m->set_direction("response");
+  m->set_offset_from(0);
+  m->set_offset_to(512);
+  m->set_size(512);
+  m->set_state("closed");
+  m->set_sha256("ab12");
+  const std::string o = formatExplain(r);
+  EXPECT_NE(o.find("http files\n  rule f:pe (drop)\n"), std::string::npos) << o;
+  EXPECT_NE(o.find("transaction 1: GET dl.test/a.exe -> 200"), std::string::npos) << o;
+  EXPECT_NE(o.find("file 'a.exe' (response body): bytes 0..512 of it in this packet, closed, size 512, sha256 ab12"),
+            std::string::npos) << o;
+}
+
 TEST(StatsFormat, NormalizationCounters) {
   v1::Stats s;
   v1::ReassemblyCounters* r = s.mutable_total()->mutable_reassembly();
