@@ -81,6 +81,25 @@ void Worker::httpAlertInfo(Event& ev, const HttpEventInfo& file) const {
   if (ev.ip_ver == 0 && http_ident_ != nullptr) flowIdentity(ev, *http_ident_);
 }
 
+void Worker::httpUninspected(const Burst& b, uint16_t i, DropReason why) {
+  Event* ev = newEvent();
+  if (ev == nullptr) return;
+  const PacketVerdict& v = b.v[i];
+  ev->type = EventType::kUninspected;
+  ev->worker = static_cast<uint8_t>(opts_.id);
+  ev->stage = Stage::kDpi;
+  ev->reason = why;
+  ev->verdict = Verdict::kForward;
+  ev->rule = kNoRule;
+  ev->generation = generation_;
+  ev->ts_ns = b.ts[i];
+  ev->in_side = v.in_side;
+  ev->seq = v.seq;
+  ev->flow_id = v.flow_id;
+  eventPacket(*ev, b.meta[i]);  // an HTTP flow: its packets have their IP layer
+  postEvent(ev);
+}
+
 void Worker::httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id,
                        uint64_t ts) {
   Event* ev = newEvent();
@@ -133,22 +152,7 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
       // Exhaustion follows the DPI stage's fail policy (dataplane.tcp.dpi_fail): fail open
       // inspects the flow's raw stream with every rule (as a flow that is not HTTP), with an
       // event; fail closed drops the flow (its drops are drop events like any other).
-      Event* ev = http_rt_->settings().fail_closed ? nullptr : newEvent();
-      if (ev != nullptr) {
-        ev->type = EventType::kUninspected;
-        ev->worker = static_cast<uint8_t>(opts_.id);
-        ev->stage = Stage::kDpi;
-        ev->reason = DropReason::kHttpNoSlot;
-        ev->verdict = Verdict::kForward;
-        ev->rule = kNoRule;
-        ev->generation = generation_;
-        ev->ts_ns = b.ts[i];
-        ev->in_side = v.in_side;
-        ev->seq = v.seq;
-        ev->flow_id = v.flow_id;
-        eventPacket(*ev, pm);  // an HTTP flow: pm has its IP layer
-        postEvent(ev);
-      }
+      if (!http_rt_->settings().fail_closed) httpUninspected(b, i, DropReason::kHttpNoSlot);
       if (http_rt_->settings().fail_closed) {
         f.state = HttpFlow::kBlocked;
         return httpStage(m, b, i, pos, p, n);
@@ -359,21 +363,7 @@ bool Worker::holdFinish(rte_mbuf* m, uint16_t i, Burst& b) {
       dpi_block_[pos] = kHoldBlock;  // the flow is not passed from here (its bytes were read)
       return false;
     }
-    if (Event* ev = newEvent(); ev != nullptr) {
-      ev->type = EventType::kUninspected;
-      ev->worker = static_cast<uint8_t>(opts_.id);
-      ev->stage = Stage::kDpi;
-      ev->reason = DropReason::kHttpHoldExhausted;
-      ev->verdict = Verdict::kForward;
-      ev->rule = kNoRule;
-      ev->generation = generation_;
-      ev->ts_ns = b.ts[i];
-      ev->in_side = v.in_side;
-      ev->seq = v.seq;
-      ev->flow_id = v.flow_id;
-      eventPacket(*ev, pm);
-      postEvent(ev);
-    }
+    httpUninspected(b, i, DropReason::kHttpHoldExhausted);
     return false;
   }
   const uint16_t k = hold_free_[--hold_nfree_];

@@ -193,6 +193,9 @@ class Worker {
   void httpFin(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos);
   void httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id, uint64_t ts);
   void httpCounters();
+  // A fail-open pass (dpi_fail FORWARD) of packet i of an HTTP flow: an `uninspected`
+  // event with reason `why` (no HTTP slot, no hold slot).
+  void httpUninspected(const Burst& b, uint16_t i, DropReason why);
   // An alert on a file: the file, and the flow's identity when no packet gave it (flow end).
   void httpAlertInfo(Event& ev, const HttpEventInfo& file) const;
   friend struct HttpPathSink;

@@ -41,19 +41,22 @@ constexpr const char* kConfig = R"({
      "backends": [{"id": "n1", "ipv4": "10.9.0.1", "port": 8080}]}]}
 })";
 
+// The snapshot a config document compiles to (owned by the caller).
+void compileConfig(const char* json, rules::Snapshot** out) {
+  v1::ApplianceConfig cfg;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &cfg);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  rules::ConfigErrorList errors;
+  auto model = ctl::toModel(cfg, &errors);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto snap = rules::compileSnapshot(*model, 3, &errors);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  *out = std::move(*snap).release();
+}
+
 class ExplainStages : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    v1::ApplianceConfig cfg;
-    auto st = google::protobuf::util::JsonStringToMessage(kConfig, &cfg);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    rules::ConfigErrorList errors;
-    auto model = ctl::toModel(cfg, &errors);
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto snap = rules::compileSnapshot(*model, 3, &errors);
-    ASSERT_TRUE(snap.ok()) << snap.status();
-    snap_ = std::move(*snap).release();
-  }
+  static void SetUpTestSuite() { compileConfig(kConfig, &snap_); }
   static void TearDownTestSuite() { delete snap_; }
 
   static ExplainResult run(const Frame& f, uint8_t side = kSideA) {
@@ -310,17 +313,7 @@ constexpr const char* kHttpConfig = R"({
 
 class ExplainHttp : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    v1::ApplianceConfig cfg;
-    auto st = google::protobuf::util::JsonStringToMessage(kHttpConfig, &cfg);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    rules::ConfigErrorList errors;
-    auto model = ctl::toModel(cfg, &errors);
-    ASSERT_TRUE(model.ok()) << model.status();
-    auto snap = rules::compileSnapshot(*model, 3, &errors);
-    ASSERT_TRUE(snap.ok()) << snap.status();
-    snap_ = std::move(*snap).release();
-  }
+  static void SetUpTestSuite() { compileConfig(kHttpConfig, &snap_); }
   static void TearDownTestSuite() { delete snap_; }
   static ExplainResult run(const Frame& f) {
     return explainPacket(*snap_, f.data(), static_cast<uint32_t>(f.size()), kSideA);
