@@ -402,6 +402,9 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
       if (!ok) absl::StrAppend(&http_text, "; libhtp stopped parsing (the raw stream then reports every rule)");
       for (const ExplainFileSink::File& x : fsink.files) absl::StrAppend(&http_text, "; ", httpFileText(x));
       if (fsink.files.empty()) absl::StrAppend(&http_text, "; no body bytes in this packet");
+      if (ok && hrt->holdsFiles() && HttpInspector::fileOpen(*hrt, 0, hf, to_server))
+        absl::StrAppend(&http_text, "; the file stays open and a drop or reset rule is decided at its "
+                                    "end: this packet is held back until the next one (hold-back)");
       // The raw stream of an HTTP flow reports only the rule sets scoped to the stream.
       dir.rt_id = (*rt)->id();
       if (ok) dir.flags |= DpiDir::kMaskHttpStream;

@@ -307,7 +307,7 @@ TEST_F(ExplainStages, FirewallDenyComesBeforeEveryRuleStage) {
 // size, state, sha256 once it ended).
 constexpr const char* kHttpConfig = R"({
   "dpi": {"rule_sets": [{"name": "files", "text":
-    "rule pe_header { meta: action = \"drop\" condition: uint16(0) == 0x5A4D }\nrule small_pe { condition: uint16(0) == 0x5A4D and filesize < 100 }\nrule raw_only { strings: $a = \"Host: files.test\" condition: $a }\n"}],
+    "rule pe_header { meta: action = \"drop\" condition: uint16(0) == 0x5A4D }\nrule small_pe { meta: action = \"drop\" condition: uint16(0) == 0x5A4D and filesize < 100 }\nrule raw_only { strings: $a = \"Host: files.test\" condition: $a }\n"}],
    "http": {"ports": [80]}}
 })";
 
@@ -394,6 +394,11 @@ TEST_F(ExplainHttp, OpenFileAndMatchesAtTheFlowsEnd) {
   EXPECT_TRUE(r.http[1].at_flow_end);
   EXPECT_EQ(r.http[1].state, "truncated");
   EXPECT_EQ(r.http[1].sha256, sha256Hex(body));
+  // small_pe (drop) is decided at the file's end, the file stays open: held back.
+  bool held = false;
+  for (const auto& st : r.steps)
+    held = held || (st.stage == Stage::kDpi && st.detail.find("held back") != std::string::npos);
+  EXPECT_TRUE(held);
 }
 
 TEST_F(ExplainHttp, NotHttpIsTheRawStream) {
