@@ -329,26 +329,24 @@ bool Worker::holdFinish(rte_mbuf* m, uint16_t i, Burst& b) {
   }
   const uint16_t h = hold_of_[key];
   if (h != kNoHold) {
-    HoldSlot& s = holds_[h];
-    {
-      // New stream bytes (read by the engine, or any payload when nothing reads the stream
-      // any more) or the direction's end: the held packet goes first.
-      const bool fresh = (hf & Burst::kHoldRead) ? (hf & (Burst::kHoldNewBytes | Burst::kHoldFin)) != 0
-                                                : pm.payload_len != 0 || (pm.tcp_flags & kTcpFin);
-      if (fresh) {
-        holdRelease(h, kHttpHoldReleased);
-      } else if (pm.payload_len != 0 && seqBefore(pm.tcp_seq, s.seq_hi) &&
-                 seqBefore(s.seq_lo, pm.tcp_seq + pm.payload_len)) {
-        // A retransmission of held bytes would hand the client what is held: dropped.
-        c_->http[kHttpHoldDuplicates].add();
-        v.verdict = Verdict::kDrop;
-        v.stage = Stage::kDpi;
-        v.reason = DropReason::kHttpHoldDuplicate;
-        v.rule = kNoRule;
-        return false;
-      }
-      // (no new bytes, not the held ones: an ACK, a window update, a keepalive passes)
+    const HoldSlot& s = holds_[h];
+    // New stream bytes (read by the engine, or any payload when nothing reads the stream any
+    // more) or the direction's end: the held packet goes first.
+    const bool fresh = (hf & Burst::kHoldRead) ? (hf & (Burst::kHoldNewBytes | Burst::kHoldFin)) != 0
+                                              : pm.payload_len != 0 || (pm.tcp_flags & kTcpFin);
+    if (fresh) {
+      holdRelease(h, kHttpHoldReleased);
+    } else if (pm.payload_len != 0 && seqBefore(pm.tcp_seq, s.seq_hi) &&
+               seqBefore(s.seq_lo, pm.tcp_seq + pm.payload_len)) {
+      // A retransmission of held bytes would hand the client what is held: dropped.
+      c_->http[kHttpHoldDuplicates].add();
+      v.verdict = Verdict::kDrop;
+      v.stage = Stage::kDpi;
+      v.reason = DropReason::kHttpHoldDuplicate;
+      v.rule = kNoRule;
+      return false;
     }
+    // (no new bytes, not the held ones: an ACK, a window update, a keepalive passes)
   }
   if (!(hf & Burst::kHoldWanted) || v.verdict != Verdict::kForward || http_rt_ == nullptr) return false;
   if (hold_nfree_ == 0) {
@@ -361,6 +359,7 @@ bool Worker::holdFinish(rte_mbuf* m, uint16_t i, Burst& b) {
       v.reason = DropReason::kHttpHoldExhausted;
       v.rule = kNoRule;
       dpi_block_[pos] = kHoldBlock;  // the flow is not passed from here (its bytes were read)
+      if (held_n_ != 0) holdFlowEnded(pos, kHoldBlock, b.ts[i]);  // nor what it has held
       return false;
     }
     httpUninspected(b, i, DropReason::kHttpHoldExhausted);
