@@ -27,6 +27,9 @@ namespace dpu::dp {
 
 // What libhtp found while one packet (or the flow's end) was parsed: acted upon by the worker.
 struct HttpPathSink final : HttpSink {
+  HttpPathSink(Worker* w_, rte_mbuf* m_, Worker::Burst* b_, uint16_t i_, int32_t pos_,
+               const HttpFlowIdent* id_)
+      : w(w_), m(m_), b(b_), i(i_), pos(pos_), id(id_) {}
   Worker* w;
   rte_mbuf* m;
   Worker::Burst* b;  // null at flow end
@@ -182,13 +185,7 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
     }
   }
   if (f.state != HttpFlow::kHttp) return true;
-  HttpPathSink sink;
-  sink.w = this;
-  sink.m = m;
-  sink.b = &b;
-  sink.i = i;
-  sink.pos = pos;
-  sink.id = &http_rt_->worker(opts_.id).slots[f.slot].ident;
+  HttpPathSink sink(this, m, &b, i, pos, &http_rt_->worker(opts_.id).slots[f.slot].ident);
   const bool ok = HttpInspector::data(*http_rt_, opts_.id, f, dir == f.client_dir, p, n, b.ts[i], sink);
   if (!ok) {
     // libhtp stopped (error, tunnel): the raw streams report every rule from now on.
@@ -206,14 +203,8 @@ void Worker::httpFin(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos) {
   // The client's FIN: the response may still come (half close).
   if (f.rt_id != http_rt_->id() || f.state != HttpFlow::kHttp || (b.dir[i] & 1) == f.client_dir)
     return;
-  HttpPathSink sink;
-  sink.w = this;
-  sink.m = m;
-  sink.b = &b;
-  sink.i = i;
-  sink.pos = pos;
   const HttpFlowIdent id = http_rt_->worker(opts_.id).slots[f.slot].ident;
-  sink.id = &id;
+  HttpPathSink sink(this, m, &b, i, pos, &id);
   HttpInspector::fin(*http_rt_, opts_.id, f, sink);
   httpCounters();
 }
@@ -223,14 +214,9 @@ void Worker::httpFlowEnded(int32_t pos) {
   HttpFlow& f = http_flows_[pos];
   hold_end_block_ = 0;
   if (http_rt_ != nullptr && f.rt_id == http_rt_->id() && f.slot != HttpFlow::kNone) {
-    HttpPathSink sink;
-    sink.w = this;
-    sink.m = nullptr;
-    sink.b = nullptr;
-    sink.i = 0;
-    sink.pos = pos;  // no packet: dpiAct only alerts (the flow's own end handles its block)
     const HttpFlowIdent id = http_rt_->worker(opts_.id).slots[f.slot].ident;
-    sink.id = &id;
+    // No packet: the files' end only alerts, or decides the flow's held packets.
+    HttpPathSink sink(this, nullptr, nullptr, 0, pos, &id);
     http_ident_ = &id;
     HttpInspector::end(*http_rt_, opts_.id, f, sink);
     http_ident_ = nullptr;

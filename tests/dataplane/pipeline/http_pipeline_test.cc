@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dataplane/api/dataplane.h"
@@ -96,6 +97,17 @@ std::string chunk(const std::string& d) {
   return len + d + "\r\n";
 }
 
+// A 1600-byte PE sent chunked by `k`'s server: the headers with the first 1000 bytes, the
+// last 600 bytes, the 0-chunk, each a segment of its own.
+std::tuple<Frame, Frame, Frame> chunkedSmallPe(Conn& k) {
+  const std::string body = peBody(1600);
+  Frame hdr = k.s(kTcpPsh | kTcpAck, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                                        chunk(body.substr(0, 1000)));
+  Frame last = k.s(kTcpPsh | kTcpAck, chunk(body.substr(1000)));
+  Frame end = k.s(kTcpPsh | kTcpAck, "0\r\n\r\n");
+  return {hdr, last, end};
+}
+
 bool contains(const std::vector<Frame>& fs, const Frame& f) {
   for (const Frame& x : fs)
     if (x == f) return true;
@@ -113,11 +125,7 @@ TEST(HttpHold, FilesizeRuleDropsTheHeldLastDataPacketOfAChunkedFile) {
   uint64_t t = 1000000;
   Conn k{h, "10.0.0.1", 40001, 1000, 5000, &t};
   k.open("/small.exe");
-  const std::string body = peBody(1600);
-  const Frame hdr = k.s(kTcpPsh | kTcpAck, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                                              chunk(body.substr(0, 1000)));
-  const Frame last = k.s(kTcpPsh | kTcpAck, chunk(body.substr(1000)));
-  const Frame end = k.s(kTcpPsh | kTcpAck, "0\r\n\r\n");
+  const auto [hdr, last, end] = chunkedSmallPe(k);
   k.sendS(hdr);
   EXPECT_TRUE(h.out(0).empty());  // held: the file's end may still decide
   EXPECT_EQ(httpCounter(h, kHttpHeld), 1u);
@@ -296,11 +304,7 @@ TEST(HttpHold, OffTheLastDataSegmentLeavesBeforeTheVerdict) {
   uint64_t t = 1000000;
   Conn k{h, "10.0.0.8", 40008, 1000, 5000, &t};
   k.open("/small.exe");
-  const std::string body = peBody(1600);
-  const Frame hdr = k.s(kTcpPsh | kTcpAck, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                                              chunk(body.substr(0, 1000)));
-  const Frame last = k.s(kTcpPsh | kTcpAck, chunk(body.substr(1000)));
-  const Frame end = k.s(kTcpPsh | kTcpAck, "0\r\n\r\n");
+  const auto [hdr, last, end] = chunkedSmallPe(k);
   k.sendS(hdr);
   k.sendS(last);
   k.sendS(end);
