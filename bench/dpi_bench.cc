@@ -29,7 +29,9 @@
 // 1460 B). The stream modes run twice: on the mostly clean payloads above and on a
 // match-dense mix, every payload made of the rules' strings back to back, where condition
 // evaluation, not Hyperscan, can dominate. --streams-only: the stream modes of the exact
-// build only (no block-scan table, no prefiltered build).
+// build only (no block-scan table, no prefiltered build); --mix clean|dense: only that
+// payload mix in the stream modes (default both); --no-yara: the stream-mode rows leave out
+// libyara's per-packet reference (a profile of the stage then holds our code and Hyperscan).
 #include <hs/hs.h>
 #include <yara.h>
 
@@ -89,7 +91,8 @@ static size_t pct(const std::vector<size_t>& v, double p) {
 // Full vs compressed streams in DpiInspector::tcp (see the header comment).
 template <typename MakePayload>
 static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, MakePayload& makePayload,
-                        uint32_t nflows, uint32_t npackets, uint32_t slot_bytes, double min_time) {
+                        uint32_t nflows, uint32_t npackets, uint32_t slot_bytes, double min_time,
+                        bool with_yara = true) {
   using namespace dpu::dp;
   const CompiledDpi& d = *dp;
   DpiSettings full;
@@ -203,6 +206,7 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
       t0 = Clock::now();
       hsOnce();
       th.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+      if (!with_yara) continue;
       t0 = Clock::now();
       const size_t ny = std::min<size_t>(pk.size(), 64);
       for (size_t i = 0; i < ny; ++i)
@@ -210,7 +214,11 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
                           [](YR_SCAN_CONTEXT*, int, void*, void*) { return CALLBACK_CONTINUE; }, nullptr, 0);
       ty.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / double(ny));
     } while (Clock::now() < t_end || tf.size() < 3);
-    auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+    auto med = [](std::vector<double> v) {
+      if (v.empty()) return 0.0;
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
     char sizes[96];
     std::snprintf(sizes, sizeof sizes, "%zu/%zu/%zu (%zu+%zu)", pct(tot_sz, 0.5), pct(tot_sz, 0.99),
                   tot_sz.empty() ? 0 : tot_sz.back(), pct(hs_sz, 0.5), pct(ms_sz, 0.5));
@@ -273,7 +281,8 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
 int main(int argc, char** argv) {
   double min_time = 0.5;
   uint32_t nflows = 1024, npackets = 8, slot_bytes = dpu::dp::DpiSettings{}.compressed_slot_bytes;
-  bool streams_only = false;
+  bool streams_only = false, with_yara = true;
+  std::string mix = "both";
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -282,11 +291,14 @@ int main(int argc, char** argv) {
     else if (a == "--packets" && i + 1 < argc) npackets = uint32_t(std::stoul(argv[++i]));
     else if (a == "--slot-bytes" && i + 1 < argc) slot_bytes = uint32_t(std::stoul(argv[++i]));
     else if (a == "--streams-only") streams_only = true;
+    else if (a == "--no-yara") with_yara = false;
+    else if (a == "--mix" && i + 1 < argc) mix = argv[++i];
     else args.push_back(a);
   }
   const std::vector<std::string> files = yaraFiles(args);
-  if (files.empty()) {
-    std::fprintf(stderr, "usage: dpi_bench [--min-time S] FILE_OR_DIR...\n");
+  if (files.empty() || (mix != "both" && mix != "clean" && mix != "dense")) {
+    std::fprintf(stderr, "usage: dpi_bench [--min-time S] [--flows N] [--packets P] [--slot-bytes K] "
+                         "[--streams-only] [--mix clean|dense|both] [--no-yara] FILE_OR_DIR...\n");
     return 2;
   }
   // 1. Cut the accepted rules out of every file (one namespace per file, as in production).
@@ -325,9 +337,15 @@ int main(int argc, char** argv) {
   }
   size_t public_rules = 0, need = 0;
   for (const DpiRule& r : d.rules) public_rules += !r.is_private, need += r.needs_match;
+  std::set<uint32_t> fs_rules;
+  for (const auto& b : d.fs_breaks) fs_rules.insert(b.second);
+  size_t capped = 0;
+  for (uint32_t c : d.count_cap) capped += c != 0xffffffffu;
   std::printf("rules that can only match with one of their strings present: %zu; conditions "
-              "read filesize: %s; rules evaluated on a packet that adds no match (filesize "
-              "ticks): %u\n", need, d.uses_filesize ? "yes" : "no", d.num_tick_rules);
+              "read filesize: %s; rules with filesize thresholds: %zu (%zu thresholds), read "
+              "otherwise (evaluated whenever filesize grows): %zu; counters capped: %zu of %u\n",
+              need, d.uses_filesize ? "yes" : "no", fs_rules.size(), d.fs_breaks.size(),
+              d.fs_every.size(), capped, d.num_counts);
   std::printf("rules: %zu in %zu files, %zu accepted (%zu public) and used by both engines; "
               "%zu Hyperscan expressions\n",
               total_rules, files.size(), d.rules.size(), public_rules, d.patterns.size());
@@ -357,10 +375,14 @@ int main(int argc, char** argv) {
     return p;
   };
   if (streams_only) {
-    std::printf("\nmostly clean payloads (one in four carries a rule string):");
-    streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time);
-    std::printf("\nmatch-dense payloads (the rules' strings back to back):");
-    streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time);
+    if (mix != "dense") {
+      std::printf("\nmostly clean payloads (one in four carries a rule string):");
+      streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time, with_yara);
+    }
+    if (mix != "clean") {
+      std::printf("\nmatch-dense payloads (the rules' strings back to back):");
+      streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time, with_yara);
+    }
     return 0;
   }
   const size_t sizes[] = {64, 512, 1460, 65536};

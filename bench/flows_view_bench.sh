@@ -22,61 +22,32 @@
 #
 # usage: bench/flows_view_bench.sh [-o OUTDIR] [-f FLOWS] [-w WINDOW] [-r ROUNDS] [-i INTERVAL]
 #                                  [-l LCORES] [--appliance BIN] [--dpuctl BIN]
+# Without -o the run's files go to a temporary directory removed at exit.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
+source "$HERE/live_appliance.sh"
 PY=/usr/bin/python3
-OUTDIR="" FLOWS=100000 WINDOW=5 ROUNDS=3 LCORES=0,1 INTERVAL=0
-APP=$ROOT/build/control/dpu-appliance
-CTL=$ROOT/build/control/dpuctl
+FLOWS=100000 WINDOW=5 ROUNDS=3 INTERVAL=0
 while [[ $# -gt 0 ]]; do
   case $1 in
-    -o) OUTDIR=$2; shift 2 ;;
     -f) FLOWS=$2; shift 2 ;;
     -w) WINDOW=$2; shift 2 ;;
     -r) ROUNDS=$2; shift 2 ;;
     -i) INTERVAL=$2; shift 2 ;;
-    -l) LCORES=$2; shift 2 ;;
-    --appliance) APP=$2; shift 2 ;;
-    --dpuctl) CTL=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
-    *) echo "flows_view_bench: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) live_usage "$0"; exit 0 ;;
+    *) live_arg "$@" && shift 2 || { echo "flows_view_bench: unknown argument $1" >&2; exit 2; } ;;
   esac
 done
-OUTDIR=${OUTDIR:-$(mktemp -d /tmp/flows_view.XXXXXX)}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-[[ -x $APP && -x $CTL ]] || { echo "flows_view_bench: build first (ninja -C build)" >&2; exit 2; }
+live_setup flows_view_bench
+LOOP=""
+trap '[[ -n $LOOP ]] && kill "$LOOP" 2>/dev/null; live_cleanup' EXIT
 
 "$PY" "$HERE/gen_traffic.py" -o "$OUTDIR/t64.pcap" --flows "$FLOWS" >/dev/null
 cat >"$OUTDIR/config.json" <<J
 {"dataplane": {"flow_table": {"capacity_per_worker": $((FLOWS * 2))}}}
 J
-STATE=$OUTDIR/state
-rm -rf "$STATE"; mkdir -p "$STATE"
-SOCK=unix:$STATE/api.sock
-ctl() { "$CTL" --server "$SOCK" "$@"; }
-
-source "$HERE/eal_dirs.sh"
-eal_dirs_track "fvb$$"  # removed at exit, also when the appliance had to be killed
-stdbuf -oL -eL "$APP" run --state-dir "$STATE" --config "$OUTDIR/config.json" \
-  --mbufs $((FLOWS + 16384)) -- -l "$LCORES" --no-huge --no-pci --no-shconf -m 2048 \
-  --file-prefix "fvb$$" --vdev "net_pcap0,rx_pcap=$OUTDIR/t64.pcap,infinite_rx=1" \
-  --vdev net_null0,no-rx=1 >"$OUTDIR/appliance.out" 2>"$OUTDIR/appliance.err" &
-APID=$!
-LOOP=""
-cleanup() {
-  [[ -n $LOOP ]] && kill "$LOOP" 2>/dev/null || true
-  kill -INT $APID 2>/dev/null || true
-  wait $APID 2>/dev/null || true
-  eal_dirs_cleanup
-}
-trap cleanup EXIT
-for _ in $(seq 1 240); do
-  grep -q '^dpu-appliance: forwarding' "$OUTDIR/appliance.err" 2>/dev/null && break
-  kill -0 $APID 2>/dev/null || { cat "$OUTDIR/appliance.err" >&2; exit 1; }
-  sleep 0.5
-done
+live_start fvb "$OUTDIR/config.json" $((FLOWS + 16384))
 # Warm-up: every flow in the table.
 for _ in $(seq 1 600); do
   ctl --json stats >"$OUTDIR/warm.json"
@@ -154,4 +125,4 @@ print("flows %s: quiet median %.0f pps, listing median %.0f pps, ratio %.3f; per
          statistics.median(qc), statistics.median(lc), statistics.median(lc) / statistics.median(qc),
          n, statistics.mean(per) if per else 0, statistics.median(extra) if extra else 0))
 PYEOF
-echo "output: $OUTDIR"
+[[ -n $LIVE_TMP ]] || echo "output: $OUTDIR"

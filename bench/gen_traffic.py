@@ -7,6 +7,9 @@
 Every flow is a distinct, random-but-seeded 5-tuple: source in 10.0.0.0/8, destination in
 172.16.0.0/12 (so no flow is the reverse of another), ports 1024-65535, protocol UDP or TCP
 (TCP segments carry ACK, i.e. established traffic the appliance picks up mid-stream).
+A UDP port that is a tunnel port of the appliance's defaults (VXLAN 4789, Geneve 6081) is
+moved to the next one: such a datagram is parsed as a tunnel, and random bytes are a
+malformed one (dropped as bad_vxlan / bad_geneve), which no benchmark flow should be.
 Packet i belongs to flow i % flows (or a seeded shuffle of that with --shuffle); the default
 is one packet per flow. Frames are 60 bytes (64 on the wire with the FCS, which pcap does
 not hold); --imix uses the simple IMIX 7:4:1 of 60/590/1514-byte frames instead.
@@ -41,6 +44,11 @@ def csum(data: bytes) -> int:
     return ~s & 0xFFFF
 
 
+# UDP ports the appliance opens as tunnels by default (dataplane settings vxlan_ports /
+# geneve_ports, docs/tunnels.md).
+TUNNEL_UDP_PORTS = (4789, 6081)
+
+
 def make_flows(n, tcp_share, rng):
     flows = []
     seen = set()
@@ -50,6 +58,9 @@ def make_flows(n, tcp_share, rng):
         sport = rng.randint(1024, 65535)
         dport = rng.randint(1024, 65535)
         proto = PROTO_TCP if rng.random() < tcp_share else PROTO_UDP
+        if proto == PROTO_UDP:
+            sport += sport in TUNNEL_UDP_PORTS
+            dport += dport in TUNNEL_UDP_PORTS
         key = (src, dst, sport, dport, proto)
         if key in seen:
             continue

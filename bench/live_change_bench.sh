@@ -25,51 +25,28 @@
 #
 # usage: bench/live_change_bench.sh [-o OUTDIR] [-s SETTLE] [-w WARMUP] [-l LCORES]
 #                                   [--appliance BIN] [--dpuctl BIN]
+# Without -o the run's files go to a temporary directory removed at exit.
 # Exit status 1 when any packet was lost.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-source "$HERE/eal_dirs.sh"
+source "$HERE/live_appliance.sh"
 PY=/usr/bin/python3
-OUTDIR="" SETTLE=3 WARMUP=4 LCORES=0,1
-APP=$ROOT/build/control/dpu-appliance
-CTL=$ROOT/build/control/dpuctl
+SETTLE=3 WARMUP=4
 while [[ $# -gt 0 ]]; do
   case $1 in
-    -o) OUTDIR=$2; shift 2 ;;
     -s) SETTLE=$2; shift 2 ;;
     -w) WARMUP=$2; shift 2 ;;
-    -l) LCORES=$2; shift 2 ;;
-    --appliance) APP=$2; shift 2 ;;
-    --dpuctl) CTL=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
-    *) echo "live_change_bench: unknown argument $1" >&2; exit 2 ;;
+    -h|--help) live_usage "$0"; exit 0 ;;
+    *) live_arg "$@" && shift 2 || { echo "live_change_bench: unknown argument $1" >&2; exit 2; } ;;
   esac
 done
-OUTDIR=${OUTDIR:-$(mktemp -d /tmp/live_change.XXXXXX)}
-mkdir -p "$OUTDIR"
-OUTDIR=$(cd "$OUTDIR" && pwd)
-[[ -x $APP && -x $CTL ]] || { echo "live_change_bench: build first (ninja -C build)" >&2; exit 2; }
+live_setup live_change_bench
+trap live_cleanup EXIT
 
 "$PY" "$HERE/gen_traffic.py" -o "$OUTDIR/t64.pcap" --flows 100000 >/dev/null
 "$PY" "$HERE/gen_suite_configs.py" "$OUTDIR"
-STATE=$OUTDIR/state
-rm -rf "$STATE"; mkdir -p "$STATE"
-SOCK=unix:$STATE/api.sock
-ctl() { "$CTL" --server "$SOCK" "$@"; }
-
-eal_dirs_track "lcb$$"
-stdbuf -oL -eL "$APP" run --state-dir "$STATE" --config "$OUTDIR/fw10k_lb100_dns.json" \
-  --stats-interval 1 --mbufs 110000 -- -l "$LCORES" --no-huge --no-pci --no-shconf -m 2048 \
-  --file-prefix "lcb$$" --vdev "net_pcap0,rx_pcap=$OUTDIR/t64.pcap,infinite_rx=1" \
-  --vdev net_null0,no-rx=1 >"$OUTDIR/appliance.out" 2>"$OUTDIR/appliance.err" &
-APID=$!
-trap 'kill -INT $APID 2>/dev/null || true; wait $APID 2>/dev/null || true; eal_dirs_cleanup' EXIT
-for _ in $(seq 1 240); do
-  grep -q '^dpu-appliance: forwarding' "$OUTDIR/appliance.err" 2>/dev/null && break
-  kill -0 $APID 2>/dev/null || { cat "$OUTDIR/appliance.err" >&2; exit 1; }
-  sleep 0.5
-done
+live_start lcb "$OUTDIR/fw10k_lb100_dns.json" 110000 --stats-interval 1
 sleep "$WARMUP"
 
 stats() { ctl --json stats >"$OUTDIR/stats_$1.json"; }
@@ -93,9 +70,7 @@ change fw_remove ctl fw remove bench-edit --force
 change dns_reload ctl config apply "$OUTDIR/fw10k_lb100_dns_b.json" --force
 change lb_add ctl lb add bench100 be101 --ipv4 10.200.9.9 --mac 02:be:00:00:09:09 --force
 change lb_remove ctl lb remove bench100 be101 --flush --force
-kill -INT $APID; wait $APID || true
-eal_dirs_cleanup
-trap - EXIT
+live_stop
 
 "$PY" - "$OUTDIR" <<'EOF'
 import json, re, statistics, sys

@@ -19,20 +19,26 @@
 # cycles per packet for both, the appliance's cycles per packet by stage, latency p50/p99,
 # inspected payload Gbit/s, then l3fwd em / acl Mpps, the appliance's ratios to them, its ns
 # per packet above the testpmd floor, and the 1-min load average of each tool's runs), printed
-# as a table; bench/plot_suite.py draws it.
+# as a table (each configuration, each tool: Mpps, ns per packet, the appliance's ratio to
+# it); then bench/plot_suite.py draws OUTDIR/suite.png.
 #
 # Traffic is replayed in a loop: a TCP segment seen again is a retransmission to the DPI
 # stage and is not scanned again, while UDP datagrams are scanned every time (per-datagram
 # mode). The inspected-payload figure is therefore taken from the DPI stage's own byte
 # counter (dpi_bytes scanned), not from the frames forwarded.
 #
-# usage: bench/perf_suite.sh [-r REPS] [-d DURATION] [-w WARMUP] [-o OUTDIR]
+# Nothing is left behind: fwd_bench.sh stops its programs and removes their DPDK runtime
+# directories; without -o the working directory (pcaps, configs, the DPI cache, the runs) is a
+# temporary one, removed at exit, and the table and the plot are copied to the --results
+# directory (default: the current one) as perf_suite_<UTC date and time>.tsv / .png.
+#
+# usage: bench/perf_suite.sh [-r REPS] [-d DURATION] [-w WARMUP] [-o OUTDIR] [--results DIR]
 #                            [--configs "none fw10k ..."] [fwd_bench.sh options...]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 PY=/usr/bin/python3
-REPS=3 DURATION=5 WARMUP=2 OUTDIR=""
+REPS=3 DURATION=5 WARMUP=2 OUTDIR="" RESULTS=.
 CONFIGS="none fw10k fw10k_lb100 full_imix"
 YARA_DIR=${YARA_DIR:-$ROOT/../shared/data/yara/Yara-Rules+rules}
 EXTRA=()
@@ -43,13 +49,26 @@ while [[ $# -gt 0 ]]; do
     -w) WARMUP=$2; shift 2 ;;
     -o) OUTDIR=$2; shift 2 ;;
     --configs) CONFIGS=$2; shift 2 ;;
+    --results) RESULTS=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) EXTRA+=("$1"); shift ;;
   esac
 done
-OUTDIR=${OUTDIR:-$(mktemp -d /tmp/perf_suite.XXXXXX)}
+for b in "$ROOT/build/control/dpu-appliance" "$ROOT/build/rules/dpi-coverage"; do
+  [[ -x $b ]] || { echo "perf_suite: $b missing (ninja -C build dpu-appliance dpi-coverage)" >&2; exit 2; }
+done
+TMPDIR_OURS=""
+if [[ -z $OUTDIR ]]; then
+  OUTDIR=$(mktemp -d /tmp/perf_suite.XXXXXX)
+  TMPDIR_OURS=$OUTDIR
+  mkdir -p "$RESULTS"
+  RESULTS=$(cd "$RESULTS" && pwd)
+fi
+trap '[[ -z $TMPDIR_OURS ]] || rm -rf "$TMPDIR_OURS"' EXIT
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
+STARTED=$(date -u +%Y-%m-%d_%H%M)
+echo "perf_suite: $(date -u '+%F %T') UTC, $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # --- traffic and configs ----------------------------------------------------------------
 "$PY" "$HERE/gen_traffic.py" -o "$OUTDIR/t64.pcap" --flows 100000 >/dev/null
@@ -124,5 +143,33 @@ print("\t".join([cfg, tr, f"{med['testpmd']:.3f}", f"{med['appliance']:.3f}",
 EOF
 done
 echo
+# One table: per configuration and tool, Mpps, ns per packet and the appliance's ratio to it.
+"$PY" - "$TSV" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+tools = [("testpmd_mpps", "testpmd io (floor)"), ("l3fwd_em_mpps", "l3fwd em"),
+         ("l3fwd_acl_mpps", "l3fwd acl (10k)"), ("appliance_mpps", "appliance")]
+print(f"{'config':12s} {'traffic':7s} {'tool':20s} {'Mpps':>8s} {'ns/pkt':>8s} {'appliance/x':>12s} {'load (1 min)':>14s}")
+for r in rows:
+    loads = dict(x.split(":", 1) for x in r.get("loads", "").split() if ":" in x)
+    app = float(r["appliance_mpps"])
+    for key, name in tools:
+        if not r.get(key):
+            continue
+        v = float(r[key])
+        tool = key[:-5]
+        ratio = f"{app / v:.2f}x" if key != "appliance_mpps" else f"+{r['ns_above_floor']} ns"
+        print(f"{r['config']:12s} {r['traffic']:7s} {name:20s} {v:8.3f} {1e3 / v:8.1f} {ratio:>12s} "
+              f"{loads.get(tool, ''):>14s}")
+EOF
+echo
 column -t -s $'\t' "$TSV"
-echo "perf_suite: results in $TSV; plot with: $PY $HERE/plot_suite.py $TSV $OUTDIR/suite.png"
+"$PY" "$HERE/plot_suite.py" "$TSV" "$OUTDIR/suite.png" \
+  --title "dpu-appliance beside testpmd io and l3fwd, one worker core ($(date -u +%F), load $(cut -d' ' -f1 /proc/loadavg))"
+if [[ -n $TMPDIR_OURS ]]; then
+  cp "$TSV" "$RESULTS/perf_suite_$STARTED.tsv"
+  cp "$OUTDIR/suite.png" "$RESULTS/perf_suite_$STARTED.png"
+  echo "perf_suite: table and plot: $RESULTS/perf_suite_$STARTED.tsv, $RESULTS/perf_suite_$STARTED.png"
+else
+  echo "perf_suite: results in $TSV and $OUTDIR/suite.png"
+fi

@@ -59,6 +59,7 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
     }
     w.block_ms.reset(new uint8_t[rt->ms_stride_]());
     w.fired.reset(new uint32_t[d.rules.empty() ? 1 : d.rules.size()]);
+    w.dirty.reset(new uint64_t[d.dirtyWords() + 1]());
     w.mask_tmp.reset(new uint8_t[(d.rules.size() + 7) / 8 + 1]());  // --- http ---
     const size_t ob = s.ooo_buffer_bytes;
     w.ooo_data.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ob]);
@@ -110,9 +111,10 @@ struct Ctx {
 // Evaluates the rules and records every one that newly matches (its "fired" bit was clear):
 // the bit is set and the rule appended to the call's outcome. The outcome's array has a
 // place per rule and a rule fires once per direction (once per datagram in a block scan), so
-// it never runs out. tick: only filesize changed since the last evaluation
-// (CompiledDpi::evaluate).
-void evaluateFire(const Ctx& c, bool tick = false) {
+// it never runs out. `since`: the stream was evaluated before at filesize *since, and the
+// worker's dirty bits hold the rules whose strings changed after that: only the rules whose
+// result can differ are evaluated (CompiledDpi::evaluateChanged); null: every rule.
+void evaluateFire(const Ctx& c, const uint64_t* since = nullptr) {
   const CompiledDpi& dpi = c.rt.dpi();
   uint32_t* hit = c.w.fired.get() + c.out.nfired;
   const uint32_t room = uint32_t(dpi.rules.size()) - c.out.nfired;
@@ -123,7 +125,14 @@ void evaluateFire(const Ctx& c, bool tick = false) {
     for (size_t k = 0, nb = (dpi.rules.size() + 7) / 8; k < nb; ++k) t[k] = fired[k] | mask[k];
     skip = t;
   }
-  const uint32_t n = dpi.evaluate(c.ms, hit, room, skip, tick);
+  uint64_t* dirty = c.w.dirty.get();
+  uint32_t n;
+  if (since != nullptr) {
+    n = dpi.evaluateChanged(c.ms, hit, room, skip, dirty, *since);
+  } else {
+    std::memset(dirty, 0, dpi.dirtyWords() * 8);
+    n = dpi.evaluate(c.ms, hit, room, skip);
+  }
   // n <= room: the rules counted in out.nfired have their fired bit set, evaluate() skips them.
   const uint32_t k = n < room ? n : room;
   for (uint32_t i = 0; i < k; ++i) {
@@ -195,6 +204,7 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
   if (n == 0) return;
   CompiledDpi::setFilesize(c.ms, seen + n);
   rules::DpiMatchCtx mc{&dpi, c.ms, 0, false};
+  mc.dirty = c.w.dirty.get();
   rules::DpiWindow win;
   if (c.rt.windowBytes() != 0) {
     setWindow(c, win, p, n, seen, false);
@@ -208,13 +218,16 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
     keepHistory(c, p, n, seen);
   }
   c.out.scanned += n;
-  // A full evaluation when a match changed the state, and on the stream's first bytes (rules
-  // true without any match, `not $a`, fire too); otherwise, when conditions read filesize,
-  // only the rules filesize can change (the tick set).
-  if (mc.changed || (seen == 0 && (dpi.uses_filesize || !dpi.empty_hits.empty())))
-    evaluateFire(c);
-  else if (dpi.uses_filesize)
-    evaluateFire(c, true);
+  // The stream's first bytes: a full evaluation (rules true without any match, `not $a`,
+  // fire too). Later, when a match changed the state or conditions read filesize: the rules
+  // whose strings changed, whose filesize thresholds were crossed, and the rules that
+  // reference them (evaluated at `seen` before; without filesize in any condition a scan that
+  // changed nothing leaves every result as it was).
+  if (seen == 0) {
+    if (mc.changed || dpi.uses_filesize || !dpi.empty_hits.empty()) evaluateFire(c);
+  } else if (mc.changed || dpi.uses_filesize) {
+    evaluateFire(c, &seen);
+  }
 }
 
 // Match state of a bound direction: its full slot's, or the working one (compact slots).

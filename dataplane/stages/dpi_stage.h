@@ -94,6 +94,10 @@ class DpiRuntime {
     // packet that makes it true, however many do at once (a rule fires once per direction,
     // and each call's outcome holds one direction's, or one datagram's, rules).
     std::unique_ptr<uint32_t[]> fired;
+    // The rules whose strings changed a match state since the last evaluation (one bit per
+    // rule; set by the match callback, cleared by every evaluation: see
+    // CompiledDpi::evaluateChanged).
+    std::unique_ptr<uint64_t[]> dirty;
     std::unique_ptr<uint8_t[]> mask_tmp;    // --- http --- fired | report mask (rule bits)
   };
 

@@ -106,35 +106,38 @@ const char* dpiActionName(DpiAction a) {
 
 bool CompiledDpi::onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base,
                           DpiWindow* win) const {
-  if (id >= patterns.size()) return false;
-  const DpiPattern& p = patterns[id];
+  if (id >= match_info.size()) return false;
+  const MatchInfo& p = match_info[id];
   if (p.anchored && base != 0) return false;  // stream reopened mid-flow: no start anchor
-  const DpiString& s = strings[p.string_id];
   uint8_t* pres = ms + presenceOffset();
   const uint32_t sid = p.string_id;
+  const bool present = (pres[sid >> 3] >> (sid & 7)) & 1u;
   if (p.confirm >= 0) {  // prefiltered: presence only, once confirmed
-    if (pres[sid >> 3] & (1u << (sid & 7))) return false;
+    if (present) return false;
     if (win == nullptr || !confirm(confirms[size_t(p.confirm)], to, *win)) return false;
   }
-  bool changed = (pres[sid >> 3] & (1u << (sid & 7))) == 0;
+  bool changed = !present;
   pres[sid >> 3] |= uint8_t(1u << (sid & 7));
   if (p.length == 0) return changed;  // variable length: presence only
   const uint64_t end = base + to;
   const uint64_t start = end - p.trail - p.length;
-  uint32_t n = 0;
-  if (s.count_slot >= 0) {
-    uint8_t* c = ms + countOffset() + 4 * size_t(s.count_slot);
+  if (p.count_slot >= 0) {
+    uint8_t* c = ms + countOffset() + 4 * size_t(p.count_slot);
+    uint32_t n;
     std::memcpy(&n, c, 4);
-    if (n != std::numeric_limits<uint32_t>::max()) ++n;
-    std::memcpy(c, &n, 4);
-    changed = true;
-  }
-  if (s.first_slot >= 0 && n >= 1 && n <= s.num_slots) {
-    uint32_t rec[2] = {uint32_t(start), p.length};
-    std::memcpy(ms + slotOffset() + 8 * size_t(s.first_slot + n - 1), rec, 8);
+    if (n < p.count_cap) {  // saturated: the conditions read no higher count
+      ++n;
+      std::memcpy(c, &n, 4);
+      changed = true;
+      if (p.first_slot >= 0 && n <= p.num_slots) {
+        uint32_t rec[2] = {uint32_t(start), p.length};
+        std::memcpy(ms + slotOffset() + 8 * size_t(p.first_slot + n - 1), rec, 8);
+      }
+    }
   }
   uint8_t* preds = ms + predOffset();
-  for (const DpiPosPred& q : s.preds) {
+  for (uint32_t k = p.pred_begin; k < p.pred_end; ++k) {
+    const DpiPosPred& q = match_preds[k];
     const int64_t st = int64_t(start);
     if (q.at ? st == q.lo : (st >= q.lo && st <= q.hi)) {
       if ((preds[q.bit >> 3] & (1u << (q.bit & 7))) == 0) changed = true;
@@ -147,7 +150,13 @@ bool CompiledDpi::onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base,
 int dpiMatchCallback(unsigned id, unsigned long long /*from*/, unsigned long long to,
                      unsigned /*flags*/, void* ctx) {
   auto* c = static_cast<DpiMatchCtx*>(ctx);
-  if (c->dpi->onMatch(c->ms, id, to, c->base, c->win)) c->changed = true;
+  if (c->dpi->onMatch(c->ms, id, to, c->base, c->win)) {
+    c->changed = true;
+    if (c->dirty != nullptr) {
+      const uint32_t r = c->dpi->match_info[id].rule;
+      c->dirty[r >> 6] |= uint64_t(1) << (r & 63);
+    }
+  }
   return 0;
 }
 
@@ -159,12 +168,67 @@ struct Val {
 };
 constexpr Val kUndef{0, true};
 
+// Bits [lo, hi) of a bitmap that are set.
+uint32_t countBits(const uint8_t* bits, uint32_t lo, uint32_t hi) {
+  uint32_t n = 0;
+  while (lo < hi && (lo & 7) != 0) n += (bits[lo >> 3] >> (lo & 7)) & 1u, ++lo;
+  for (; lo + 64 <= hi; lo += 64) {
+    uint64_t w;
+    std::memcpy(&w, bits + (lo >> 3), 8);
+    n += uint32_t(__builtin_popcountll(w));
+  }
+  for (; lo + 8 <= hi; lo += 8) n += uint32_t(__builtin_popcount(bits[lo >> 3]));
+  while (lo < hi) n += (bits[lo >> 3] >> (lo & 7)) & 1u, ++lo;
+  return n;
+}
+
+// Per-thread evaluation scratch, sized once per rule / namespace count (grows only; never
+// per packet). A rule's result is valid in the evaluation whose epoch it carries, so nothing
+// is cleared per call.
+struct EvalScratch {
+  std::vector<uint8_t> result;
+  std::vector<uint32_t> stamp;
+  std::vector<uint8_t> ns_sat;
+  std::vector<uint32_t> ns_stamp;
+  std::vector<uint32_t> todo;
+  uint32_t epoch = 0;
+  // Starts an evaluation: a new epoch (stamps of earlier ones no longer count).
+  void begin(size_t nrules, size_t nns) {
+    if (result.size() < nrules) result.resize(nrules), stamp.resize(nrules, 0), todo.resize(nrules);
+    if (ns_sat.size() < nns) ns_sat.resize(nns), ns_stamp.resize(nns, 0);
+    if (++epoch == 0) {
+      std::fill(stamp.begin(), stamp.end(), 0u);
+      std::fill(ns_stamp.begin(), ns_stamp.end(), 0u);
+      epoch = 1;
+    }
+  }
+};
+
 struct Evaluator {
   const CompiledDpi& d;
   const uint8_t* ms;
-  const uint8_t* rule_results;
+  EvalScratch* sc;  // null: no rule references (constant subtrees)
 
   bool bit(size_t off, uint32_t i) const { return (ms[off + (i >> 3)] >> (i & 7)) & 1u; }
+  // Rule q's value on `ms`, evaluated once per evaluation (rule references, global rules).
+  bool rule(uint32_t q) const {
+    if (sc->stamp[q] == sc->epoch) return sc->result[q] != 0;
+    const Val v = eval(d.rules[q].cond);
+    sc->result[q] = (!v.undef && v.v) ? 1 : 0;
+    sc->stamp[q] = sc->epoch;
+    return sc->result[q] != 0;
+  }
+  // Whether every global rule of namespace `ns` is true.
+  bool nsSatisfied(uint32_t ns) const {
+    if (ns + 1 >= d.ns_global_begin.size()) return true;
+    if (sc->ns_stamp[ns] == sc->epoch) return sc->ns_sat[ns] != 0;
+    bool ok = true;
+    for (uint32_t k = d.ns_global_begin[ns]; k < d.ns_global_begin[ns + 1] && ok; ++k)
+      ok = rule(d.ns_globals[k]);
+    sc->ns_sat[ns] = ok;
+    sc->ns_stamp[ns] = sc->epoch;
+    return ok;
+  }
   uint32_t count(const DpiString& s) const {
     uint32_t n = 0;
     std::memcpy(&n, ms + d.countOffset() + 4 * size_t(s.count_slot), 4);
@@ -194,11 +258,23 @@ struct Evaluator {
           Val q = eval(n.a);
           if (!q.undef) need = q.v;
         }
-        int64_t found = 0;
-        for (uint32_t s : n.list) found += bit(d.presenceOffset(), s);
-        return {found >= need, false};
+        if (need <= 0) return {1, false};
+        if (uint64_t(need) > n.list.size()) return {0, false};
+        const uint8_t* pres = ms + d.presenceOffset();
+        // The list is ascending without repeats (the translator's string sets): a run of
+        // consecutive ids (`them`, `$a*`) is counted a word at a time.
+        if (n.list.back() - n.list.front() + 1 == n.list.size())
+          return {countBits(pres, n.list.front(), n.list.back() + 1) >= uint64_t(need), false};
+        int64_t found = 0, left = int64_t(n.list.size());
+        for (uint32_t s : n.list) {
+          found += (pres[s >> 3] >> (s & 7)) & 1u;
+          --left;
+          if (found >= need) return {1, false};
+          if (found + left < need) return {0, false};
+        }
+        return {0, false};
       }
-      case CondOp::kRule: return {rule_results[size_t(n.a)] != 0, false};
+      case CondOp::kRule: return {rule(uint32_t(n.a)), false};
       case CondOp::kUintEq:
         if (CompiledDpi::filesize(ms) < uint64_t(n.value)) return kUndef;
         return {bit(d.presenceOffset(), uint32_t(n.a)), false};
@@ -267,82 +343,229 @@ struct Evaluator {
 
 namespace {
 
-// Walks a condition tree: whether it reads filesize, and the rules it references.
-void condInputs(const CompiledDpi& d, int32_t root, bool& fs, std::vector<uint32_t>& refs) {
-  std::vector<int32_t> stack{root};
-  while (!stack.empty()) {
-    const int32_t idx = stack.back();
-    stack.pop_back();
-    if (idx < 0 || size_t(idx) >= d.nodes.size()) continue;
-    const CondNode& n = d.nodes[size_t(idx)];
-    switch (n.op) {
-      case CondOp::kFilesize:
-      case CondOp::kUintEq: fs = true; break;
-      case CondOp::kRule: refs.push_back(uint32_t(n.a)); break;
-      case CondOp::kConst:
-      case CondOp::kFound:
-      case CondOp::kCount:
-      case CondOp::kOffset:
-      case CondOp::kLength:
-      case CondOp::kPred: break;
-      case CondOp::kOf:
-      case CondOp::kNot:
-      case CondOp::kNeg:
-      case CondOp::kBitNot: stack.push_back(n.a); break;
-      default:  // binary operators
-        stack.push_back(n.a);
-        stack.push_back(n.b);
-        break;
+// Children of a condition node that are nodes (string, rule and constant operands are not).
+template <typename F>
+void forChildren(const CondNode& n, F&& f) {
+  switch (n.op) {
+    case CondOp::kConst:
+    case CondOp::kFilesize:
+    case CondOp::kFound:
+    case CondOp::kCount:
+    case CondOp::kOffset:
+    case CondOp::kLength:
+    case CondOp::kPred:
+    case CondOp::kRule:
+    case CondOp::kUintEq: break;
+    case CondOp::kOf:
+    case CondOp::kNot:
+    case CondOp::kNeg:
+    case CondOp::kBitNot:
+      if (n.a >= 0) f(n.a);
+      break;
+    default:  // binary operators
+      if (n.a >= 0) f(n.a);
+      if (n.b >= 0) f(n.b);
+      break;
+  }
+}
+
+bool isComparison(CondOp op) {
+  return op == CondOp::kEq || op == CondOp::kNe || op == CondOp::kLt || op == CondOp::kLe ||
+         op == CondOp::kGt || op == CondOp::kGe;
+}
+
+// A subtree that reads no state (constants and operators only).
+bool constantTree(const CompiledDpi& d, int32_t idx, int depth = 0) {
+  if (idx < 0 || size_t(idx) >= d.nodes.size() || depth > 200) return false;
+  const CondNode& n = d.nodes[size_t(idx)];
+  switch (n.op) {
+    case CondOp::kConst: return true;
+    case CondOp::kFilesize:
+    case CondOp::kFound:
+    case CondOp::kCount:
+    case CondOp::kOffset:
+    case CondOp::kLength:
+    case CondOp::kPred:
+    case CondOp::kOf:
+    case CondOp::kRule:
+    case CondOp::kUintEq: return false;
+    default: break;
+  }
+  bool ok = true;
+  forChildren(n, [&](int32_t c) { ok = ok && constantTree(d, c, depth + 1); });
+  return ok;
+}
+
+// `x OP c` with c constant: the values of x between which the comparison's result changes,
+// as thresholds t (the result is the same for every x in [t_i, t_i+1)). `x_left`: x is the
+// left operand. Appends to `out`.
+void comparisonThresholds(CondOp op, int64_t c, bool x_left, std::vector<int64_t>& out) {
+  if (!x_left) {  // c OP x  ==  x OP' c
+    switch (op) {
+      case CondOp::kLt: op = CondOp::kGt; break;
+      case CondOp::kLe: op = CondOp::kGe; break;
+      case CondOp::kGt: op = CondOp::kLt; break;
+      case CondOp::kGe: op = CondOp::kLe; break;
+      default: break;
     }
+  }
+  const int64_t c1 = c == std::numeric_limits<int64_t>::max() ? c : c + 1;
+  switch (op) {
+    case CondOp::kLt: out.push_back(c); break;   // x < c: true below c
+    case CondOp::kGe: out.push_back(c); break;
+    case CondOp::kLe: out.push_back(c1); break;  // x <= c: true below c + 1
+    case CondOp::kGt: out.push_back(c1); break;
+    default: out.push_back(c); out.push_back(c1); break;  // == / !=
   }
 }
 
 }  // namespace
 
 void CompiledDpi::buildEvalIndex() {
-  // Tick set (see filesize_tick).
-  {
-    const size_t nr = rules.size();
-    std::vector<std::vector<uint32_t>> refs(nr);
-    std::vector<uint8_t> fs_dep(nr, 0), ns_fs_global(num_namespaces + 1, 0);
-    for (size_t i = 0; i < nr; ++i) {
-      bool fs = false;
-      condInputs(*this, rules[i].cond, fs, refs[i]);
-      for (uint32_t r : refs[i]) fs = fs || (r < nr && fs_dep[r]);
-      fs_dep[i] = fs;
-      if (fs && rules[i].is_global && rules[i].ns < ns_fs_global.size()) ns_fs_global[rules[i].ns] = 1;
+  const size_t nr = rules.size();
+  const uint32_t nns = num_namespaces;
+  // Parents of every node (a node has at most one parent in the translator's trees; counted
+  // anyway: an analysis below holds only when every use of a node is the one it expects).
+  std::vector<int32_t> parent(nodes.size(), -1);
+  std::vector<uint32_t> uses(nodes.size(), 0);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    forChildren(nodes[i], [&](int32_t c) {
+      if (size_t(c) < nodes.size()) parent[size_t(c)] = int32_t(i), ++uses[size_t(c)];
+    });
+  for (size_t r = 0; r < nr; ++r)
+    if (rules[r].cond >= 0 && size_t(rules[r].cond) < nodes.size()) ++uses[size_t(rules[r].cond)];
+  Evaluator constant{*this, nullptr, nullptr};
+  // The constant operand of a comparison whose other operand is node `x`, if there is one.
+  auto comparedToConstant = [&](size_t x, int64_t& c, CondOp& op, bool& x_left) {
+    if (uses[x] != 1 || parent[x] < 0) return false;
+    const CondNode& p = nodes[size_t(parent[x])];
+    if (!isComparison(p.op)) return false;
+    x_left = p.a == int32_t(x);
+    const int32_t other = x_left ? p.b : p.a;
+    if (!constantTree(*this, other)) return false;
+    const Val v = constant.eval(other);
+    if (v.undef) return false;
+    c = v.v;
+    op = p.op;
+    return true;
+  };
+
+  // Counter caps: per count slot, the highest count any condition distinguishes.
+  count_cap.assign(num_counts, 0);
+  std::vector<uint8_t> uncapped(num_counts, 0);
+  for (const DpiString& s : strings)
+    if (s.count_slot >= 0 && uint32_t(s.count_slot) < num_counts)
+      count_cap[size_t(s.count_slot)] = std::max<uint32_t>(1, s.num_slots);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const CondNode& n = nodes[i];
+    if (n.op != CondOp::kCount || n.a < 0 || size_t(n.a) >= strings.size()) continue;
+    const int32_t slot = strings[size_t(n.a)].count_slot;
+    if (slot < 0 || uint32_t(slot) >= num_counts) continue;
+    int64_t c = 0;
+    CondOp op;
+    bool left;
+    // #a OP c: every count above c + 1 compares as c + 1 does.
+    if (comparedToConstant(i, c, op, left) && c < int64_t(0xfffffff0u)) {
+      count_cap[size_t(slot)] = std::max<uint32_t>(count_cap[size_t(slot)], uint32_t(std::max<int64_t>(c + 1, 1)));
+    } else {
+      uncapped[size_t(slot)] = 1;
     }
-    filesize_tick.assign(nr, 0);
-    for (size_t i = 0; i < nr; ++i)
-      filesize_tick[i] = fs_dep[i] || (rules[i].ns < ns_fs_global.size() && ns_fs_global[rules[i].ns]);
-    // Close over referenced rules and over the global rules of namespaces with tick rules
-    // (references may point anywhere; repeat until nothing changes).
-    for (bool grew = true; grew;) {
-      grew = false;
-      for (size_t k = nr; k-- > 0;) {
-        if (!filesize_tick[k]) continue;
-        for (uint32_t r : refs[k]) {
-          if (r < nr && !filesize_tick[r]) filesize_tick[r] = 1, grew = true;
-        }
-      }
-      std::vector<uint8_t> ns_tick(num_namespaces + 1, 0);
-      for (size_t i = 0; i < nr; ++i)
-        if (filesize_tick[i] && rules[i].ns < ns_tick.size()) ns_tick[rules[i].ns] = 1;
-      for (size_t i = 0; i < nr; ++i) {
-        if (rules[i].is_global && !filesize_tick[i] && rules[i].ns < ns_tick.size() &&
-            ns_tick[rules[i].ns])
-          filesize_tick[i] = 1, grew = true;
-      }
-    }
-    num_tick_rules = 0;
-    for (uint8_t t : filesize_tick) num_tick_rules += t;
   }
+  for (uint32_t k = 0; k < num_counts; ++k)
+    if (uncapped[k]) count_cap[k] = 0xffffffffu;
+
+  // What onMatch touches, one record per pattern.
+  match_info.assign(patterns.size(), MatchInfo{});
+  match_preds.clear();
+  string_rule.assign(strings.size(), 0);
+  for (size_t i = 0; i < nr; ++i)
+    for (uint32_t k = rules[i].first_string;
+         k < rules[i].first_string + rules[i].num_strings && k < strings.size(); ++k)
+      string_rule[k] = uint32_t(i);
+  for (size_t id = 0; id < patterns.size(); ++id) {
+    const DpiPattern& p = patterns[id];
+    MatchInfo& m = match_info[id];
+    if (p.string_id >= strings.size()) continue;
+    const DpiString& s = strings[p.string_id];
+    m.string_id = p.string_id;
+    m.rule = string_rule[p.string_id];
+    m.length = p.length;
+    m.trail = p.trail;
+    m.anchored = p.anchored;
+    m.confirm = p.confirm;
+    m.count_slot = s.count_slot;
+    if (s.count_slot >= 0 && uint32_t(s.count_slot) < num_counts) m.count_cap = count_cap[size_t(s.count_slot)];
+    m.first_slot = s.first_slot;
+    m.num_slots = s.num_slots;
+    m.pred_begin = uint32_t(match_preds.size());
+    match_preds.insert(match_preds.end(), s.preds.begin(), s.preds.end());
+    m.pred_end = uint32_t(match_preds.size());
+  }
+
+  // Rule references (dependents), global rules per namespace, filesize thresholds.
+  std::vector<std::vector<uint32_t>> deps(nr);
+  std::vector<std::vector<uint32_t>> ns_g(nns + 1);
+  fs_breaks.clear();
+  fs_every.clear();
+  bool refs_look_back = true;
+  for (size_t r = 0; r < nr; ++r) {
+    if (rules[r].is_global && rules[r].ns < ns_g.size()) ns_g[rules[r].ns].push_back(uint32_t(r));
+    std::vector<int64_t> th;
+    bool every = false;
+    std::vector<int32_t> stack{rules[r].cond};
+    while (!stack.empty()) {
+      const int32_t idx = stack.back();
+      stack.pop_back();
+      if (idx < 0 || size_t(idx) >= nodes.size()) continue;
+      const CondNode& n = nodes[size_t(idx)];
+      if (n.op == CondOp::kRule && n.a >= 0 && size_t(n.a) < nr) {
+        const uint32_t q = uint32_t(n.a);
+        if (q >= r) refs_look_back = false;
+        if (deps[q].empty() || deps[q].back() != r) deps[q].push_back(uint32_t(r));
+      } else if (n.op == CondOp::kFilesize) {
+        int64_t c = 0;
+        CondOp op;
+        bool left;
+        if (comparedToConstant(size_t(idx), c, op, left)) comparisonThresholds(op, c, left, th);
+        else every = true;
+      } else if (n.op == CondOp::kUintEq) {
+        th.push_back(n.value);  // defined from n.value bytes on
+      }
+      forChildren(n, [&](int32_t c) { stack.push_back(c); });
+    }
+    if (every) {
+      fs_every.push_back(uint32_t(r));
+    } else {
+      std::sort(th.begin(), th.end());
+      th.erase(std::unique(th.begin(), th.end()), th.end());
+      // A threshold at or below 0 is never crossed (filesize only grows from 0).
+      for (int64_t t : th)
+        if (t > 0) fs_breaks.emplace_back(uint64_t(t), uint32_t(r));
+    }
+  }
+  std::sort(fs_breaks.begin(), fs_breaks.end());
+  dep_begin.assign(nr + 1, 0);
+  dependents.clear();
+  for (size_t r = 0; r < nr; ++r) {
+    dep_begin[r] = uint32_t(dependents.size());
+    std::sort(deps[r].begin(), deps[r].end());
+    dependents.insert(dependents.end(), deps[r].begin(), deps[r].end());
+  }
+  dep_begin[nr] = uint32_t(dependents.size());
+  ns_global_begin.assign(nns + 2, 0);
+  ns_globals.clear();
+  for (uint32_t ns = 0; ns <= nns; ++ns) {
+    ns_global_begin[ns] = uint32_t(ns_globals.size());
+    ns_globals.insert(ns_globals.end(), ns_g[ns].begin(), ns_g[ns].end());
+  }
+  ns_global_begin[nns + 1] = uint32_t(ns_globals.size());
+
   eval_always.clear();
   global_rules.clear();
-  string_rule.assign(strings.size(), 0);
   eval_index = false;
+  incremental = false;
   uint32_t next_string = 0;
-  for (size_t i = 0; i < rules.size(); ++i) {
+  for (size_t i = 0; i < nr; ++i) {
     const DpiRule& r = rules[i];
     if (!r.needs_match) eval_always.push_back(uint32_t(i));
     if (r.is_global) global_rules.push_back(uint32_t(i));
@@ -350,45 +573,74 @@ void CompiledDpi::buildEvalIndex() {
     // the index is not used.
     if (r.num_strings != 0) {
       if (r.first_string < next_string || r.first_string + r.num_strings > strings.size()) return;
-      for (uint32_t k = r.first_string; k < r.first_string + r.num_strings; ++k)
-        string_rule[k] = uint32_t(i);
       next_string = r.first_string + r.num_strings;
     }
   }
   eval_index = true;
+  // evaluateChanged() walks the dirty rules in ascending order and adds their dependents as
+  // it goes: they must come later (YARA references only rules declared before).
+  incremental = refs_look_back;
 }
 
+namespace {
+
+// Whether any string of rule r is present in `ms`.
+bool anyStringPresent(const CompiledDpi& d, const DpiRule& r, const uint8_t* ms) {
+  const uint8_t* pres = ms + d.presenceOffset();
+  uint32_t lo = r.first_string;
+  const uint32_t hi = r.first_string + r.num_strings;
+  while (lo < hi && (lo & 7) != 0) {
+    if ((pres[lo >> 3] >> (lo & 7)) & 1u) return true;
+    ++lo;
+  }
+  for (; lo + 8 <= hi; lo += 8)
+    if (pres[lo >> 3] != 0) return true;
+  for (; lo < hi; ++lo)
+    if ((pres[lo >> 3] >> (lo & 7)) & 1u) return true;
+  return false;
+}
+
+inline bool bitSet(const uint8_t* bits, uint32_t i) { return (bits[i >> 3] >> (i & 7)) & 1u; }
+
+thread_local EvalScratch t_eval;
+
+// The rules of `todo` (ascending) that are true, reportable (public, their namespace's global
+// rules true) and not in `fired`, to `out`; returns how many.
+uint32_t report(const CompiledDpi& d, Evaluator& ev, const uint32_t* todo, size_t ntodo,
+                uint32_t* out, uint32_t max, const uint8_t* fired) {
+  uint32_t n = 0;
+  for (size_t k = 0; k < ntodo; ++k) {
+    const uint32_t i = todo[k];
+    const DpiRule& r = d.rules[i];
+    if (r.is_private || (fired != nullptr && bitSet(fired, i))) continue;
+    if (!ev.rule(i) || !ev.nsSatisfied(r.ns)) continue;
+    if (n < max) out[n] = i;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
 uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
-                               const uint8_t* fired, bool tick_only) const {
-  // No rule, no match (and the scratch below would be empty: memset of a null pointer).
+                               const uint8_t* fired) const {
   if (rules.empty()) return 0;
-  // Per-thread scratch sized once per rule count (grows only; never per packet).
-  thread_local std::vector<uint8_t> results;
-  thread_local std::vector<uint8_t> ns_unsat;
-  thread_local std::vector<uint32_t> todo;
-  if (results.size() < rules.size()) results.resize(rules.size());
-  if (ns_unsat.size() < num_namespaces) ns_unsat.resize(num_namespaces);
-  std::memset(ns_unsat.data(), 0, num_namespaces);
-  Evaluator ev{*this, ms, results.data()};
+  EvalScratch& sc = t_eval;
+  sc.begin(rules.size(), num_namespaces + 1);
+  Evaluator ev{*this, ms, &sc};
+  size_t ntodo = 0;
   if (eval_index) {
-    // The rules to evaluate, ascending (rule references only look back): the always list
-    // merged with the owners of the strings present. Every other rule needs a match and has
-    // none, so it is false, as the full walk below would find.
-    if (todo.size() < rules.size()) todo.resize(rules.size());
-    std::memset(results.data(), 0, rules.size());
+    // The rules to evaluate, ascending: the always list merged with the owners of the
+    // strings present. Every other rule needs a match and has none, so it is false (and is
+    // found false if a rule reference or a global check evaluates it).
     const uint8_t* pres = ms + presenceOffset();
     const size_t nbytes = (strings.size() + 7) / 8;
-    size_t ntodo = 0, ai = 0;
+    size_t ai = 0;
     uint32_t last = std::numeric_limits<uint32_t>::max();
-    const bool tick = tick_only && filesize_tick.size() == rules.size();
     auto push = [&](uint32_t r) {
       if (r == last) return;
       last = r;
-      if (!tick || filesize_tick[r]) todo[ntodo++] = r;
-    };
-    auto add = [&](uint32_t r) {
-      while (ai < eval_always.size() && eval_always[ai] <= r) push(eval_always[ai++]);
-      push(r);
+      sc.todo[ntodo++] = r;
     };
     // The presence bitmap 8 bytes at a time (mostly zero: skipped a word per step).
     for (size_t byte = 0; byte < nbytes; byte += 8) {
@@ -397,56 +649,66 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
       while (bits != 0) {
         const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctzll(bits));
         bits &= bits - 1;
-        if (sid < strings.size()) add(string_rule[sid]);
+        if (sid >= strings.size()) continue;
+        const uint32_t r = string_rule[sid];
+        while (ai < eval_always.size() && eval_always[ai] <= r) push(eval_always[ai++]);
+        push(r);
       }
     }
     while (ai < eval_always.size()) push(eval_always[ai++]);
-    for (size_t k = 0; k < ntodo; ++k) {
-      const uint32_t i = todo[k];
-      Val v = ev.eval(rules[i].cond);
-      results[i] = (!v.undef && v.v) ? 1 : 0;
-    }
-    for (uint32_t g : global_rules) {
-      if (!results[g]) ns_unsat[rules[g].ns] = 1;
-    }
-    uint32_t n = 0;
-    for (size_t k = 0; k < ntodo; ++k) {
-      const uint32_t i = todo[k];
-      if (!results[i] || rules[i].is_private || ns_unsat[rules[i].ns]) continue;
-      if (fired != nullptr && ((fired[i >> 3] >> (i & 7)) & 1u)) continue;
-      if (n < max) out[n] = i;
-      ++n;
-    }
-    return n;
+  } else {
+    for (size_t i = 0; i < rules.size(); ++i)
+      if (!rules[i].needs_match || anyStringPresent(*this, rules[i], ms)) sc.todo[ntodo++] = uint32_t(i);
   }
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const DpiRule& r = rules[i];
-    if (r.needs_match) {
-      // Any presence bit in [first_string, first_string + num_strings): whole bytes at once.
-      const uint8_t* pres = ms + presenceOffset();
-      uint32_t lo = r.first_string, hi = r.first_string + r.num_strings;
-      bool any = false;
-      while (lo < hi && (lo & 7) != 0 && !any) any = (pres[lo >> 3] >> (lo & 7)) & 1u, ++lo;
-      while (lo + 8 <= hi && !any) any = pres[lo >> 3] != 0, lo += 8;
-      while (lo < hi && !any) any = (pres[lo >> 3] >> (lo & 7)) & 1u, ++lo;
-      if (!any) {
-        results[i] = 0;
-        if (r.is_global) ns_unsat[r.ns] = 1;
-        continue;
-      }
+  return report(*this, ev, sc.todo.data(), ntodo, out, max, fired);
+}
+
+uint32_t CompiledDpi::evaluateChanged(const uint8_t* ms, uint32_t* out, uint32_t max,
+                                      const uint8_t* fired, uint64_t* dirty,
+                                      uint64_t prev_filesize) const {
+  if (rules.empty()) return 0;
+  const size_t nw = dirtyWords();
+  auto full = [&]() {
+    std::memset(dirty, 0, nw * 8);
+    return evaluate(ms, out, max, fired);
+  };
+  if (!incremental) return full();
+  auto mark = [&](uint32_t r) { dirty[r >> 6] |= uint64_t(1) << (r & 63); };
+  const uint64_t size = filesize(ms);
+  if (size != prev_filesize) {
+    const uint64_t lo = std::min(size, prev_filesize), hi = std::max(size, prev_filesize);
+    // Thresholds t with lo < t <= hi.
+    auto it = std::upper_bound(fs_breaks.begin(), fs_breaks.end(),
+                               std::make_pair(lo, std::numeric_limits<uint32_t>::max()));
+    for (; it != fs_breaks.end() && it->first <= hi; ++it) mark(it->second);
+    for (uint32_t r : fs_every) mark(r);
+  }
+  EvalScratch& sc = t_eval;
+  sc.begin(rules.size(), num_namespaces + 1);
+  // The dirty rules, ascending, with the rules that reference them (always later ones: the
+  // word being walked is read again after each rule).
+  size_t ntodo = 0;
+  bool global = false;
+  for (size_t w = 0; w < nw; ++w) {
+    for (uint64_t bits; (bits = dirty[w]) != 0;) {
+      const uint32_t r = uint32_t(w * 64) + uint32_t(__builtin_ctzll(bits));
+      dirty[w] = bits & (bits - 1);
+      if (r >= rules.size()) continue;
+      for (uint32_t k = dep_begin[r]; k < dep_begin[r + 1]; ++k) mark(dependents[k]);
+      global = global || rules[r].is_global;
+      const DpiRule& rule = rules[r];
+      // Nothing to report of a fired (or masked) rule (the rules that reference it, marked
+      // above, evaluate it when they read it); a rule that needs a match and has none is
+      // false now as it was then.
+      if (fired != nullptr && bitSet(fired, r)) continue;
+      if (rule.needs_match && !anyStringPresent(*this, rule, ms)) continue;
+      sc.todo[ntodo++] = r;
     }
-    Val v = ev.eval(rules[i].cond);
-    results[i] = (!v.undef && v.v) ? 1 : 0;
-    if (!results[i] && rules[i].is_global) ns_unsat[rules[i].ns] = 1;
   }
-  uint32_t n = 0;
-  for (size_t i = 0; i < rules.size(); ++i) {
-    if (!results[i] || rules[i].is_private || ns_unsat[rules[i].ns]) continue;
-    if (fired != nullptr && ((fired[i >> 3] >> (i & 7)) & 1u)) continue;
-    if (n < max) out[n] = uint32_t(i);
-    ++n;
-  }
-  return n;
+  // A global rule's change changes what its namespace reports: evaluate everything.
+  if (global) return evaluate(ms, out, max, fired);
+  Evaluator ev{*this, ms, &sc};
+  return report(*this, ev, sc.todo.data(), ntodo, out, max, fired);
 }
 
 std::vector<uint32_t> CompiledDpi::scanBuffer(const uint8_t* data, size_t len, uint8_t* ms,

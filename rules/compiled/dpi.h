@@ -211,6 +211,7 @@ class CompiledDpi {
 
   // Records one Hyperscan match of pattern `id` ending at stream offset `to` (base = stream
   // offset where the Hyperscan stream was opened). Returns true when the state changed.
+  // (Uses match_info when built; the translator's tables otherwise.)
   // A prefiltered pattern's match is confirmed first on the bytes of `win` (null: rejected).
   bool onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base,
                DpiWindow* win = nullptr) const;
@@ -228,13 +229,27 @@ class CompiledDpi {
   // Evaluates every rule on `ms`; writes the indices (into `rules`) of the matching non-private
   // rules to `out` (up to `max`) and returns how many matched in all. With `fired` (one bit
   // per rule), rules whose bit is set are left out of `out` and of the count.
-  // tick_only: the caller guarantees that since the last evaluation of this stream only
-  // filesize changed (no string match changed the state; the first packet of a stream is
-  // never a tick): only the rules whose value or reportability can depend on filesize
-  // (filesize_tick) are evaluated. Every other rule has the value it had then, and was
-  // reported then if true, so the result is the same as a full evaluation's.
   uint32_t evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
-                    const uint8_t* fired = nullptr, bool tick_only = false) const;
+                    const uint8_t* fired = nullptr) const;
+
+  // Incremental evaluation of a stream that was evaluated before (the dataplane's per-packet
+  // path): only the rules whose value or reportability can differ from that evaluation's are
+  // evaluated, with the same result as evaluate() on the same state and `fired`:
+  //   - `dirty` (dirtyWords() words, one bit per rule; set by dpiMatchCallback through
+  //     DpiMatchCtx::dirty, cleared here): the rules whose strings changed the match state,
+  //   - the rules that read filesize and have a threshold in (prev_filesize, filesize(ms)]
+  //     (fs_breaks; fs_every: filesize read in a form without thresholds: every change),
+  //   - closed over the rules that reference them (dependents); a global rule among them
+  //     makes the call a full evaluation (its namespace's reportability may change).
+  // A dirty rule already in `fired` is not evaluated (nothing could be reported of it; the
+  // rules that reference it evaluate it when they read it). Preconditions: the previous evaluation of the stream was at
+  // prev_filesize and recorded every rule it reported in `fired` (max >= rules.size()); the
+  // report mask (the bits of `fired` that are not fired rules) did not change since then
+  // (the HTTP layer clears its size mask right before the stream end, which evaluates in
+  // full). Without the index it is evaluate().
+  uint32_t evaluateChanged(const uint8_t* ms, uint32_t* out, uint32_t max, const uint8_t* fired,
+                           uint64_t* dirty, uint64_t prev_filesize) const;
+  size_t dirtyWords() const { return (rules.size() + 63) / 64; }
 
   // Evaluation index, built once after compiling (buildEvalIndex): evaluate() then looks at
   // the rules that need no string (always) and the rules owning a string present in `ms`
@@ -245,13 +260,43 @@ class CompiledDpi {
   std::vector<uint32_t> eval_always;   // rules with needs_match == false, ascending
   std::vector<uint32_t> string_rule;   // string id -> index of the rule that owns it
   std::vector<uint32_t> global_rules;  // every global rule, ascending
-  // Per rule: evaluated on a tick (buildEvalIndex): the rule reads filesize (directly, through
-  // uintXX(N) whose definedness depends on it, or through a referenced rule), or a global rule
-  // of its namespace does; closed over the rules they reference and over the global rules of
-  // every namespace that has one (their results decide what is reported).
-  std::vector<uint8_t> filesize_tick;
-  uint32_t num_tick_rules = 0;
   bool eval_index = false;
+  // Per namespace, its global rules (CSR: ns_globals[ns_global_begin[ns] .. [ns + 1])).
+  std::vector<uint32_t> ns_global_begin, ns_globals;
+  // Rule references (CSR): the rules whose condition names rule r,
+  // dependents[dep_begin[r] .. dep_begin[r + 1]), all after r.
+  std::vector<uint32_t> dep_begin, dependents;
+  // filesize thresholds (buildEvalIndex): a rule that reads filesize only as
+  // `filesize OP constant` (either side; OP a comparison) or through uintXX(N) (defined from
+  // N bytes on) keeps its value while filesize stays between two consecutive thresholds of
+  // its own: (threshold, rule) pairs, sorted; `filesize < C` changes at C, `<= C` at C + 1,
+  // `== C` at C and C + 1, and so on. Other reads of filesize (arithmetic): fs_every.
+  std::vector<std::pair<uint64_t, uint32_t>> fs_breaks;
+  std::vector<uint32_t> fs_every;
+  bool incremental = false;            // evaluateChanged() may use the index
+
+  // Per pattern, what onMatch touches (buildEvalIndex), in one record: its string's
+  // counter and slots, position predicates (match_preds[pred_begin, pred_end)), owner rule.
+  // count_cap: the counter saturates there (computed from the conditions: `#a OP C` with a
+  // constant C needs C + 1, `@a[i]` / `!a[i]` need i; other uses of `#a`: no cap); a match
+  // that changes nothing (counter saturated, presence and predicates already set) does not
+  // mark its rule dirty.
+  struct MatchInfo {
+    uint32_t string_id = 0;
+    uint32_t rule = 0;
+    uint32_t length = 0;
+    uint32_t trail = 0;
+    int32_t count_slot = -1;
+    uint32_t count_cap = 0xffffffffu;
+    int32_t first_slot = -1;
+    uint32_t num_slots = 0;
+    uint32_t pred_begin = 0, pred_end = 0;
+    int32_t confirm = -1;
+    bool anchored = false;
+  };
+  std::vector<MatchInfo> match_info;
+  std::vector<DpiPosPred> match_preds;
+  std::vector<uint32_t> count_cap;     // per count slot (buildEvalIndex)
 
   // Convenience for tests and block scans: whole buffer, one stream, state reset first.
   // `ms` must hold matchStateBytes(). Returns matching rule indices. (Allocates a confirmation
@@ -270,6 +315,9 @@ struct DpiMatchCtx {
   uint64_t base;
   bool changed;
   DpiWindow* win = nullptr;  // bytes to confirm prefilter candidates on
+  // With the evaluation index: the owner rule of each string whose state a match changed is
+  // set here (CompiledDpi::evaluateChanged), one bit per rule.
+  uint64_t* dirty = nullptr;
 };
 int dpiMatchCallback(unsigned id, unsigned long long from, unsigned long long to,
                      unsigned flags, void* ctx);

@@ -16,14 +16,16 @@ namespace dpu::rules::test {
 
 // Feeds `data` to a fresh Hyperscan stream in segments of the given sizes (cycled), then
 // closes the stream and evaluates. Returns "ns:rule" ids, sorted.
-// check_ticks: after every segment that added no match (only filesize grew), the dataplane's
-// reduced evaluation (evaluate(..., tick_only = true)) must report exactly the rules a full
-// evaluation reports, with the fired bits kept as the dataplane keeps them (a gtest failure
-// names the rules otherwise). `stats`: receives the prefilter confirmation counters.
+// check_incremental: after every segment but the first, the dataplane's incremental
+// evaluation (evaluateChanged: the rules whose strings changed in the segment, as the match
+// callback marked them, whose filesize thresholds the segment crossed, and their dependents)
+// must report exactly the rules a full evaluation reports, with the fired bits kept as the
+// dataplane keeps them (a gtest failure names the rules otherwise). `stats`: receives the
+// prefilter confirmation counters.
 inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t* scratch,
                                              const std::string& data,
                                              const std::vector<size_t>& seg,
-                                             bool check_ticks = false,
+                                             bool check_incremental = false,
                                              DpiWindow* stats = nullptr) {
   std::vector<uint8_t> ms(d.matchStateBytes());
   d.resetMatchState(ms.data());
@@ -34,10 +36,12 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
   win.cur = reinterpret_cast<const uint8_t*>(data.data());
   win.scratch = &cs;
   DpiMatchCtx ctx{&d, ms.data(), 0, false, &win};
+  std::vector<uint64_t> dirty(d.dirtyWords() + 1, 0);
+  ctx.dirty = dirty.data();
   hs_stream_t* st = nullptr;
   if (d.db != nullptr) hs_open_stream(d.db, 0, &st);
   std::vector<uint8_t> fired((d.rules.size() + 7) / 8, 0);
-  std::vector<uint32_t> full(d.rules.size() + 1), tick(d.rules.size() + 1);
+  std::vector<uint32_t> full(d.rules.size() + 1), inc(d.rules.size() + 1);
   size_t off = 0, k = 0;
   while (off < data.size()) {
     size_t n = std::min(data.size() - off, std::max<size_t>(1, seg[k++ % seg.size()]));
@@ -45,23 +49,26 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
     ctx.changed = false;
     win.cur_len = uint32_t(off + n);
     if (st != nullptr) hs_scan_stream(st, data.data() + off, unsigned(n), 0, scratch, dpiMatchCallback, &ctx);
-    if (check_ticks) {
+    if (check_incremental) {
       const uint32_t nf = std::min<uint32_t>(
-          d.evaluate(ms.data(), full.data(), uint32_t(full.size()), fired.data(), false), uint32_t(full.size()));
-      if (!ctx.changed && off > 0 && d.uses_filesize) {
-        const uint32_t nt = std::min<uint32_t>(
-            d.evaluate(ms.data(), tick.data(), uint32_t(tick.size()), fired.data(), true), uint32_t(tick.size()));
-        std::vector<uint32_t> a(full.begin(), full.begin() + nf), b(tick.begin(), tick.begin() + nt);
+          d.evaluate(ms.data(), full.data(), uint32_t(full.size()), fired.data()), uint32_t(full.size()));
+      if (off > 0) {
+        const uint32_t ni = std::min<uint32_t>(
+            d.evaluateChanged(ms.data(), inc.data(), uint32_t(inc.size()), fired.data(), dirty.data(), off),
+            uint32_t(inc.size()));
+        std::vector<uint32_t> a(full.begin(), full.begin() + nf), b(inc.begin(), inc.begin() + ni);
         std::sort(a.begin(), a.end());
         std::sort(b.begin(), b.end());
         if (a != b) {
           std::string fa, fb;
           for (uint32_t r : a) fa += d.rules[r].id() + " ";
           for (uint32_t r : b) fb += d.rules[r].id() + " ";
-          ADD_FAILURE() << "tick evaluation differs at stream offset " << off + n
-                        << "\n  full: " << fa << "\n  tick: " << fb;
+          ADD_FAILURE() << "incremental evaluation differs at stream offset " << off + n
+                        << (ctx.changed ? " (a match changed the state)" : " (only filesize grew)")
+                        << "\n  full:        " << fa << "\n  incremental: " << fb;
         }
       }
+      std::fill(dirty.begin(), dirty.end(), 0);
       for (uint32_t i = 0; i < nf; ++i) fired[full[i] >> 3] |= uint8_t(1u << (full[i] & 7));
     }
     off += n;

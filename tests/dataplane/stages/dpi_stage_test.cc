@@ -260,10 +260,11 @@ rule big { condition: filesize > 300 }
 namespace dpu::dp {
 namespace {
 
-// Packets that add no match ("ticks": only filesize grew) evaluate only the rules filesize can
-// change (CompiledDpi::filesize_tick); a rule that depends on filesize only through a global
-// rule of its namespace, or that another filesize rule references, still fires on the packet
-// that makes it true. And however many rules become true at once, all are reported then.
+// Packets after a stream's first evaluate only the rules whose strings changed, whose filesize
+// thresholds (CompiledDpi::fs_breaks) the packet crossed, and the rules that reference them
+// (CompiledDpi::evaluateChanged); a rule that depends on filesize only through a global rule
+// of its namespace, or that another filesize rule references, still fires on the packet that
+// makes it true. And however many rules become true at once, all are reported then.
 struct TickFixture : ::testing::TestWithParam<rules::DpiStreamMode> {
   void make(const std::string& text) {
     dpi = compile(text);
@@ -286,11 +287,26 @@ struct TickFixture : ::testing::TestWithParam<rules::DpiStreamMode> {
     std::sort(names.begin(), names.end());
     return names;
   }
-  bool tick(const std::string& rule) const {
+  uint32_t index(const std::string& rule) const {
     for (size_t i = 0; i < dpi->rules.size(); ++i)
-      if (dpi->rules[i].name == rule) return dpi->filesize_tick[i] != 0;
+      if (dpi->rules[i].name == rule) return uint32_t(i);
     ADD_FAILURE() << "no rule " << rule;
-    return false;
+    return 0;
+  }
+  // The filesize thresholds of a rule's own condition.
+  std::vector<uint64_t> thresholds(const std::string& rule) const {
+    std::vector<uint64_t> t;
+    for (const auto& [size, r] : dpi->fs_breaks)
+      if (r == index(rule)) t.push_back(size);
+    return t;
+  }
+  // The rules whose conditions name `rule`.
+  std::vector<std::string> dependents(const std::string& rule) const {
+    const uint32_t r = index(rule);
+    std::vector<std::string> out;
+    for (uint32_t k = dpi->dep_begin[r]; k < dpi->dep_begin[r + 1]; ++k)
+      out.push_back(dpi->rules[dpi->dependents[k]].name);
+    return out;
   }
   std::shared_ptr<const rules::CompiledDpi> dpi;
   std::shared_ptr<DpiRuntime> rt;
@@ -301,8 +317,9 @@ TEST_P(TickFixture, GlobalFilesizeRuleGatesAStringRule) {
 global private rule big { condition: filesize > 20 }
 rule r { strings: $a = "abc" condition: $a }
 )");
-  EXPECT_TRUE(tick("big"));
-  EXPECT_TRUE(tick("r"));  // not reading filesize itself: through its namespace's global rule
+  EXPECT_EQ(thresholds("big"), std::vector<uint64_t>{21});
+  EXPECT_TRUE(thresholds("r").empty());  // through its namespace's global rule
+  EXPECT_TRUE(dpi->incremental);
   DpiDir d;
   uint32_t seq = 100;
   EXPECT_EQ(feed(d, seq, "abc"), V{});                    // big is false: r is not reported
@@ -316,10 +333,11 @@ rule base { strings: $a = "abc" condition: $a }
 rule later { condition: base and filesize > 20 }
 rule plain { strings: $b = "zzz" condition: $b }
 )");
-  EXPECT_TRUE(tick("later"));
-  EXPECT_TRUE(tick("base"));    // referenced by a tick rule
-  EXPECT_FALSE(tick("plain"));  // no filesize anywhere near it: skipped on ticks
-  EXPECT_EQ(dpi->num_tick_rules, 2u);
+  EXPECT_EQ(thresholds("later"), std::vector<uint64_t>{21});
+  EXPECT_TRUE(thresholds("base").empty());
+  EXPECT_EQ(dependents("base"), V{"later"});  // re-evaluated with base
+  EXPECT_TRUE(dependents("plain").empty());
+  EXPECT_TRUE(dpi->fs_every.empty());
   DpiDir d;
   uint32_t seq = 7;
   EXPECT_EQ(feed(d, seq, "abc"), V{"base"});
