@@ -79,6 +79,7 @@ enum class DropReason : uint8_t {
   kDnsNonstandard,     // DNS message with opcode != QUERY or QDCOUNT != 1, policy drop
   kHttpNoSlot,         // --- http --- no free HTTP flow slot, dpi fail policy DROP
   kDnsTcpMidstream,    // DNS over TCP picked up mid-stream (cannot be framed), dns.tcp_midstream DROP
+  kWorkerRingFull,     // software distribution: the ring to the packet's worker was full
   kCount
 };
 
