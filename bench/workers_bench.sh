@@ -16,7 +16,8 @@
 # ns = cycles / TSC GHz) and the per-worker packets. Prints one line per run and a table of
 # medians. The load average (1 min) is printed with every run: on a machine with fewer free
 # CPUs than workers + 1 (control) the workers are overcommitted and the N-worker figure is
-# the machine's, not the appliance's.
+# the machine's, not the appliance's (with fewer CPUs than lcores, EAL gets
+# --lcores '(0-N)@(CPUS)': the lcore threads share the CPUs).
 #
 # usage: bench/workers_bench.sh [-r REPS] [-d DURATION] [-w WARMUP] [-f FLOWS] [-n WORKERS]
 #                               [--config FILE] [--appliance BIN]
@@ -54,20 +55,27 @@ c.setdefault("dataplane", {})["distribution"] = "SOFTWARE"
 json.dump(c, open(sys.argv[2], "w"))
 EOF
 
-lcores() {  # lcores N: control on 0, workers on 1..N
-  local l=0
-  for ((i = 1; i <= $1; i++)); do l+=",$i"; done
-  echo "$l"
+cpus=$(/usr/bin/python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')
+ncpus=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+lcores() {  # lcores N: control on lcore 0, workers on 1..N; EAL arguments
+  if (($1 + 1 <= ncpus)); then
+    local l=0
+    for ((i = 1; i <= $1; i++)); do l+=",$i"; done
+    echo "-l $l"
+  else
+    echo "--lcores (0-$1)@($cpus)"  # more lcores than CPUs: threads share them
+  fi
 }
 
 run_one() {  # run_one WORKERS REP -> prints "workers rep load mpps dist_ns per_worker"
-  local w=$1 rep=$2 d=$work/run_${w}_$rep
+  local w=$1 rep=$2
+  local d=$work/run_${w}_$rep
   mkdir -p "$d"
   local load
   load=$(cut -d' ' -f1 /proc/loadavg)
   "$app" run --config "$work/config.json" --state-dir "$d/state" --stats-interval 1 \
       --duration $((warmup + duration)) --mbufs $((flows + 65536)) -- \
-      -l "$(lcores "$w")" --no-huge --no-pci --no-shconf --file-prefix="wbench_$$_${w}_$rep" \
+      $(lcores "$w") --no-huge --no-pci --no-shconf --file-prefix="wbench_$$_${w}_$rep" \
       -m 2048 --log-level=lib.eal:error \
       --vdev "net_pcap0,rx_pcap=$work/traffic.pcap,infinite_rx=1" --vdev net_null0,no-rx=1 \
       >"$d/out" 2>"$d/err" &
