@@ -186,6 +186,8 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_malformed_forwarded(f.malformed_forwarded);
   out->set_untracked_forwarded(f.untracked_forwarded);
   out->set_events_lost(f.events_lost);
+  out->set_handed_off(f.dist_handed_off);
+  out->set_handed_in(f.dist_handed_in);
   out->set_loops(f.loops);
   out->set_busy_loops(f.busy_loops);
   // --- lb ---

@@ -234,6 +234,10 @@ absl::Status runLive(const LiveOptions& o) {
                        "Ctrl-C to stop\n",
                portBinding(plane->portA()).c_str(), portBinding(plane->portB()).c_str(),
                plane->workerCount());
+  if (plane->workerCount() > 1) {
+    std::fprintf(stderr, "dpu-appliance: packets reach the workers by %s\n",
+                 plane->distributionSummary().c_str());
+  }
   // systemd (Type=notify): ready once the API answers and the workers forward, so
   // `systemctl start dpu-appliance && dpuctl status` does not race the start.
   sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version(),

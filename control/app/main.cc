@@ -80,6 +80,14 @@ options:
   --change INDEX:FILE    commit config FILE (a new generation, as a live apply would) just
                          before input packet INDEX (0-based, merged order); repeatable, in
                          increasing INDEX. Start-only settings keep their first value.
+  --workers N            N workers (default 1) on lcores 0 .. N-1 (threads free to share
+                         the process's CPUs, so N may exceed them): this thread runs worker
+                         0, which reads both inputs in order and hands each packet to the
+                         worker of its flow (software distribution: a symmetric hash of
+                         the addresses, docs/operations.md "Many workers"). Verdicts are
+                         the same as with one worker except where a per-worker table runs
+                         full; the order of output frames and events across flows then
+                         depends on scheduling (--verdicts stays in input order).
   --quiet                no summary on stdout
   --memory MB, -m MB     DPDK memory in MB, 64-1048576 (default: sized from the config:
                          512 MB, plus the flow and fragment tables, plus 4 KiB per firewall
@@ -169,6 +177,17 @@ int main(int argc, char** argv) {
                       std::to_string(dpu::ctl::kMinReplayMemoryMb) + ", " +
                       std::to_string(dpu::ctl::kMaxReplayMemoryMb) + "]");
         }
+        continue;
+      }
+      else if (a == "--workers") {
+        std::string v;
+        if (!takeValue(i, argc, argv, v)) return fail("replay: --workers needs a value");
+        uint32_t n = 0;
+        if (!absl::SimpleAtoi(v, &n) || n < 1 || n > dpu::ctl::kMaxReplayWorkers) {
+          return fail("replay: --workers '" + v + "': expected 1 .. " +
+                      std::to_string(dpu::ctl::kMaxReplayWorkers));
+        }
+        o.workers = static_cast<uint16_t>(n);
         continue;
       }
       else if (a == "--change") {

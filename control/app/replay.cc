@@ -1,12 +1,14 @@
 #include "control/app/replay.h"
 
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "control/app/pcap_capture.h"
@@ -19,13 +21,15 @@
 namespace dpu::ctl {
 namespace {
 
-// Verdicts arrive mostly in order; fragments held for their first fragment arrive late.
-// Records are buffered until every lower index has been written.
+// Verdicts arrive mostly in order; fragments held for their first fragment arrive late, and
+// with several workers each judges its own packets. Records are buffered until every lower
+// index has been written. Workers call it from their lcores (--workers): one at a time.
 class VerdictWriter : public dp::VerdictSink {
  public:
   VerdictWriter(std::ofstream* out, const dp::DataplaneControl* names)
       : out_(out), names_(names) {}
   void onVerdict(const dp::PacketVerdict& v) override {
+    std::lock_guard<std::mutex> lock(mu_);
     if (out_ == nullptr) {
       ++next_;
       return;
@@ -38,10 +42,17 @@ class VerdictWriter : public dp::VerdictSink {
     }
   }
   // Anything left means a packet got no verdict: a bug worth failing loudly on.
-  size_t unresolved() const { return pending_.size(); }
-  uint64_t written() const { return next_; }
+  size_t unresolved() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_.size();
+  }
+  uint64_t written() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return next_;
+  }
 
  private:
+  mutable std::mutex mu_;
   std::ofstream* out_;
   const dp::DataplaneControl* names_;
   std::map<uint64_t, std::string> pending_;
@@ -137,6 +148,8 @@ absl::Status runReplay(const ReplayOptions& o) {
   // Memory: given (--memory), or sized from the config and its changes.
   uint64_t need_mb = replayMemoryMb(**snap);
   for (const auto& c : change_snaps) need_mb = std::max(need_mb, replayMemoryMb(*c));
+  // Each further worker: its tables and another 2047 mbufs of 64 KiB (130 MB).
+  need_mb += static_cast<uint64_t>(o.workers - 1) * (need_mb - 512 + 160);
   const int mem_mb = static_cast<int>(
       o.memory_mb ? o.memory_mb : std::min<uint64_t>(need_mb, kMaxReplayMemoryMb));
   auto memoryHint = [&](const absl::Status& s) {
@@ -147,7 +160,7 @@ absl::Status runReplay(const ReplayOptions& o) {
   };
   st = dp::initEal(dp::offlineEalArgs({absl::StrCat("net_pcap0,rx_pcap=", o.in_a),
                                        absl::StrCat("net_pcap1,rx_pcap=", in_b)},
-                                      mem_mb));
+                                      mem_mb, o.workers));
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat(st.message(), " [replay asked for ", mem_mb,
                                                 " MB of DPDK memory (",
@@ -159,10 +172,16 @@ absl::Status runReplay(const ReplayOptions& o) {
   dp::DataplaneOptions dopts;
   dopts.port_a = 0;
   dopts.port_b = 1;
-  dopts.workers = 1;
+  dopts.workers = o.workers;
+  // This thread runs worker 0 (on the main lcore); the others run on lcores 1 .. N-1.
+  unsigned lc;
+  dopts.worker_lcores.push_back(rte_get_main_lcore());
+  RTE_LCORE_FOREACH_WORKER(lc) { dopts.worker_lcores.push_back(lc); }
+  dopts.worker_lcores.resize(o.workers);
+  dopts.lossless_distribution = true;
   dopts.clock = dp::ClockMode::kPacketTimestamp;
   dopts.merge_by_timestamp = true;
-  dopts.mbufs = 2047;
+  dopts.mbufs = 2047u * o.workers;
   dopts.mbuf_data_room = 65535;
   dopts.rx_desc = 64;
   dopts.tx_desc = 64;
@@ -204,12 +223,19 @@ absl::Status runReplay(const ReplayOptions& o) {
   };
 
   dp::Worker& w = plane->worker(0);
-  w.setVerdictSink(&verdicts);
+  for (uint16_t k = 0; k < plane->workerCount(); ++k) plane->worker(k).setVerdictSink(&verdicts);
   plane->attachCaller(0);
+  if (o.workers > 1) {
+    st = plane->launch();  // workers 1 .. N-1 on their lcores
+    if (!st.ok()) return st;
+  }
   std::vector<std::string> applied;
   for (size_t ci = 0;; ++ci) {
     w.setInputLimit(ci < o.changes.size() ? o.changes[ci].first : UINT64_MAX);
     while (w.pollOnce() > 0) drain();
+    // Every packet before the change judged (other workers included) before it is published.
+    plane->settleOthers(0, drain);
+    drain();
     if (ci == o.changes.size()) break;
     // Publishing waits for every worker to pass a quiescent state; this thread is the
     // worker, so it steps out of the RCU set while it publishes.
@@ -227,10 +253,17 @@ absl::Status runReplay(const ReplayOptions& o) {
                                    o.changes[ci].second, " (generation ", *gen, ")"));
   }
   w.setInputLimit(UINT64_MAX);
-  while (!w.drainFragments(1024)) drain();
+  plane->stop();  // the other workers (settled above) leave their lcores
+  for (uint16_t k = 0; k < plane->workerCount(); ++k) {
+    dp::Worker& wk = plane->worker(k);
+    while (!wk.drainFragments(1024)) drain();
+  }
+  if (plane->softwareDistribution()) w.drainTxRings();
   drain();
 
-  sum.flows_active_at_end = w.flows().size();
+  for (uint16_t k = 0; k < plane->workerCount(); ++k) {
+    sum.flows_active_at_end += plane->worker(k).flows().size();
+  }
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
                            o.in_b, " with ", o.config);
   fillPorts(*plane, sum);
@@ -248,13 +281,15 @@ absl::Status runReplay(const ReplayOptions& o) {
   sum.generation = plane->current().generation;
   sum.config_version = plane->current().config_version;
 
-  while (!w.endFlows(4096)) drain();
+  for (uint16_t k = 0; k < plane->workerCount(); ++k) {
+    while (!plane->worker(k).endFlows(4096)) drain();
+  }
   drain();
   // The counters after the flows ended: matches found at a stream's end (DPI rules that need
   // the end of the data) are counted then, and belong in the summary like any other.
   sum.counters = plane->counters();
   fillStageReports(*plane, plane->current(), sum);
-  w.setVerdictSink(nullptr);
+  for (uint16_t k = 0; k < plane->workerCount(); ++k) plane->worker(k).setVerdictSink(nullptr);
   plane->detachCaller(0);
 
   uint64_t in_pkts = sum.counters.total.rx_packets[0] + sum.counters.total.rx_packets[1];

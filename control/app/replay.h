@@ -23,6 +23,9 @@ struct ReplayOptions {
   bool quiet = false;        // no summary on stdout
   // -m / --memory: DPDK (EAL) memory in MB; 0 = sized from the config (replayMemoryMb).
   uint32_t memory_mb = 0;
+  // --workers N: workers (lcores 0 .. N-1; this thread runs worker 0, which reads both
+  // inputs and hands each packet to its flow's worker: software distribution, lossless).
+  uint16_t workers = 1;
   // Config changes: (input index, config file), non-decreasing indexes. Each file is
   // committed (a new snapshot generation) right before the packet of that index.
   std::vector<std::pair<uint64_t, std::string>> changes;
@@ -33,5 +36,6 @@ absl::Status runReplay(const ReplayOptions& opts);
 // Accepted range of --memory (MB).
 inline constexpr uint32_t kMinReplayMemoryMb = 64;
 inline constexpr uint32_t kMaxReplayMemoryMb = 1024 * 1024;
+inline constexpr uint16_t kMaxReplayWorkers = 16;
 
 }  // namespace dpu::ctl

@@ -661,6 +661,29 @@ std::string summaryJson(const SummaryInput& in) {
   appendTcpStreamSummary(in, s, true);  // --- tcp stream --- ,"tcp_stream":{...}
   appendHttpSummary(in, s, true);  // --- http --- ,"http":{...}
   appendDnsSummaryJson(in, s);  // DNS filtering: ,"dns":{...}
+  // Many workers: what each judged, so that the totals above can be checked as their sums
+  // (and software distribution's hand-offs seen). Absent with one worker.
+  if (in.counters.per_worker.size() > 1) {
+    absl::StrAppend(&s, ",\"per_worker\":[");
+    for (size_t w = 0; w < in.counters.per_worker.size(); ++w) {
+      const auto& c = in.counters.per_worker[w];
+      absl::StrAppend(&s, w ? "," : "", "{\"worker\":", w, ",\"rx_packets\":{\"A\":",
+                      c.rx_packets[0], ",\"B\":", c.rx_packets[1], "},\"tx_packets\":{\"A\":",
+                      c.tx_packets[0], ",\"B\":", c.tx_packets[1], "},\"verdicts\":{\"forward\":",
+                      c.verdicts[1], ",\"drop\":", c.verdicts[2], ",\"reject\":", c.verdicts[3],
+                      "},\"flows_created\":", c.flows_created, ",\"handed_off\":",
+                      c.dist_handed_off, ",\"handed_in\":", c.dist_handed_in, ",\"drops\":{");
+      bool f = true;
+      for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
+        if (!c.drops[r]) continue;
+        absl::StrAppend(&s, f ? "" : ",", "\"",
+                        dp::dropReasonName(static_cast<dp::DropReason>(r)), "\":", c.drops[r]);
+        f = false;
+      }
+      absl::StrAppend(&s, "}}");
+    }
+    absl::StrAppend(&s, "]");
+  }
   absl::StrAppend(&s, ",\"events_lost\":", t.events_lost, ",\"warnings\":[");
   for (size_t i = 0; i < in.warnings.size(); ++i) {
     absl::StrAppend(&s, i ? "," : "", jsonString(in.warnings[i]));

@@ -606,6 +606,20 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
     d.geneve_ports.assign(tun.geneve_ports().begin(), tun.geneve_ports().end());
   }
   setIf(tun.max_depth(), d.tunnel_max_depth);
+  switch (dp.distribution()) {
+    case v1::DISTRIBUTION_DEFAULT:
+    case v1::AUTO: d.distribution = rules::Distribution::kAuto; break;
+    case v1::RSS: d.distribution = rules::Distribution::kRss; break;
+    case v1::SOFTWARE: d.distribution = rules::Distribution::kSoftware; break;
+    default: {
+      rules::ConfigError e;
+      e.section = "dataplane";
+      e.field = "dataplane.distribution";
+      e.reason = absl::StrCat("unknown distribution ", dp.distribution(),
+                              " (AUTO, RSS or SOFTWARE)");
+      errors.push_back(std::move(e));
+    }
+  }
   rules::validateDataplane(d, errors);
   firewallToModel(cfg, &m.firewall, errors, details);
   lbToModel(cfg.lb(), &m.lb, errors);  // --- lb ---

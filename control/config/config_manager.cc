@@ -54,6 +54,13 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
                                " is committed but takes effect at the next start (the table is "
                                "sized once)"));
   }
+  if (was.distribution != now.distribution) {
+    static const char* const kNames[] = {"AUTO", "RSS", "SOFTWARE"};
+    out.push_back(absl::StrCat("dataplane.distribution: ", kNames[int(was.distribution)], " -> ",
+                               kNames[int(now.distribution)],
+                               " is committed but takes effect at the next start (the ports "
+                               "are set up once)"));
+  }
 }
 
 }  // namespace

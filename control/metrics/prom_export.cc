@@ -163,6 +163,8 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.malformed_forwarded", As::kCounter, nullptr, "Malformed frames forwarded by policy."},
   {"dpu.v1.CounterSet.untracked_forwarded", As::kCounter, nullptr, "Packets forwarded without a flow (table full, stray RST)."},
   {"dpu.v1.CounterSet.events_lost", As::kCounter, nullptr, "Events lost because the worker's event ring or pool was full."},
+  {"dpu.v1.CounterSet.handed_off", As::kCounter, "distribution_handed_off_total", "Software distribution: packets this worker received from a port and handed to the worker of their flow."},
+  {"dpu.v1.CounterSet.handed_in", As::kCounter, "distribution_handed_in_total", "Software distribution: packets other workers handed to this worker (counted in its rx)."},
   {"dpu.v1.CounterSet.loops", As::kCounter, "worker_loops_total", "Polling loops of the worker."},
   {"dpu.v1.CounterSet.busy_loops", As::kCounter, "worker_busy_loops_total", "Polling loops that received at least one frame."},
   {"dpu.v1.CounterSet.firewall", As::kPrefix, "firewall_", nullptr},

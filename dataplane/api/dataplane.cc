@@ -11,6 +11,7 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
+#include <rte_pause.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
@@ -96,18 +97,49 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
     return absl::ResourceExhaustedError("cannot set up RCU (rte_rcu_qsbr)");
   }
 
-  PortOptions po;
-  po.queues = opts.workers;
-  po.rx_desc = opts.rx_desc;
-  po.tx_desc = opts.tx_desc;
-  for (uint16_t port : {opts.port_a, opts.port_b}) {
-    absl::Status st = setupPort(port, po, dp->pool_);
+  if (!initial) return absl::InvalidArgumentError("no initial snapshot");
+  rules::DataplaneSettings settings = initial->dataplane;
+  // Many workers: RSS (the ports hash), or software distribution (the workers hash;
+  // distribute.h). AUTO takes RSS when both ports offer it.
+  const uint16_t ports[2] = {opts.port_a, opts.port_b};
+  bool software = false;
+  if (opts.workers > 1) {
+    switch (settings.distribution) {
+      case rules::Distribution::kRss: software = false; break;
+      case rules::Distribution::kSoftware: software = true; break;
+      case rules::Distribution::kAuto:
+        software = !portHasRss(ports[0], opts.workers) || !portHasRss(ports[1], opts.workers);
+        break;
+    }
+    if (software && opts.workers > kMaxDistributionWorkers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "software distribution serves at most ", kMaxDistributionWorkers, " workers, not ",
+          opts.workers));
+    }
+  }
+  dp->software_ = software;
+  uint16_t rxq[2] = {opts.workers, opts.workers}, txq[2] = {opts.workers, opts.workers};
+  for (int s = 0; s < 2; ++s) {
+    PortOptions po;
+    po.rx_desc = opts.rx_desc;
+    po.tx_desc = opts.tx_desc;
+    po.queues = opts.workers;
+    if (software) {
+      // As many queues as the port has, up to one per worker: the workers with an rx queue
+      // distribute what they receive; those without a tx queue send through a ring.
+      rxq[s] = std::max<uint16_t>(1, std::min(opts.workers, portMaxRxQueues(ports[s])));
+      txq[s] = std::max<uint16_t>(1, std::min(opts.workers, portMaxTxQueues(ports[s])));
+      po.queues = rxq[s];
+      po.tx_queues = txq[s];
+      po.rss = false;
+    }
+    absl::Status st = setupPort(ports[s], po, dp->pool_);
     if (!st.ok()) return st;
+    dp->rx_queues_[s] = rxq[s];
+    dp->tx_queues_[s] = txq[s];
   }
   dp->ports_started_ = true;
 
-  if (!initial) return absl::InvalidArgumentError("no initial snapshot");
-  rules::DataplaneSettings settings = initial->dataplane;
   {
     std::lock_guard<std::mutex> lock(dp->change_mu_);
     auto st = dp->prepareLocked(std::move(initial), nullptr);
@@ -138,6 +170,32 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
         "packet-timestamp clock needs ports that stamp packets (net_pcap rx_pcap)");
   }
   shared.stop = &dp->stop_;
+  if (software) {
+    // Inbound rings: a burst from every other worker fits many times over; replay (lossless)
+    // keeps them short, since what sits in a ring holds mbufs of the small replay pool.
+    const unsigned inbound_size = opts.lossless_distribution ? 256 : 4096;
+    for (uint16_t w = 0; w < opts.workers; ++w) {
+      std::string rname = absl::StrCat("dpu_in_", getpid(), "_", w);
+      rte_ring* r = rte_ring_create(rname.c_str(), inbound_size, socket, RING_F_SC_DEQ);
+      if (!r) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot create the inbound ring of worker ", w, ": ",
+                         rte_strerror(rte_errno)));
+      }
+      dp->inbound_.push_back(r);
+    }
+    shared.inbound = dp->inbound_.data();
+    for (int s = 0; s < 2; ++s) {
+      if (txq[s] >= opts.workers) continue;
+      std::string rname = absl::StrCat("dpu_tx_", getpid(), "_", s);
+      dp->tx_rings_[s] = rte_ring_create(rname.c_str(), 4096, socket, RING_F_SC_DEQ);
+      if (!dp->tx_rings_[s]) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "cannot create the tx ring of side ", sideName(s), ": ", rte_strerror(rte_errno)));
+      }
+      shared.tx_ring[s] = dp->tx_rings_[s];
+    }
+  }
 
   dp->counters_.reset(new WorkerCounters[opts.workers]);
   dp->mail_.reset(new WorkerMailbox[opts.workers]);
@@ -162,6 +220,17 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
     wo.queue = w;
     wo.clock = opts.clock;
     wo.merge_by_timestamp = opts.merge_by_timestamp;
+    if (software) {
+      wo.nworkers = opts.workers;
+      wo.software_distribution = true;
+      wo.lossless = opts.lossless_distribution;
+      for (int s = 0; s < 2; ++s) {
+        wo.poll_rx[s] = w < rxq[s];
+        wo.tx_direct[s] = w < txq[s];
+      }
+      // Replay: worker 0 reads (and merges) both inputs; the others only their ring.
+      wo.merge_by_timestamp = opts.merge_by_timestamp && w == 0;
+    }
     auto worker = Worker::create(wo, shared, settings, &dp->counters_[w], r);
     if (!worker.ok()) return worker.status();
     (*worker)->attachMailbox(&dp->mail_[w]);  // --- flows view / capture ---
@@ -182,6 +251,19 @@ Dataplane::~Dataplane() {
   for (rte_ring* r : rings_) {
     void* obj;
     while (rte_ring_sc_dequeue(r, &obj) == 0) rte_mempool_put(event_pool_, obj);
+    rte_ring_free(r);
+  }
+  for (rte_ring* r : inbound_) {
+    void* obj;
+    while (rte_ring_sc_dequeue(r, &obj) == 0) {
+      if (!Worker::isClockTick(obj)) rte_pktmbuf_free(static_cast<rte_mbuf*>(obj));
+    }
+    rte_ring_free(r);
+  }
+  for (rte_ring* r : tx_rings_) {
+    if (r == nullptr) continue;
+    void* obj;
+    while (rte_ring_sc_dequeue(r, &obj) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(obj));
     rte_ring_free(r);
   }
   delete current_.load();
@@ -518,13 +600,17 @@ absl::Status Dataplane::launch() {
                                                    opts_.worker_lcores.size()));
   }
   stop_.store(false);
+  launched_lcores_.clear();
   for (size_t i = 0; i < workers_.size(); ++i) {
+    // A worker given the main lcore is run by the caller itself (replay: attachCaller).
+    if (opts_.worker_lcores[i] == rte_get_main_lcore()) continue;
     int rc = rte_eal_remote_launch(workerMain, workers_[i].get(), opts_.worker_lcores[i]);
     if (rc != 0) {
       stop();
       return absl::InternalError(absl::StrCat("cannot launch worker ", i, " on lcore ",
                                               opts_.worker_lcores[i]));
     }
+    launched_lcores_.push_back(opts_.worker_lcores[i]);
   }
   launched_ = true;
   return absl::OkStatus();
@@ -533,8 +619,59 @@ absl::Status Dataplane::launch() {
 void Dataplane::stop() {
   stop_.store(true);
   if (!launched_) return;
-  for (unsigned lc : opts_.worker_lcores) rte_eal_wait_lcore(lc);
+  for (unsigned lc : launched_lcores_) rte_eal_wait_lcore(lc);
+  launched_lcores_.clear();
   launched_ = false;
+}
+
+std::string Dataplane::distributionSummary() const {
+  if (workers_.size() <= 1) return "one worker";
+  if (!software_) return "RSS (symmetric key) to one rx queue per worker";
+  std::string out = "software distribution";
+  for (int s = 0; s < 2; ++s) {
+    absl::StrAppend(&out, s ? "; " : " (", "side ", sideName(s), ": ", rx_queues_[s],
+                    " rx queue(s) polled by worker(s) 0", rx_queues_[s] > 1 ? absl::StrCat("-", rx_queues_[s] - 1) : "",
+                    ", ", tx_queues_[s] >= workers_.size() ? "a tx queue per worker"
+                                                           : absl::StrCat(tx_queues_[s], " tx queue(s), the other workers send through a ring to worker 0"));
+  }
+  out += ")";
+  return out;
+}
+
+bool Dataplane::othersSettled(uint16_t caller, const std::function<void()>& between) {
+  // Everything handed over was judged and everything queued for a ring was sent: the rings
+  // are empty and every other worker finished two whole loops since they were seen empty
+  // (the loop that may have dequeued the last packets included). The caller keeps running
+  // its own worker meanwhile (worker 0 sends the tx rings).
+  Worker& me = *workers_[caller];
+  auto poll = [&] {
+    me.pollOnce();
+    if (between) between();
+  };
+  auto ringsEmpty = [&] {
+    for (rte_ring* r : inbound_) if (rte_ring_count(r) != 0) return false;
+    for (rte_ring* r : tx_rings_) if (r != nullptr && rte_ring_count(r) != 0) return false;
+    return true;
+  };
+  poll();
+  if (!ringsEmpty()) return false;
+  std::vector<uint64_t> loops(workers_.size());
+  for (size_t w = 0; w < workers_.size(); ++w) loops[w] = counters_[w].loops.load();
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    if (w == caller) continue;
+    while (counters_[w].loops.load() < loops[w] + 2) {
+      poll();
+      rte_pause();
+    }
+  }
+  poll();
+  return ringsEmpty();
+}
+
+void Dataplane::settleOthers(uint16_t caller, const std::function<void()>& between) {
+  if (inbound_.empty()) return;
+  while (!othersSettled(caller, between)) {
+  }
 }
 
 void Dataplane::attachCaller(uint16_t i) {

@@ -46,6 +46,9 @@ struct DataplaneOptions {
   uint16_t rx_desc = 1024;
   uint16_t tx_desc = 1024;
   uint32_t event_ring_size = 16384;     // per worker, power of two
+  // Software distribution (dataplane.distribution): replay waits for room in a full ring
+  // instead of dropping (worker_ring_full), so no packet is lost to scheduling.
+  bool lossless_distribution = false;
 };
 
 class Dataplane : public DataplaneControl {
@@ -107,6 +110,16 @@ class Dataplane : public DataplaneControl {
   void attachCaller(uint16_t i);
   void detachCaller(uint16_t i);
 
+  // Software distribution, offline (the caller runs worker `caller` itself, the others run
+  // on their lcores): returns once every packet handed to another worker was judged and
+  // every packet in a tx ring was sent, running the caller's worker meanwhile. A no-op
+  // without software distribution.
+  // `between` runs after every loop of the caller's worker (replay: drains the events).
+  void settleOthers(uint16_t caller, const std::function<void()>& between = {});
+  bool softwareDistribution() const { return software_; }
+  // How packets reach the workers, for the start-up line.
+  std::string distributionSummary() const;
+
   uint16_t portA() const { return opts_.port_a; }
   uint16_t portB() const { return opts_.port_b; }
 
@@ -152,6 +165,15 @@ class Dataplane : public DataplaneControl {
   std::unique_ptr<WorkerCounters[]> counters_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool launched_ = false;
+  std::vector<unsigned> launched_lcores_;
+  bool othersSettled(uint16_t caller, const std::function<void()>& between);
+  // Software distribution: inbound ring per worker, tx ring per side (nullptr: every worker
+  // has a tx queue on that side), queues set up per side.
+  bool software_ = false;
+  std::vector<rte_ring*> inbound_;
+  rte_ring* tx_rings_[2] = {nullptr, nullptr};
+  uint16_t rx_queues_[2] = {1, 1};
+  uint16_t tx_queues_[2] = {1, 1};
   // --- flows view / capture --- one mailbox per worker (mailbox.h); listings serialized by
   // flows_mu_, captures by capture_mu_ (control threads only).
   std::unique_ptr<WorkerMailbox[]> mail_;

@@ -57,6 +57,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kDnsTcpMidstream: return "dns_tcp_midstream";
     case DropReason::kHttpHoldExhausted: return "http_hold_exhausted";  // --- http ---
     case DropReason::kHttpHoldDuplicate: return "http_hold_duplicate";
+    case DropReason::kWorkerRingFull: return "worker_ring_full";
     default: return "unknown";
   }
 }
@@ -104,7 +105,7 @@ const char* tcpStreamCounterName(int c) {
 const char* cycleBucketName(int b) {
   static constexpr const char* kNames[kCyCount] = {"rx",  "parse",  "flow", "firewall", "stream",
                                                    "dns", "dpi",    "lb",   "finish",
-                                                   "tx",  "aging",  "idle"};
+                                                   "tx",  "aging",  "distribute", "idle"};
   return b >= 0 && b < kCyCount ? kNames[b] : "unknown";
 }
 
@@ -243,6 +244,8 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
     f.dns_list_allowed[i] = c.dns_list_allowed[i].load();
   }
   f.events_lost = c.events_lost.load();
+  f.dist_handed_off = c.dist_handed_off.load();
+  f.dist_handed_in = c.dist_handed_in.load();
   f.loops = c.loops.load();
   f.busy_loops = c.busy_loops.load();
   f.generation = c.generation.load();
@@ -332,6 +335,8 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
     a.dns_list_allowed[i] += w.dns_list_allowed[i];
   }
   a.events_lost += w.events_lost;
+  a.dist_handed_off += w.dist_handed_off;
+  a.dist_handed_in += w.dist_handed_in;
   a.loops += w.loops;
   a.busy_loops += w.busy_loops;
   a.generation = a.generation == 0 ? w.generation : std::min(a.generation, w.generation);

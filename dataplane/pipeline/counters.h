@@ -60,10 +60,12 @@ inline constexpr int kDnsActions = 8;       // by rules::DnsAction value
 // --- perf --- Where a worker's cycles go (TSC cycles, read once per burst segment and stage,
 // published once per loop): rx and tx are the PMD calls, parse .. finish the packet path,
 // aging the flow and fragment sweeps, idle whole loops that received nothing; stream: TCP
-// checksum verification + stream normalization of inspected flows (stream_path.cc).
+// checksum verification + stream normalization of inspected flows (stream_path.cc);
+// distribute: software distribution's parse, hash and hand-off of received packets
+// (distribute.cc; the receiving worker's judging is in the other buckets).
 enum CycleBucket : uint8_t {
   kCyRx = 0, kCyParse, kCyFlow, kCyFirewall, kCyStream, kCyDns, kCyDpi, kCyLb, kCyFinish, kCyTx,
-  kCyAging, kCyIdle, kCyCount
+  kCyAging, kCyDistribute, kCyIdle, kCyCount
 };
 const char* cycleBucketName(int b);
 // Per-packet latency through the worker (rx burst returned -> tx burst returned), in ns,
@@ -145,6 +147,8 @@ struct alignas(64) WorkerCounters {
   Counter dns_list_blocked[kDnsListSlots]; // by list counter slot
   Counter dns_list_allowed[kDnsListSlots];
   Counter events_lost;
+  // Software distribution: packets handed to another worker / handed in by another worker.
+  Counter dist_handed_off, dist_handed_in;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
   // --- perf ---
@@ -191,6 +195,7 @@ struct CountersSnapshot {
     uint64_t dns_list_blocked[kDnsListSlots]{};
     uint64_t dns_list_allowed[kDnsListSlots]{};
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
+    uint64_t dist_handed_off = 0, dist_handed_in = 0;
     // --- perf ---
     uint64_t cycles[kCyCount]{};
     uint64_t latency[kLatencyBuckets]{};

@@ -4,6 +4,7 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
+#include <rte_pause.h>
 #include <rte_prefetch.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
@@ -94,6 +95,9 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->streamInit(settings);  // --- tcp stream ---
   w->tsc_hz_ = rte_get_tsc_hz();
   counters->tsc_hz.set(w->tsc_hz_);
+  if (opts.software_distribution) {
+    w->dist_buf_.reset(new rte_mbuf*[size_t(opts.nworkers) * kDistStride]);
+  }
   return w;
 }
 
@@ -113,6 +117,9 @@ Worker::~Worker() {
   for (int s = 0; s < 2; ++s) {
     for (uint16_t i = 0; i < ntx_[s]; ++i) rte_pktmbuf_free(tx_[s][i]);
     for (uint16_t i = 0; i < ahead_n_[s]; ++i) rte_pktmbuf_free(ahead_[s][ahead_head_[s] + i]);
+  }
+  for (uint16_t i = 0; i < group_n_; ++i) {
+    if (!isClockTick(group_[i])) rte_pktmbuf_free(group_[i]);
   }
 }
 
@@ -215,37 +222,71 @@ uint32_t Worker::pollOnce() {
   uint32_t total = 0;
   rte_mbuf* pkts[kBurst];
   // Latency samples: each rx burst's forwarded packets, from the moment rx returned them to
-  // the moment the tx burst that sent them returned.
-  uint64_t rx_done[2] = {0, 0};
-  uint64_t fwd[2] = {0, 0};
+  // the moment the tx burst that sent them returned ([2]: packets handed in by other workers,
+  // from the moment this worker took them from its ring).
+  uint64_t rx_done[3] = {0, 0, 0};
+  uint64_t fwd[3] = {0, 0, 0};
+  const bool dist = opts_.software_distribution;
+  seq_given_ = dist && shared_.seq_dynfield >= 0;
   if (opts_.merge_by_timestamp) {
     uint32_t n = pollMerged(pkts);
     rx_done[0] = rte_rdtsc();
     cy_[kCyRx] += rx_done[0] - loop_start;
+    total = n;
+    if (n && dist) {
+      n = handOff(pkts, static_cast<uint16_t>(n));
+      cy_[kCyDistribute] += rte_rdtsc() - rx_done[0];
+    }
     uint64_t q0 = tx_queued_;
     if (n) processBurst(pkts, static_cast<uint16_t>(n));
     fwd[0] = tx_queued_ - q0;
-    total = n;
   } else {
     uint64_t t = loop_start;
     for (int s = 0; s < 2; ++s) {
+      if (!opts_.poll_rx[s]) continue;
       uint16_t n = rte_eth_rx_burst(opts_.port[s], opts_.queue, pkts, kBurst);
       rx_done[s] = rte_rdtsc();
       cy_[kCyRx] += rx_done[s] - t;
       // Not every PMD fills mbuf->port; the side is where we polled.
       for (uint16_t i = 0; i < n; ++i) pkts[i]->port = opts_.port[s];
+      total += n;
+      if (n && dist) {
+        n = handOff(pkts, n);
+        cy_[kCyDistribute] += rte_rdtsc() - rx_done[s];
+      }
       uint64_t q0 = tx_queued_;
       if (n) processBurst(pkts, n);
       fwd[s] = tx_queued_ - q0;
-      total += n;
       t = rte_rdtsc();
     }
   }
+  if (shared_.inbound != nullptr && opts_.clock == ClockMode::kPacketTimestamp) {
+    total += pollInboundGroups();  // replay: in the distributor's bursts (distribute.cc)
+  } else if (shared_.inbound != nullptr) {
+    // Packets other workers received and handed over (software distribution).
+    uint64_t t = rte_rdtsc();
+    unsigned n = rte_ring_sc_dequeue_burst(shared_.inbound[opts_.id],
+                                           reinterpret_cast<void**>(pkts), kBurst, nullptr);
+    rx_done[2] = rte_rdtsc();
+    cy_[kCyRx] += rx_done[2] - t;
+    if (n) {
+      c_->dist_handed_in.add(n);
+      uint64_t q0 = tx_queued_;
+      processBurst(pkts, static_cast<uint16_t>(n));
+      fwd[2] = tx_queued_ - q0;
+      total += n;
+    }
+  }
+  seq_given_ = false;
+  if (input_clock_ > now_ns_) now_ns_ = input_clock_;  // replay: the input's time (ticks)
   uint64_t t_tx = rte_rdtsc();
   flushTx();
+  if (opts_.id == 0 && (shared_.tx_ring[0] != nullptr || shared_.tx_ring[1] != nullptr)) {
+    drainTxRings();
+  }
   uint64_t t_age = rte_rdtsc();
   cy_[kCyTx] += t_age - t_tx;
-  for (int s = 0; s < 2; ++s) {
+  for (int s = 0; s < 3; ++s) {
     if (fwd[s]) recordLatency(t_age - rx_done[s], fwd[s]);
   }
   age();
@@ -317,8 +358,13 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
   PacketVerdict& v = b.v[i];
   PacketMeta& pm = b.meta[i];
   uint8_t side = sideOf(m);
-  uint64_t seq = next_seq_++;
-  if (shared_.seq_dynfield >= 0) *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, uint64_t*) = seq;
+  uint64_t seq;
+  if (seq_given_) {  // software distribution: stamped when received (handOff)
+    seq = *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, uint64_t*);
+  } else {
+    seq = next_seq_++;
+    if (shared_.seq_dynfield >= 0) *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, uint64_t*) = seq;
+  }
   uint64_t t = packetTime(m);
   if (t > now_ns_) now_ns_ = t;
   b.ts[i] = t;
@@ -881,6 +927,23 @@ void Worker::flushTx() {
   for (int s = 0; s < 2; ++s) {
     uint16_t n = ntx_[s];
     if (!n) continue;
+    if (!opts_.tx_direct[s]) {
+      // No tx queue of our own: through the side's ring to worker 0, which sends and counts
+      // them (drainTxRings). Order within the ring is this worker's order.
+      ntx_[s] = 0;
+      unsigned put = rte_ring_mp_enqueue_burst(shared_.tx_ring[s],
+                                               reinterpret_cast<void**>(tx_[s]), n, nullptr);
+      while (put < n && opts_.lossless && !shared_.stop->load(std::memory_order_relaxed)) {
+        rte_pause();
+        put += rte_ring_mp_enqueue_burst(shared_.tx_ring[s],
+                                         reinterpret_cast<void**>(tx_[s] + put), n - put, nullptr);
+      }
+      for (uint16_t i = put; i < n; ++i) {
+        c_->drops[static_cast<int>(DropReason::kTxFailed)].add();
+        rte_pktmbuf_free(tx_[s][i]);
+      }
+      continue;
+    }
     uint64_t bytes = 0;
     for (uint16_t i = 0; i < n; ++i) bytes += tx_[s][i]->pkt_len;
     uint16_t sent = 0;

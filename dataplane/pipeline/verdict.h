@@ -83,6 +83,7 @@ enum class DropReason : uint8_t {
   // (the packet, and the flow from then on); a retransmission of bytes being held back.
   kHttpHoldExhausted,
   kHttpHoldDuplicate,
+  kWorkerRingFull,     // software distribution: the ring to the packet's worker was full
   kCount
 };
 

@@ -36,6 +36,8 @@ struct rte_rcu_qsbr;
 namespace dpu::dp {
 
 constexpr uint16_t kBurst = 32;
+// Most workers software distribution serves (one staging array per target on the stack).
+constexpr uint16_t kMaxDistributionWorkers = 64;
 
 // Receives every packet's verdict (replay --verdicts, tests). Called on the worker lcore,
 // possibly out of input order (fragments held for their first fragment are judged later).
@@ -56,6 +58,16 @@ struct WorkerOptions {
   uint16_t queue = 0;          // rx and tx queue index on both ports
   ClockMode clock = ClockMode::kTsc;
   bool merge_by_timestamp = false;  // replay: interleave the two sides in timestamp order
+  // Software distribution (distribute.h; set by the Dataplane, nworkers > 1): the worker
+  // polls rx queue `queue` of side s only when poll_rx[s] (the port has that queue), hashes
+  // what it receives and hands other workers' packets to their inbound ring; it sends on tx
+  // queue `queue` of side s when tx_direct[s], else through the side's tx ring, which worker 0
+  // sends on queue 0. `lossless` (replay): a full ring is waited on instead of dropping.
+  uint16_t nworkers = 1;
+  bool software_distribution = false;
+  bool poll_rx[2] = {true, true};
+  bool tx_direct[2] = {true, true};
+  bool lossless = false;
 };
 
 // Shared, read-mostly context every worker gets from the Dataplane.
@@ -68,6 +80,11 @@ struct WorkerShared {
   int ts_dynfield = -1;         // rx timestamp dynfield (microseconds from net_pcap), or -1
   uint64_t ts_dynflag = 0;
   std::atomic<bool>* stop = nullptr;
+  // Software distribution: each worker's inbound ring (nworkers entries; multi-producer,
+  // single-consumer), and per side the tx ring of the workers without a tx queue of their
+  // own (nullptr when every worker has one).
+  rte_ring* const* inbound = nullptr;
+  rte_ring* tx_ring[2] = {nullptr, nullptr};
 };
 
 class Worker {
@@ -92,6 +109,18 @@ class Worker {
   void processBurst(rte_mbuf** pkts, uint16_t n);
   // Sends what processBurst queued.
   void flushTx();
+  // Software distribution, worker 0: sends what the other workers put in the tx rings.
+  // Returns the packets taken from the rings.
+  uint32_t drainTxRings();
+  // Software distribution: packets waiting in this worker's inbound ring.
+  uint32_t inboundCount() const;
+  // Clock ticks (replay, packet-timestamp clock): an odd pointer value in an inbound ring
+  // carries the input's time (ns << 1 | 1; mbuf pointers are aligned).
+  static rte_mbuf* clockTick(uint64_t ns) {
+    return reinterpret_cast<rte_mbuf*>(static_cast<uintptr_t>((ns << 1) | 1));
+  }
+  static bool isClockTick(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 1) != 0; }
+  static uint64_t clockTickNs(const void* p) { return reinterpret_cast<uintptr_t>(p) >> 1; }
   // End of input: forgets fragment datagrams, examining up to `budget` slots; fragments
   // still waiting for their first fragment are dropped (reason fragment_first_missing).
   // Returns true when none is left. Call repeatedly, draining events in between.
@@ -294,6 +323,28 @@ class Worker {
   uint32_t agingBudget(AgingClock& c, uint32_t capacity);
   void ageFragments(uint64_t expire_at, uint32_t budget);
   uint32_t pollMerged(rte_mbuf** out);
+  // Software distribution (distribute.cc): stamps the input index of the n packets received,
+  // keeps this worker's packets at the front of pkts (returns how many) and hands the others
+  // to their worker's inbound ring (a full ring: dropped, reason worker_ring_full; lossless:
+  // waited on).
+  uint16_t handOff(rte_mbuf** pkts, uint16_t n);
+  void dropUndelivered(rte_mbuf* m);
+  // Clock ticks: see isClockTick; input_clock_ is the latest tick, which the worker's clock
+  // follows after the burst.
+  // Replay (packet-timestamp clock): takes the inbound ring's packets group by group, a
+  // group being what one burst of the distributor handed to this worker (ended by its
+  // clock tick), and judges each group as one burst, so that this worker's bursts are
+  // the distributor's bursts less the other workers' packets, whatever the timing (burst
+  // composition decides e.g. how many packets of a new flow the firewall classifies with
+  // its first). An unfinished group waits in group_ for its tick. Returns the packets judged.
+  uint32_t pollInboundGroups();
+  rte_mbuf* group_[kBurst + 1];
+  uint16_t group_n_ = 0;
+  uint64_t input_clock_ = 0;
+  // Per target worker: a burst's packets and a clock tick.
+  static constexpr size_t kDistStride = kBurst + 1;
+  std::unique_ptr<rte_mbuf*[]> dist_buf_;  // nworkers * kDistStride
+  bool seq_given_ = false;  // the packets being judged carry their input index already
 
   WorkerOptions opts_;
   WorkerShared shared_;

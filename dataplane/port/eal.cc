@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <syslog.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -229,11 +230,27 @@ absl::Status initEal(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
-std::vector<std::string> offlineEalArgs(const std::vector<std::string>& vdevs, int mem_mb) {
+std::vector<std::string> offlineEalArgs(const std::vector<std::string>& vdevs, int mem_mb,
+                                        unsigned lcores) {
   std::vector<std::string> a = {"dpu-appliance", "--no-huge", "--no-pci", "--no-shconf",
                                 absl::StrCat("--file-prefix=dpu", getpid()),
                                 "-m", std::to_string(mem_mb), "-l", "0",
                                 "--no-telemetry", "--log-level=*:warning", "--log-level=pmd.net.pcap:error"};
+  if (lcores > 1) {
+    // lcores 0 .. N-1 as threads that may run on any CPU this process may use: N can be
+    // more than the CPUs (a 2-CPU machine replays with 3 workers, overcommitted).
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::string cpus;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) absl::StrAppend(&cpus, cpus.empty() ? "" : ",", c);
+      }
+    }
+    if (cpus.empty()) cpus = "0";
+    a[7] = "--lcores";
+    a[8] = absl::StrCat("(0-", lcores - 1, ")@(", cpus, ")");
+  }
   for (const auto& v : vdevs) {
     a.push_back("--vdev");
     a.push_back(v);

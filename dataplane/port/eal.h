@@ -44,7 +44,10 @@ void removeEmptyEalRuntimeDir();
 
 // EAL arguments for an offline run: no hugepages, no PCI, no shared files (--no-shconf), a
 // process-unique file prefix,
-// `mem_mb` of memory, only the main lcore, quiet logs, plus the given --vdev specs.
-std::vector<std::string> offlineEalArgs(const std::vector<std::string>& vdevs, int mem_mb);
+// `mem_mb` of memory, lcores 0 .. lcores-1 (the first is the main lcore; more than one:
+// threads free to run on any CPU of the process, --lcores '(0-N)@(CPUS)', so there may be
+// more lcores than CPUs), quiet logs, plus the given --vdev specs.
+std::vector<std::string> offlineEalArgs(const std::vector<std::string>& vdevs, int mem_mb,
+                                        unsigned lcores = 1);
 
 }  // namespace dpu::dp

@@ -24,6 +24,29 @@ std::string describePort(uint16_t port_id) {
   return absl::StrCat("port ", port_id, " (", name, ", driver ", drv, ")");
 }
 
+bool portHasRss(uint16_t port_id, uint16_t queues) {
+  rte_eth_dev_info info;
+  std::memset(&info, 0, sizeof(info));
+  if (rte_eth_dev_info_get(port_id, &info) != 0) return false;
+  if (info.driver_name != nullptr && std::strcmp(info.driver_name, "net_tap") == 0) return false;
+  const uint64_t want = RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP;
+  return (want & info.flow_type_rss_offloads) != 0 && info.max_rx_queues >= queues &&
+         info.max_tx_queues >= queues &&
+         (info.hash_key_size == 0 || info.hash_key_size == sizeof(kSymmetricRssKey));
+}
+
+uint16_t portMaxRxQueues(uint16_t port_id) {
+  rte_eth_dev_info info;
+  std::memset(&info, 0, sizeof(info));
+  return rte_eth_dev_info_get(port_id, &info) == 0 ? info.max_rx_queues : 0;
+}
+
+uint16_t portMaxTxQueues(uint16_t port_id) {
+  rte_eth_dev_info info;
+  std::memset(&info, 0, sizeof(info));
+  return rte_eth_dev_info_get(port_id, &info) == 0 ? info.max_tx_queues : 0;
+}
+
 absl::Status setupPort(uint16_t port_id, const PortOptions& opts, rte_mempool* pool) {
   if (!rte_eth_dev_is_valid_port(port_id)) {
     return absl::InvalidArgumentError(absl::StrCat("port ", port_id, " does not exist"));
@@ -34,22 +57,24 @@ absl::Status setupPort(uint16_t port_id, const PortOptions& opts, rte_mempool* p
     return absl::InternalError(absl::StrCat(describePort(port_id), ": cannot read device info: ",
                                             rte_strerror(-rc)));
   }
-  if (opts.queues > info.max_rx_queues || opts.queues > info.max_tx_queues) {
+  const uint16_t txq = opts.tx_queues ? opts.tx_queues : opts.queues;
+  if (opts.queues > info.max_rx_queues || txq > info.max_tx_queues) {
     return absl::InvalidArgumentError(absl::StrCat(
         describePort(port_id), " supports at most ", info.max_rx_queues, " rx / ",
         info.max_tx_queues, " tx queues; ", opts.queues, " workers need ", opts.queues,
-        " of each (use fewer workers, or give the PMD more queues, e.g. net_pcap with one "
-        "rx_pcap per queue, net_af_packet qpairs=N)"));
+        " of each (use fewer workers, dataplane.distribution SOFTWARE, or give the PMD more "
+        "queues, e.g. net_pcap with one rx_pcap per queue, net_af_packet qpairs=N)"));
   }
   rte_eth_conf conf;
   std::memset(&conf, 0, sizeof(conf));
-  if (opts.queues > 1) {
+  if (opts.queues > 1 && opts.rss) {
     uint64_t want = RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP;
     uint64_t hf = want & info.flow_type_rss_offloads;
     if (hf == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           describePort(port_id), " has no RSS, so ", opts.queues,
-          " workers cannot be given both directions of each flow; run with one worker"));
+          " workers cannot be given both directions of each flow by RSS; set "
+          "dataplane.distribution to SOFTWARE (or AUTO), or run with one worker"));
     }
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = const_cast<uint8_t*>(kSymmetricRssKey);
@@ -61,7 +86,7 @@ absl::Status setupPort(uint16_t port_id, const PortOptions& opts, rte_mempool* p
                                                      "-byte RSS key; only 40 is supported"));
     }
   }
-  rc = rte_eth_dev_configure(port_id, opts.queues, opts.queues, &conf);
+  rc = rte_eth_dev_configure(port_id, opts.queues, txq, &conf);
   if (rc != 0) {
     return absl::InternalError(absl::StrCat(describePort(port_id),
                                             ": configure failed: ", rte_strerror(-rc)));
@@ -76,6 +101,8 @@ absl::Status setupPort(uint16_t port_id, const PortOptions& opts, rte_mempool* p
       return absl::InternalError(absl::StrCat(describePort(port_id), ": rx queue ", q,
                                               " setup failed: ", rte_strerror(-rc)));
     }
+  }
+  for (uint16_t q = 0; q < txq; ++q) {
     rc = rte_eth_tx_queue_setup(port_id, q, txd, socket, nullptr);
     if (rc != 0) {
       return absl::InternalError(absl::StrCat(describePort(port_id), ": tx queue ", q,

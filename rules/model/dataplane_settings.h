@@ -13,6 +13,9 @@ enum class Policy : uint8_t { kForward = 1, kDrop = 2 };
 constexpr uint32_t kMaxTunnelDepthSetting = 4;
 constexpr uint32_t kMaxTunnelPortsSetting = 8;
 
+// dataplane.distribution (proto Distribution): how packets reach more than one worker.
+enum class Distribution : uint8_t { kAuto = 0, kRss = 1, kSoftware = 2 };
+
 struct DataplaneSettings {
   // Flow table (capacity and fragment table sizes take effect at start only).
   uint32_t flow_capacity = 1u << 20;
@@ -60,6 +63,8 @@ struct DataplaneSettings {
   std::vector<uint32_t> vxlan_ports = {4789};
   std::vector<uint32_t> geneve_ports = {6081};
   uint32_t tunnel_max_depth = 3;
+  // Many workers (start only): RSS, software distribution, or RSS when the ports offer it.
+  Distribution distribution = Distribution::kAuto;
 };
 
 }  // namespace dpu::rules

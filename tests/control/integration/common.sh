@@ -102,8 +102,10 @@ PREFIX_N=0
 # start_appliance STATE_DIR [run options...]: starts `dpu-appliance run` in the background on
 # net_pcap (side A, $PCAP replayed forever) -> net_null (side B, no rx), waits until the API
 # listens. Sets APP_PID, APP_LOG, APP_OUT, APP_ADDR. The caller may set APP_PREFIX (the EAL
-# file prefix; a new dpuit_<test>_<pid>_<n> by default), APP_EAL_EXTRA (more EAL arguments)
-# and APP_VDEVS (the --vdev arguments instead of the pcap -> null pair).
+# file prefix; a new dpuit_<test>_<pid>_<n> by default), APP_EAL_EXTRA (more EAL arguments),
+# APP_VDEVS (the --vdev arguments instead of the pcap -> null pair) and APP_LCORES (EAL -l,
+# default 0,1: control + one worker; a value with '@' goes to --lcores instead, e.g.
+# '(0-2)@(0,1)': three lcores on two CPUs).
 start_appliance() {
   local state=$1
   shift
@@ -113,8 +115,10 @@ start_appliance() {
   local eal_extra=() vdevs=(--vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev net_null0,no-rx=1)
   [[ -z ${APP_EAL_EXTRA:-} ]] || read -ra eal_extra <<<"$APP_EAL_EXTRA"
   [[ -z ${APP_VDEVS:-} ]] || read -ra vdevs <<<"$APP_VDEVS"
+  local lcores=(-l "${APP_LCORES:-0,1}")
+  [[ ${APP_LCORES:-} != *@* ]] || lcores=(--lcores "$APP_LCORES")
   "$APPLIANCE" run --state-dir "$state" "$@" -- \
-    -l 0,1 --no-huge --no-pci --no-shconf \
+    "${lcores[@]}" --no-huge --no-pci --no-shconf \
     --file-prefix="${APP_PREFIX:-dpuit_${TEST_NAME}_$$_$PREFIX_N}" \
     -m 1024 --log-level=lib.eal:error "${eal_extra[@]}" "${vdevs[@]}" \
     >"$APP_OUT" 2>"$APP_LOG" &
