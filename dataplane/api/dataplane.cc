@@ -138,6 +138,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
         "packet-timestamp clock needs ports that stamp packets (net_pcap rx_pcap)");
   }
   shared.stop = &dp->stop_;
+  shared.extract = opts.extract;
 
   dp->counters_.reset(new WorkerCounters[opts.workers]);
   dp->mail_.reset(new WorkerMailbox[opts.workers]);

@@ -33,6 +33,7 @@ struct rte_ring;
 struct rte_rcu_qsbr;
 
 namespace dpu::dp {
+class FileExtractor;  // --- http --- (dataplane/pipeline/file_extract.h)
 
 struct DataplaneOptions {
   uint16_t port_a = 0;
@@ -46,6 +47,7 @@ struct DataplaneOptions {
   uint16_t rx_desc = 1024;
   uint16_t tx_desc = 1024;
   uint32_t event_ring_size = 16384;     // per worker, power of two
+  FileExtractor* extract = nullptr;     // --- http --- replay --extract-files: decoded HTTP files
 };
 
 class Dataplane : public DataplaneControl {

@@ -17,6 +17,7 @@
 #include "dataplane/frag/frag_tracker.h"
 #include "dataplane/normalize/datagram.h"
 #include "dataplane/normalize/http.h"  // --- http ---
+#include "dataplane/pipeline/file_extract.h"
 #include "dataplane/normalize/tcp_stream.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/packet/tunnel_config.h"
@@ -68,6 +69,7 @@ struct WorkerShared {
   int ts_dynfield = -1;         // rx timestamp dynfield (microseconds from net_pcap), or -1
   uint64_t ts_dynflag = 0;
   std::atomic<bool>* stop = nullptr;
+  FileExtractor* extract = nullptr;  // --- http --- replay --extract-files (file_extract.h)
 };
 
 class Worker {
