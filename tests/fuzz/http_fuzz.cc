@@ -101,7 +101,9 @@ const Runtime& runtimeFor(uint8_t opt) {
     auto d = DpiRuntime::create(theRules().dpi, ds, 1);
     FUZZ_CHECK(d.ok());
     r->dpi = *d;
-    static const int kPersonalities[8] = {0, 1, 2, 3, 5, 6, 8, 9};  // htp_server_personality_t
+    // htp_server_personality_t values libhtp 0.5 implements (not IIS_4_0 = 3, IIS_5_0 = 4:
+    // validation refuses those, see DpiConfig.HttpPersonalityLibhtpDoesNotImplementIsRefused).
+    static const int kPersonalities[8] = {0, 1, 2, 5, 6, 7, 8, 9};
     HttpSettings hs;
     hs.personality = kPersonalities[k & 7];
     hs.decompress_layers = 1 + ((k >> 3) & 3);
@@ -109,6 +111,7 @@ const Runtime& runtimeFor(uint8_t opt) {
     hs.flow_slots_per_worker = 2;
     hs.http_events = true;
     auto h = HttpRuntime::create(hs, r->dpi, 1, {});
+    if (!h.ok()) std::fprintf(stderr, "http_fuzz: %s\n", std::string(h.status().message()).c_str());
     FUZZ_CHECK(h.ok());
     r->http = *h;
     rts[k] = r;
