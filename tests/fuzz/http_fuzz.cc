@@ -205,7 +205,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t files0 = http.worker(0).counters[kHttpFiles];
   const uint64_t closed0 = 0;
   Conn c;
-  FUZZ_CHECK(HttpInspector::open(http, 0, c.flow));
+  // A new connection: a slot, and both streams' sequence numbers known (SYN, SYN-ACK).
+  auto startConn = [&]() {
+    c = Conn{};
+    FUZZ_CHECK(HttpInspector::open(http, 0, c.flow));
+    for (int d = 0; d < 2; ++d) {
+      TcpSegment s;
+      s.seq = c.isn[d];
+      s.ack = d ? c.isn[0] + 1 : 0;
+      s.flags = d ? 0x12 : 0x02;
+      tcpStreamSegment(pool, c.dir[d], c.dir[d ^ 1], s, false);
+    }
+  };
   size_t i = 1;
   auto byte = [&](uint8_t dflt) { return i < size ? data[i++] : dflt; };
   auto endConn = [&]() {
@@ -232,14 +243,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (c.stopped) return;
     if (!HttpInspector::data(http, 0, c.flow, d == 0, p + r.off, r.len, 1, sink)) c.stopped = true;
   };
-  // The handshake: both streams' sequence numbers known (SYN, SYN-ACK).
-  for (int d = 0; d < 2; ++d) {
-    TcpSegment s;
-    s.seq = c.isn[d];
-    s.ack = d ? c.isn[0] + 1 : 0;
-    s.flags = d ? 0x12 : 0x02;
-    tcpStreamSegment(pool, c.dir[d], c.dir[d ^ 1], s, false);
-  }
+  startConn();
   std::vector<uint8_t> buf;
   while (i < size) {
     const uint8_t op = byte(0);
@@ -274,15 +278,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       default:
         endConn();
-        c = Conn{};
-        FUZZ_CHECK(HttpInspector::open(http, 0, c.flow));
-        for (int e = 0; e < 2; ++e) {
-          TcpSegment s;
-          s.seq = c.isn[e];
-          s.ack = e ? c.isn[0] + 1 : 0;
-          s.flags = e ? 0x12 : 0x02;
-          tcpStreamSegment(pool, c.dir[e], c.dir[e ^ 1], s, false);
-        }
+        startConn();
     }
   }
   endConn();
