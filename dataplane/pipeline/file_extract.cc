@@ -22,6 +22,8 @@ FileExtractor::~FileExtractor() {
 }
 
 void FileExtractor::discard(PerWorker& pw, Open& o, bool error) {
+  used_.fetch_sub(o.bytes, std::memory_order_relaxed);
+  o.bytes = 0;
   if (o.f != nullptr) {
     std::fclose(o.f);
     o.f = nullptr;
@@ -38,6 +40,7 @@ void FileExtractor::data(uint32_t w, int32_t pos, uint8_t dir, const uint8_t* p,
   PerWorker& pw = workers_[w];
   Open& o = pw.open[uint64_t(uint32_t(pos)) * 2 + (dir & 1)];
   if (o.skip) return;
+  o.bytes += n;
   if (used_.fetch_add(n, std::memory_order_relaxed) + n > max_bytes_) {
     discard(pw, o, false);
     return;
@@ -82,6 +85,7 @@ void FileExtractor::close(uint32_t w, int32_t pos, const HttpEventInfo& f) {
     if (!ok || std::rename(o.tmp.c_str(), name.c_str()) != 0) {
       std::fprintf(stderr, "dpu-appliance: extract-files: %s: %s\n", name.c_str(), std::strerror(errno));
       ::unlink(o.tmp.c_str());
+      used_.fetch_sub(o.bytes, std::memory_order_relaxed);
       pw.st.errors++;
     } else {
       pw.st.files++;

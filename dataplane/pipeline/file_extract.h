@@ -7,8 +7,8 @@
 //
 // A forensic / test facility, not a packet-path feature: the worker writes with stdio (one
 // FILE per open file, created when the file's first bytes arrive), so it is only wired into
-// replay. Bounded: at most `max_bytes` written in all; a file that would pass the bound is
-// not written at all (never a partial file), counted `skipped`. Per worker state (the worker
+// replay. Bounded: at most `max_bytes` kept in all; a file that would pass the bound is not
+// written at all (never a partial file; its bytes go back to the budget), counted `skipped`. Per worker state (the worker
 // that owns the flow), no locks; the byte budget is one atomic shared by the workers.
 #pragma once
 
@@ -51,6 +51,7 @@ class FileExtractor {
   struct Open {
     FILE* f = nullptr;
     std::string tmp;
+    uint64_t bytes = 0;  // taken from the budget (given back when the file is not kept)
     bool skip = false;  // over the bound or a write error: not kept
   };
   struct PerWorker {
