@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_rules.h"
 #include "rules/compile/yara_translate.h"
 #include "rules/compile/yara_validate.h"
 #include "dataplane/stages/dpi_stage.h"
@@ -58,28 +59,6 @@ using Clock = std::chrono::steady_clock;
 
 static double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
-// The accepted rules' text: from each rule's first line to the line before the next rule of
-// the file (accepted or not).
-static std::string acceptedText(const std::string& text, const CompiledDpi& d) {
-  std::set<int> starts;
-  for (const DpiRule& r : d.rules) starts.insert(r.line);
-  for (const DpiUnsupported& u : d.unsupported) starts.insert(u.line);
-  std::vector<std::string> lines;
-  std::stringstream ss(text);
-  for (std::string l; std::getline(ss, l);) lines.push_back(l);
-  std::string out;
-  for (const DpiRule& r : d.rules) {
-    auto next = starts.upper_bound(r.line);
-    int end = next == starts.end() ? int(lines.size()) + 1 : *next;
-    for (int i = r.line; i < end && i <= int(lines.size()); ++i) {
-      const std::string& l = lines[size_t(i - 1)];
-      if (l.rfind("import", 0) == 0 || l.rfind("include", 0) == 0) continue;
-      out += l + "\n";
-    }
-  }
-  return out;
 }
 
 // Percentile of a sorted vector.
@@ -305,15 +284,7 @@ int main(int argc, char** argv) {
   DpiModel model;
   size_t total_rules = 0;
   for (const std::string& f : files) {
-    DpiModel one;
-    one.sources.push_back({fs::path(f).filename().string(), readFileBytes(f)});
-    ConfigErrorList errs;
-    DpiCompileOptions o;
-    o.compile_hyperscan = false;
-    auto c = compileDpi(one, errs, o);
-    if (!c.ok()) continue;
-    total_rules += (*c)->rules.size() + (*c)->unsupported.size();
-    std::string t = acceptedText(one.sources[0].text, **c);
+    std::string t = dpu::bench::acceptedRulesText(fs::path(f).filename().string(), readFileBytes(f), &total_rules);
     if (!t.empty()) model.sources.push_back({fs::path(f).filename().string(), t});
   }
   // 2. Compile both (ours without the disk cache: Hyperscan compile time included).

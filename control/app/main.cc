@@ -88,6 +88,11 @@ options:
                          the same as with one worker except where a per-worker table runs
                          full; the order of output frames and events across flows then
                          depends on scheduling (--verdicts stays in input order).
+  --extract-files DIR    write every decoded HTTP file (body after de-chunking and
+                         decompression, multipart part) the YARA rules scanned to
+                         DIR/<sha256> (the fileinfo event's sha256); DIR must exist
+  --extract-max-bytes N  at most N bytes extracted in all (default 268435456); a file
+                         that would pass it is not written (a warning in the summary)
   --quiet                no summary on stdout
   --memory MB, -m MB     DPDK memory in MB, 64-1048576 (default: sized from the config:
                          512 MB, plus the flow and fragment tables, plus 4 KiB per firewall
@@ -168,6 +173,13 @@ int main(int argc, char** argv) {
       else if (a == "--events") dst = &o.events;
       else if (a == "--summary-json") dst = &o.summary_json;
       else if (a == "--quiet") { o.quiet = true; continue; }
+      else if (a == "--extract-files") dst = &o.extract_files;  // --- http ---
+      else if (a == "--extract-max-bytes") {
+        std::string v;
+        if (!takeValue(i, argc, argv, v) || !absl::SimpleAtoi(v, &o.extract_max_bytes))
+          return fail("replay: --extract-max-bytes needs a byte count");
+        continue;
+      }
       else if (a == "-m" || a == "--memory") {
         std::string v;
         if (!takeValue(i, argc, argv, v)) return fail("replay: " + a + " needs a value (MB)");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "control/app/summary.h"
 #include "control/config/config_loader.h"
 #include "dataplane/api/dataplane.h"
+#include "dataplane/pipeline/file_extract.h"  // --- http ---
 #include "dataplane/port/eal.h"
 #include "dataplane/port/ports.h"
 
@@ -185,6 +187,15 @@ absl::Status runReplay(const ReplayOptions& o) {
   dopts.mbuf_data_room = 65535;
   dopts.rx_desc = 64;
   dopts.tx_desc = 64;
+  std::unique_ptr<dp::FileExtractor> extract;  // --- http ---
+  if (!o.extract_files.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.extract_files, ec))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--extract-files ", o.extract_files, ": not a directory"));
+    extract = std::make_unique<dp::FileExtractor>(o.extract_files, o.extract_max_bytes, dopts.workers);
+    dopts.extract = extract.get();
+  }
   auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
   if (!dpr.ok()) return memoryHint(dpr.status());
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
@@ -285,6 +296,15 @@ absl::Status runReplay(const ReplayOptions& o) {
     while (!plane->worker(k).endFlows(4096)) drain();
   }
   drain();
+  if (extract) {  // --- http --- every flow ended: every file is closed
+    const dp::FileExtractor::Stats es = extract->stats();
+    sum.notes.push_back(absl::StrCat("extract-files: ", es.files, " file(s), ", es.bytes,
+                                     " bytes written to ", o.extract_files));
+    if (es.skipped != 0 || es.errors != 0)
+      sum.warnings.push_back(absl::StrCat(
+          "extract-files: ", es.skipped, " file(s) not written (--extract-max-bytes ",
+          o.extract_max_bytes, " reached), ", es.errors, " not written (file system errors)"));
+  }
   // The counters after the flows ended: matches found at a stream's end (DPI rules that need
   // the end of the data) are counted then, and belong in the summary like any other.
   sum.counters = plane->counters();

@@ -21,6 +21,10 @@ struct ReplayOptions {
   std::string events;        // JSON lines (eve-like)
   std::string summary_json;  // the summary as one JSON object
   bool quiet = false;        // no summary on stdout
+  // --- http --- --extract-files DIR: the decoded HTTP files written to DIR/<sha256>
+  // (dataplane/pipeline/file_extract.h), at most extract_max_bytes in all.
+  std::string extract_files;
+  uint64_t extract_max_bytes = uint64_t(256) << 20;
   // -m / --memory: DPDK (EAL) memory in MB; 0 = sized from the config (replayMemoryMb).
   uint32_t memory_mb = 0;
   // --workers N: workers (lcores 0 .. N-1; this thread runs worker 0, which reads both

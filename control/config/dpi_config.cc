@@ -1,5 +1,7 @@
 #include "control/config/dpi_config.h"
 
+#include <htp/htp.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -28,6 +30,17 @@ bool toAction(v1::DpiAction a, rules::DpiAction fallback, rules::DpiAction* out)
     case v1::DPI_RESET: *out = rules::DpiAction::kReset; return true;
     default: return false;
   }
+}
+
+// --- http --- Whether libhtp implements server personality `p` (htp_server_personality_t):
+// asked of the library itself (0.5 refuses IIS 4.0 and IIS 5.0), so validation and the
+// HTTP runtime (dataplane/normalize/http.cc) agree.
+bool libhtpHasPersonality(int p) {
+  htp_cfg_t* cfg = htp_config_create();
+  if (cfg == nullptr) return true;  // cannot ask; the runtime reports it
+  const bool ok = htp_config_set_server_personality(cfg, static_cast<htp_server_personality_t>(p)) == HTP_OK;
+  htp_config_destroy(cfg);
+  return ok;
 }
 
 }  // namespace
@@ -154,7 +167,14 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
     if (h.has_detect_on_other_ports()) hm.detect_on_other_ports = h.detect_on_other_ports();
     if (h.personality() < 0 || h.personality() > v1::PERSONALITY_APACHE_2)
       errors.push_back(dpiError("dpi.http.personality", "not a libhtp personality"));
-    else if (h.personality() != v1::PERSONALITY_DEFAULT) hm.personality = int(h.personality()) - 1;
+    else if (h.personality() != v1::PERSONALITY_DEFAULT) {
+      hm.personality = int(h.personality()) - 1;
+      if (!libhtpHasPersonality(hm.personality))
+        errors.push_back(dpiError("dpi.http.personality",
+                                  absl::StrCat(v1::HttpPersonality_Name(h.personality()),
+                                               " is not implemented by libhtp (its IIS 4.0 and 5.0 "
+                                               "personalities are missing); IIS_5_1 is the closest")));
+    }
     if (h.flow_slots_per_worker() != 0) hm.flow_slots_per_worker = h.flow_slots_per_worker();
     if (hm.flow_slots_per_worker > (1u << 20))
       errors.push_back(dpiError("dpi.http.flow_slots_per_worker",

@@ -196,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
       shared.tx_ring[s] = dp->tx_rings_[s];
     }
   }
+  shared.extract = opts.extract;
 
   dp->counters_.reset(new WorkerCounters[opts.workers]);
   dp->mail_.reset(new WorkerMailbox[opts.workers]);

@@ -33,6 +33,7 @@ struct rte_ring;
 struct rte_rcu_qsbr;
 
 namespace dpu::dp {
+class FileExtractor;  // --- http --- (dataplane/pipeline/file_extract.h)
 
 struct DataplaneOptions {
   uint16_t port_a = 0;
@@ -49,6 +50,7 @@ struct DataplaneOptions {
   // Software distribution (dataplane.distribution): replay waits for room in a full ring
   // instead of dropping (worker_ring_full), so no packet is lost to scheduling.
   bool lossless_distribution = false;
+  FileExtractor* extract = nullptr;     // --- http --- replay --extract-files: decoded HTTP files
 };
 
 class Dataplane : public DataplaneControl {

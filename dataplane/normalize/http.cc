@@ -133,6 +133,7 @@ void openFile(Slot& s, htp_tx_t* tx, int dir) {
 void fileData(Slot& s, int dir, const unsigned char* p, size_t n) {
   HttpFile& f = s.file[dir];
   EVP_DigestUpdate(f.md, p, n);
+  s.sink->fileBytes(f.info, p, n);
   DpiOutcome o;
   if (!(f.dir.flags & DpiDir::kDone))
     DpiInspector::tcp(s.rt->dpi(), s.worker, f.dir, p, uint32_t(n), uint32_t(f.info.size), 0, o);

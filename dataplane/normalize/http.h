@@ -105,6 +105,13 @@ class HttpSink {
   virtual void fileScanned(const DpiOutcome& o, const HttpEventInfo& file) = 0;
   virtual void fileClosed(const HttpEventInfo& file) = 0;
   virtual void transaction(const HttpEventInfo& tx) = 0;
+  // The decoded bytes of an open file, as they are scanned (opt-in file extraction:
+  // dataplane/pipeline/file_extract.h); then fileClosed when it ends.
+  virtual void fileBytes(const HttpEventInfo& file, const uint8_t* p, size_t n) {
+    (void)file;
+    (void)p;
+    (void)n;
+  }
 };
 
 class HttpRuntime {

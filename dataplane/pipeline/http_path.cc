@@ -46,7 +46,11 @@ struct HttpPathSink final : HttpSink {
       if (blk != 0 && w->hold_end_block_ == 0) w->hold_end_block_ = blk;
     }
   }
+  void fileBytes(const HttpEventInfo& f, const uint8_t* p, size_t n) override {
+    if (w->shared_.extract != nullptr) w->shared_.extract->data(w->opts_.id, pos, f.file_dir, p, n);
+  }
   void fileClosed(const HttpEventInfo& f) override {
+    if (w->shared_.extract != nullptr) w->shared_.extract->close(w->opts_.id, pos, f);
     if (w->http_rt_->settings().fileinfo_events)
       w->httpEvent(EventType::kFileInfo, f, *id, b != nullptr ? b->ts[i] : w->now_ns_);
   }

@@ -17,6 +17,7 @@
 #include "dataplane/frag/frag_tracker.h"
 #include "dataplane/normalize/datagram.h"
 #include "dataplane/normalize/http.h"  // --- http ---
+#include "dataplane/pipeline/file_extract.h"
 #include "dataplane/normalize/tcp_stream.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/packet/tunnel_config.h"
@@ -85,6 +86,7 @@ struct WorkerShared {
   // own (nullptr when every worker has one).
   rte_ring* const* inbound = nullptr;
   rte_ring* tx_ring[2] = {nullptr, nullptr};
+  FileExtractor* extract = nullptr;  // --- http --- replay --extract-files (file_extract.h)
 };
 
 class Worker {

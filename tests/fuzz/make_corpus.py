@@ -25,6 +25,10 @@
       Inputs of the yara target: rule files of ../shared/data/yara (or PATH) that fit in L
       bytes (default 4096), at most N (default 400), each followed by the target's "\\n\\0\\n"
       separator and bytes to scan that contain the file's first text string.
+  make_corpus.py http OUT_DIR [--pcaps PATH...] [--max N] [--max-len L]
+      Inputs of the http target (http_fuzz.cc): one per capture (default: the http-evader
+      captures of ../shared/data/pcap), the settings byte then the IPv4 TCP payloads in
+      capture order as in-order data records, client side 0; at most N (400) of <= L bytes.
 
 Missing capture folders are skipped with a note on stderr (the corpus is then whatever the
 other sources give; the committed seeds are always added by scripts/fuzz).
@@ -379,6 +383,55 @@ def cmd_yara(a):
     print(f'make_corpus: {len(blobs)} YARA rule files from {root} -> {a.out}')
 
 
+def http_input(frames, opt=0x12):
+    """One input of the http target (tests/fuzz/http_fuzz.cc) from the IPv4 TCP frames of
+    one HTTP connection: the settings byte (IDS personality, 3 encoding layers), then every
+    payload in capture order as in-order data records (op 0, <= 256 bytes each), direction 0
+    for the side that sent the SYN (else the side talking to port 80)."""
+    out = bytearray([opt])
+    client = None
+    for fr in frames:
+        if len(fr) < 34 or fr[12:14] != b'\x08\x00' or fr[23] != 6:
+            continue
+        ihl = (fr[14] & 15) * 4
+        total = struct.unpack('>H', fr[16:18])[0]
+        l4 = 14 + ihl
+        if len(fr) < l4 + 20:
+            continue
+        src = fr[26:30] + fr[l4:l4 + 2]
+        dport = struct.unpack('>H', fr[l4 + 2:l4 + 4])[0]
+        flags = fr[l4 + 13]
+        if client is None and (flags & 0x12) == 0x02:
+            client = src
+        if client is None and dport == 80:
+            client = src
+        data = fr[l4 + (fr[l4 + 12] >> 4) * 4:14 + total]
+        d = 0 if src == client else 1
+        for k in range(0, len(data), 256):
+            part = data[k:k + 256]
+            out += bytes([d, len(part) - 1]) + part
+    return bytes(out)
+
+
+def cmd_http(a):
+    """Inputs of the http target: one per capture (its TCP payloads as one connection),
+    from the http-evader captures of ../shared/data/pcap by default."""
+    root = os.path.normpath(os.path.join(REPO, '..', 'shared', 'data', 'pcap', 'OISF+suricata-verify',
+                                         'tests', 'http-evader'))
+    paths = a.pcaps or sorted(os.path.join(root, t, 'input.pcap') for t in
+                              (os.listdir(root) if os.path.isdir(root) else []))
+    blobs = []
+    for p in paths:
+        frames = list(read_pcap(p))
+        blob = http_input(frames)
+        if 1 < len(blob) <= a.max_len:
+            blobs.append(blob)
+        if len(blobs) >= a.max:
+            break
+    write_files(a.out, blobs, 'http-')
+    print(f'make_corpus: {len(blobs)} HTTP connections from {len(paths)} captures -> {a.out}')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -404,8 +457,13 @@ def main():
     y.add_argument('--rules')
     y.add_argument('--max', type=int, default=400)
     y.add_argument('--max-len', type=int, default=4096)
+    h = sub.add_parser('http')
+    h.add_argument('out')
+    h.add_argument('--pcaps', nargs='*')
+    h.add_argument('--max', type=int, default=400)
+    h.add_argument('--max-len', type=int, default=4096)
     a = ap.parse_args()
-    {'frames': cmd_frames, 'seeds': cmd_seeds, 'edge': cmd_edge, 'config': cmd_config,
+    {'http': cmd_http, 'frames': cmd_frames, 'seeds': cmd_seeds, 'edge': cmd_edge, 'config': cmd_config,
      'dict': cmd_dict, 'yara': cmd_yara}[a.cmd](a)
 
 

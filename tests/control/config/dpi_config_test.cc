@@ -125,5 +125,27 @@ TEST(DpiConfig, HttpSettingsAndScopes) {
   }
 }
 
+// Found by the http fuzz target: libhtp 0.5 refuses the IIS 4.0 and IIS 5.0 personalities
+// (htp_config_set_server_personality fails), so validate said "ok" to a config whose HTTP
+// runtime then could not be created (replay / apply failed with "libhtp does not know
+// personality 3"). Validation asks libhtp and names the field; every other personality loads.
+TEST(DpiConfig, HttpPersonalityLibhtpDoesNotImplementIsRefused) {
+  for (const char* p : {"PERSONALITY_IIS_4_0", "PERSONALITY_IIS_5_0"}) {
+    rules::ConfigErrorList e;
+    auto bad = load(std::string(R"({"dpi": {"http": {"personality": ")") + p + R"("}}})", &e);
+    std::string all(bad.ok() ? "" : bad.status().message());
+    for (const auto& x : e) all += "\n" + rules::formatError(x);
+    EXPECT_FALSE(bad.ok() && e.empty()) << p;
+    EXPECT_NE(all.find("dpi.http.personality"), std::string::npos) << p << ": " << all;
+    EXPECT_NE(all.find("libhtp"), std::string::npos) << p << ": " << all;
+  }
+  for (const char* p : {"PERSONALITY_MINIMAL", "PERSONALITY_GENERIC", "PERSONALITY_IDS", "PERSONALITY_IIS_5_1",
+                        "PERSONALITY_IIS_6_0", "PERSONALITY_IIS_7_0", "PERSONALITY_IIS_7_5", "PERSONALITY_APACHE_2"}) {
+    rules::ConfigErrorList e;
+    auto ok = load(std::string(R"({"dpi": {"http": {"personality": ")") + p + R"("}}})", &e);
+    EXPECT_TRUE(ok.ok() && e.empty()) << p << ": " << (ok.ok() ? "" : ok.status().message());
+  }
+}
+
 }  // namespace
 }  // namespace dpu::ctl

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rules/compile/yara_translate.h"
+#include "tests/util/dpi_compile.h"
 
 namespace dpu::dp {
 namespace {
@@ -26,14 +27,7 @@ rule small_pe { condition: uint16(0) == 0x5A4D and filesize < 100 }
 rule eicar { strings: $e = "X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*" condition: $e }
 )";
 
-std::shared_ptr<const rules::CompiledDpi> compile(const std::string& text) {
-  rules::DpiModel m;
-  m.sources.push_back({"t", text});
-  rules::ConfigErrorList errs;
-  auto c = rules::compileDpi(m, errs);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *c : nullptr;
-}
+using test::compileDpiText;
 
 std::string sha256Hex(const std::string& s) {
   unsigned char md[32];
@@ -112,7 +106,7 @@ struct TestSink : HttpSink {
 
 struct Http : ::testing::Test {
   void make(HttpSettings hs = {}, std::vector<HttpScope> scopes = {}, const char* rules = kRules) {
-    dpi = compile(rules);
+    dpi = compileDpiText(rules);
     ASSERT_NE(dpi, nullptr);
     DpiSettings ds;
     ds.streams_per_worker = 16;

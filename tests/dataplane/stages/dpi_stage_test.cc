@@ -12,18 +12,12 @@
 #include <set>
 
 #include "rules/compile/yara_translate.h"
+#include "tests/util/dpi_compile.h"
 
 namespace dpu::dp {
 namespace {
 
-std::shared_ptr<const rules::CompiledDpi> compile(const std::string& text) {
-  rules::DpiModel m;
-  m.sources.push_back({"t", text});
-  rules::ConfigErrorList errs;
-  auto c = rules::compileDpi(m, errs);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *c : nullptr;
-}
+using test::compileDpiText;
 
 const char* kRules = R"(
 rule split { strings: $a = "ATTACKSTRING" condition: $a }
@@ -33,7 +27,7 @@ rule two { strings: $a = "first" $b = "second" condition: $a and $b }
 
 struct Fixture : ::testing::TestWithParam<rules::DpiStreamMode> {
   void SetUp() override {
-    dpi = compile(kRules);
+    dpi = compileDpiText(kRules);
     DpiSettings s;
     s.stream_mode = GetParam();
     s.full_streams_per_worker = 1;  // kCompressed: 4 compact slots + 1 full stream
@@ -153,7 +147,7 @@ TEST_P(Fixture, UdpBlockScanPerDatagram) {
 TEST_P(Fixture, NewRulesMidFlowStartAFreshStream) {
   DpiDir d;
   feed(d, 0, "ATTACK");
-  auto rt2 = DpiRuntime::create(compile(kRules), rt->settings(), 1);
+  auto rt2 = DpiRuntime::create(compileDpiText(kRules), rt->settings(), 1);
   ASSERT_TRUE(rt2.ok());
   DpiOutcome o;
   const std::string p = "STRING ATTACKSTRING";
@@ -192,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(StreamModes, Fixture,
 // Compressed mode with slots too small for the stream: the direction moves to a full stream
 // and its matches continue there; with no full stream free it is not inspected.
 TEST(DpiCompressed, SlotTooSmallMovesToAFullStream) {
-  auto dpi = compile(kRules);
+  auto dpi = compileDpiText(kRules);
   DpiSettings s;
   s.stream_mode = rules::DpiStreamMode::kCompressed;
   s.compressed_slot_bytes = 8;  // header + almost nothing (the config allows >= 64)
@@ -226,7 +220,7 @@ TEST(DpiCompressed, SlotTooSmallMovesToAFullStream) {
 }
 
 TEST(DpiCompressed, CountsAndPositionsSurvivePacking) {
-  auto dpi = compile(R"(
+  auto dpi = compileDpiText(R"(
 rule three { strings: $a = "abc" condition: #a == 3 and @a[2] == 10 and $a at 4 }
 rule big { condition: filesize > 300 }
 )");
@@ -267,7 +261,7 @@ namespace {
 // makes it true. And however many rules become true at once, all are reported then.
 struct TickFixture : ::testing::TestWithParam<rules::DpiStreamMode> {
   void make(const std::string& text) {
-    dpi = compile(text);
+    dpi = compileDpiText(text);
     ASSERT_NE(dpi, nullptr);
     DpiSettings s;
     s.stream_mode = GetParam();
