@@ -41,9 +41,12 @@ done
 [[ -x $app ]] || { echo "no dpu-appliance at $app (--appliance BIN)" >&2; exit 2; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/workers_bench.XXXXXX")
 pid=
+source "$here/eal_dirs.sh"
+eal_dirs_track "wbench_$$_*"  # the prefixes below, removed at exit
 cleanup() {
   [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true
-  rm -rf "$work" /var/run/dpdk/wbench_$$_* 2>/dev/null || true
+  rm -rf "$work" 2>/dev/null || true
+  eal_dirs_cleanup
 }
 trap cleanup EXIT
 

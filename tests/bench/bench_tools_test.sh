@@ -40,7 +40,7 @@ done
 # dpdk-testpmd leave theirs); the helper removes exactly the tracked prefixes and globs.
 for f in "$ROOT"/bench/*.sh; do
   grep -q -- '--file-prefix' "$f" || continue
-  grep -q 'source "$HERE/eal_dirs.sh"' "$f" || fail "$(basename "$f") starts DPDK without bench/eal_dirs.sh"
+  grep -qiE 'source "\$here/eal_dirs\.sh"' "$f" || fail "$(basename "$f") starts DPDK without bench/eal_dirs.sh"
   grep -q 'eal_dirs_track ' "$f" || fail "$(basename "$f") tracks no file prefix"
   grep -q 'eal_dirs_cleanup' "$f" || fail "$(basename "$f") never removes its runtime directories"
 done
