@@ -155,18 +155,8 @@ bool Worker::reasmExhausted(rte_mbuf* m, uint16_t i, Burst& b, int32_t slot, Dro
   }
   // fail_open: the datagram is judged by its first fragment alone, uninspected by DNS / DPI.
   c_->frag_fail_open.add();
-  if (Event* ev = newEvent()) {
+  if (Event* ev = uninspectedEvent(b, i, Stage::kFragment, why)) {
     const PacketMeta& pm = b.meta[i];
-    ev->type = EventType::kUninspected;
-    ev->worker = static_cast<uint8_t>(opts_.id);
-    ev->in_side = b.v[i].in_side;
-    ev->stage = Stage::kFragment;
-    ev->reason = why;
-    ev->verdict = Verdict::kForward;
-    ev->rule = kNoRule;
-    ev->generation = generation_;
-    ev->ts_ns = b.ts[i];
-    ev->seq = b.v[i].seq;
     ev->ip_ver = static_cast<uint8_t>(pm.l3);
     ev->proto = pm.l4_proto;
     ev->src = pm.src;

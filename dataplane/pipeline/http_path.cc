@@ -89,20 +89,9 @@ void Worker::httpAlertInfo(Event& ev, const HttpEventInfo& file) const {
 }
 
 void Worker::httpUninspected(const Burst& b, uint16_t i, DropReason why) {
-  Event* ev = newEvent();
+  Event* ev = uninspectedEvent(b, i, Stage::kDpi, why);
   if (ev == nullptr) return;
-  const PacketVerdict& v = b.v[i];
-  ev->type = EventType::kUninspected;
-  ev->worker = static_cast<uint8_t>(opts_.id);
-  ev->stage = Stage::kDpi;
-  ev->reason = why;
-  ev->verdict = Verdict::kForward;
-  ev->rule = kNoRule;
-  ev->generation = generation_;
-  ev->ts_ns = b.ts[i];
-  ev->in_side = v.in_side;
-  ev->seq = v.seq;
-  ev->flow_id = v.flow_id;
+  ev->flow_id = b.v[i].flow_id;
   eventPacket(*ev, b.meta[i]);  // an HTTP flow: its packets have their IP layer
   postEvent(ev);
 }

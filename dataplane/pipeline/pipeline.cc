@@ -998,6 +998,22 @@ void Worker::emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t n
   postEvent(ev);
 }
 
+Event* Worker::uninspectedEvent(const Burst& b, uint16_t i, Stage stage, DropReason why) {
+  Event* ev = newEvent();
+  if (ev == nullptr) return nullptr;
+  ev->type = EventType::kUninspected;
+  ev->worker = static_cast<uint8_t>(opts_.id);
+  ev->stage = stage;
+  ev->reason = why;
+  ev->verdict = Verdict::kForward;
+  ev->rule = kNoRule;
+  ev->generation = generation_;
+  ev->ts_ns = b.ts[i];
+  ev->in_side = b.v[i].in_side;
+  ev->seq = b.v[i].seq;
+  return ev;
+}
+
 void Worker::eventPacket(Event& ev, const PacketMeta& pm) {
   if (pm.l3 != L3Type::kNone) {
     ev.ip_ver = static_cast<uint8_t>(pm.l3);

@@ -306,6 +306,10 @@ class Worker {
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);
   // The packet's addresses, ports, protocol (when it has an IP layer) and outer VLAN, into `ev`.
   static void eventPacket(Event& ev, const PacketMeta& pm);
+  // A new `uninspected` event for packet i of b (stage, reason, forward verdict, side, seq,
+  // time, generation), or nullptr when the event ring is full; the caller adds the packet's
+  // fields and posts it.
+  Event* uninspectedEvent(const Burst& b, uint16_t i, Stage stage, DropReason why);
   void emitFlowEnd(int32_t pos, const FlowEntry& e, const FlowKey& k, uint64_t now,
                    FlowEndReason why);
   // Why the flow being ended ends: set by emitFlowEnd, which every flow removal calls just
