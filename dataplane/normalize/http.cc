@@ -283,7 +283,9 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
   for (uint16_t p : s.ports) rt->port_bits_[p >> 3] |= uint8_t(1u << (p & 7));
   // Report masks: the raw stream of an HTTP flow reports the rule sets scoped to the stream
   // (or both); a file those scoped to files (default) or both; a file whose size is not
-  // final yet none reading filesize.
+  // final yet none reading filesize and none whose truth can still turn false as bytes are
+  // appended (`not $a`, `#a == 2`: CompiledDpi::unstableRules), so that a file's report is
+  // libyara's on the whole file.
   const rules::CompiledDpi& d = rt->dpi_->dpi();
   const size_t nb = (d.rules.size() + 7) / 8;
   std::vector<uint8_t> ms(nb, 0), mf(nb, 0), mp(nb, 0);
@@ -337,6 +339,7 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
       }
     }
   }
+  const std::vector<uint8_t> unstable = d.unstableRules();
   for (size_t r = 0; r < d.rules.size(); ++r) {
     const HttpScope sc = d.rules[r].ns < scope_of_ns.size() ? scope_of_ns[d.rules[r].ns]
                                                              : HttpScope::kDefault;
@@ -344,8 +347,8 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
     const bool files = sc != HttpScope::kStream, stream = sc == HttpScope::kStream || sc == HttpScope::kBoth;
     if (!stream) ms[r >> 3] |= bit;
     if (!files) mf[r >> 3] |= bit;
-    if (!files || reads[r]) mp[r >> 3] |= bit;
-    if (s.hold && files && (reads[r] || at_end[r]) && d.rules[r].action != rules::DpiAction::kAlert)
+    if (!files || reads[r] || unstable[r]) mp[r >> 3] |= bit;
+    if (s.hold && files && (reads[r] || at_end[r] || unstable[r]) && d.rules[r].action != rules::DpiAction::kAlert)
       rt->holds_files_ = true;
   }
   rt->dpi_->setReportMasks(std::move(ms), std::move(mf), std::move(mp));

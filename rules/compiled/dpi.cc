@@ -711,6 +711,108 @@ uint32_t CompiledDpi::evaluateChanged(const uint8_t* ms, uint32_t* out, uint32_t
   return report(*this, ev, sc.todo.data(), ntodo, out, max, fired);
 }
 
+namespace {
+
+// How a condition node's value behaves as bytes are appended (CompiledDpi::unstableRules).
+enum class Growth : uint8_t {
+  kConst,  // never changes
+  kFixed,  // undefined, then one value for good
+  kGrows,  // always defined, >= 0, never decreases
+  kBool,   // undefined / 0 / 1 whose truth, once true, stays true
+  kOther,  // can go from true to false
+};
+
+struct GrowthWalk {
+  const CompiledDpi& d;
+  const std::vector<uint8_t>& rule_unstable;  // decided for rules before the one walked
+  std::vector<uint8_t> fixed_len;             // per string: every pattern has a fixed length
+
+  static bool stableTruth(Growth g) { return g != Growth::kOther; }
+  static bool fixedOrConst(Growth g) { return g == Growth::kConst || g == Growth::kFixed; }
+  static Growth join(Growth a, Growth b) {  // both constant or fixed
+    return a == Growth::kConst && b == Growth::kConst ? Growth::kConst : Growth::kFixed;
+  }
+  bool constNonNegative(int32_t idx) const {
+    return idx >= 0 && size_t(idx) < d.nodes.size() && d.nodes[size_t(idx)].op == CondOp::kConst &&
+           d.nodes[size_t(idx)].value >= 0;
+  }
+
+  Growth of(int32_t idx, int depth = 0) const {
+    if (idx < 0 || size_t(idx) >= d.nodes.size() || depth > 200) return Growth::kOther;
+    const CondNode& n = d.nodes[size_t(idx)];
+    switch (n.op) {
+      case CondOp::kConst: return Growth::kConst;
+      case CondOp::kFilesize:
+      case CondOp::kFound:
+      case CondOp::kCount:
+      case CondOp::kPred: return Growth::kGrows;
+      case CondOp::kOffset:
+      case CondOp::kLength:
+        // The i-th match's record is fixed once it exists when matches arrive in start order
+        // (strings of one length); a variable-length string's can be displaced.
+        return n.a >= 0 && size_t(n.a) < fixed_len.size() && fixed_len[size_t(n.a)] ? Growth::kFixed
+                                                                                    : Growth::kOther;
+      case CondOp::kUintEq: return Growth::kFixed;
+      case CondOp::kRule:
+        return n.a >= 0 && size_t(n.a) < rule_unstable.size() && !rule_unstable[size_t(n.a)]
+                   ? Growth::kBool : Growth::kOther;
+      case CondOp::kOf:
+        // `N of`: found strings only grow; N constant (or all).
+        return n.a < 0 || of(n.a, depth + 1) == Growth::kConst ? Growth::kGrows : Growth::kOther;
+      case CondOp::kNot: {
+        const Growth a = of(n.a, depth + 1);
+        return fixedOrConst(a) ? a : Growth::kOther;
+      }
+      case CondOp::kAnd:
+      case CondOp::kOr: {
+        const Growth a = of(n.a, depth + 1), b = of(n.b, depth + 1);
+        if (a == Growth::kConst && b == Growth::kConst) return Growth::kConst;
+        return stableTruth(a) && stableTruth(b) ? Growth::kBool : Growth::kOther;
+      }
+      default: break;
+    }
+    const Growth a = of(n.a, depth + 1);
+    const Growth b = (n.op == CondOp::kNeg || n.op == CondOp::kBitNot) ? Growth::kConst : of(n.b, depth + 1);
+    if (fixedOrConst(a) && fixedOrConst(b)) return join(a, b);  // fixed once both are defined
+    const bool ga = a == Growth::kGrows, gb = b == Growth::kGrows;
+    switch (n.op) {
+      case CondOp::kGt:
+      case CondOp::kGe:  // growing > fixed: once true, true
+        return ga && fixedOrConst(b) ? Growth::kBool : Growth::kOther;
+      case CondOp::kLt:
+      case CondOp::kLe:
+        return gb && fixedOrConst(a) ? Growth::kBool : Growth::kOther;
+      case CondOp::kAdd:
+        if ((ga || a == Growth::kConst) && (gb || b == Growth::kConst))
+          return (ga || constNonNegative(n.a)) && (gb || constNonNegative(n.b)) ? Growth::kGrows
+                                                                               : Growth::kOther;
+        return Growth::kOther;
+      case CondOp::kMul:
+        if ((ga && gb) || (ga && constNonNegative(n.b)) || (gb && constNonNegative(n.a)))
+          return Growth::kGrows;
+        return Growth::kOther;
+      default: return Growth::kOther;
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<uint8_t> CompiledDpi::unstableRules() const {
+  std::vector<uint8_t> out(rules.size(), 0);
+  GrowthWalk w{*this, out, std::vector<uint8_t>(strings.size(), 1)};
+  for (const DpiPattern& p : patterns)
+    if (p.string_id < w.fixed_len.size() && p.length == 0) w.fixed_len[p.string_id] = 0;
+  // Rules reference earlier rules only (declaration order); a later reference is unstable.
+  for (size_t r = 0; r < rules.size(); ++r) out[r] = w.of(rules[r].cond) == Growth::kOther ? 1 : 0;
+  std::vector<uint8_t> ns_unstable(num_namespaces + 1, 0);
+  for (size_t r = 0; r < rules.size(); ++r)
+    if (rules[r].is_global && out[r] && rules[r].ns < ns_unstable.size()) ns_unstable[rules[r].ns] = 1;
+  for (size_t r = 0; r < rules.size(); ++r)
+    if (rules[r].ns < ns_unstable.size() && ns_unstable[rules[r].ns]) out[r] = 1;
+  return out;
+}
+
 std::vector<uint32_t> CompiledDpi::scanBuffer(const uint8_t* data, size_t len, uint8_t* ms,
                                               hs_scratch_t* scratch) const {
   resetMatchState(ms);

@@ -298,6 +298,17 @@ class CompiledDpi {
   std::vector<DpiPosPred> match_preds;
   std::vector<uint32_t> count_cap;     // per count slot (buildEvalIndex)
 
+  // Rules whose report can go from true back to false as bytes are appended to the data: 1
+  // per such rule. A condition is followed through its operators: presence, counts,
+  // `$a at / in`, `N of` with a constant N and filesize only grow; `@a[i]`, `!a[i]` (strings of
+  // fixed length) and uintXX(N) are undefined until their bytes exist and then fixed;
+  // and / or / `>` / `>=` (and `<`, `<=` mirrored) of growing and fixed values, and `not`, `==`,
+  // arithmetic of fixed values keep a true result true. Anything else (`not $a`, `#a == 2`,
+  // `#a < 3`, arithmetic on counts) is unstable, as is every rule that references an unstable
+  // rule or sits in a namespace with an unstable global rule. On an HTTP file such rules are
+  // decided at the file's end, where libyara decides them on the whole file (docs/http.md).
+  std::vector<uint8_t> unstableRules() const;
+
   // Convenience for tests and block scans: whole buffer, one stream, state reset first.
   // `ms` must hold matchStateBytes(). Returns matching rule indices. (Allocates a confirmation
   // scratch when the rules have prefiltered patterns: not for the packet path.)

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "dataplane/stages/dpi_stage.h"
 #include "tests/rules/dpi_test_util.h"
@@ -179,6 +180,41 @@ TEST(DpiIncremental, IncrementalEqualsFullAndLibyara) {
     }
   }
   EXPECT_GT(positives, 20u);
+}
+
+// CompiledDpi::unstableRules: which rules can turn false as bytes are appended (an HTTP file
+// decides those at its end). By name on the rules above, then against libyara: on every
+// prefix of every payload, a rule called stable that libyara reports on a prefix is reported
+// on every longer prefix, and the unstable ones do turn (the check can fail).
+TEST(DpiIncremental, UnstableRulesAreTheOnesThatCanTurnFalse) {
+  Pair p;
+  std::string err;
+  ASSERT_TRUE(p.build(model(), &err)) << err;
+  const CompiledDpi& d = *p.ours;
+  const std::vector<uint8_t> u = d.unstableRules();
+  ASSERT_EQ(u.size(), d.rules.size());
+  std::set<std::string> got;
+  for (size_t r = 0; r < u.size(); ++r)
+    if (u[r]) got.insert(d.rules[r].name);
+  const std::set<std::string> want = {"count_eq", "count_zero", "not_found", "offset_5", "small",
+                                      "small_le", "size_eq",   "size_ne",   "mz",       "g_not"};
+  EXPECT_EQ(got, want);
+  std::set<std::string> turned;
+  for (const std::string& data : payloads()) {
+    std::set<std::string> before;
+    for (size_t len = 0; len <= data.size(); ++len) {
+      const V now = p.oracle(data.substr(0, len));
+      const std::set<std::string> cur(now.begin(), now.end());
+      for (const std::string& id : before) {
+        if (cur.count(id)) continue;
+        const std::string name = id.substr(id.find(':') + 1);
+        turned.insert(name);
+        EXPECT_TRUE(want.count(name)) << id << " turned false at " << len << " bytes of '" << data << "'";
+      }
+      before = cur;
+    }
+  }
+  for (const char* name : {"count_eq", "not_found", "small"}) EXPECT_TRUE(turned.count(name)) << name;
 }
 
 // Per packet, what a full evaluation of every packet reports (with fired bits kept), and at

@@ -226,6 +226,35 @@ rule big_pe { condition: big and uint16(0) == 0x5A4D }
   HttpInspector::end(*rt, 0, f, sink);
 }
 
+// A rule whose truth can turn false as bytes arrive (`#a == 2`, `not $x`) is decided on the
+// whole file, as libyara decides it: not in the middle of the file, where the count passed 2
+// (http_fuzz found `#a == 2` reported on a file with three "ab").
+TEST_F(Http, RulesThatCanTurnFalseWaitForTheFilesEnd) {
+  make({}, {}, R"(
+rule two_ab { strings: $a = "ab" condition: #a == 2 }
+rule at_least_two { strings: $a = "ab" condition: #a >= 2 }
+rule no_xyz { strings: $x = "xyz" condition: not $x }
+)");
+  HttpFlow f;
+  ASSERT_TRUE(HttpInspector::open(*rt, 0, f));
+  req(f, "GET /t.txt HTTP/1.1\r\nHost: h\r\n\r\n");
+  res(f, "HTTP/1.1 200 OK\r\nContent-Length: 24\r\n\r\n" + std::string("ab--ab--"));
+  EXPECT_TRUE(fired("at_least_two@t.txt"));  // stays true: reported at once
+  EXPECT_FALSE(fired("two_ab@t.txt"));        // true here, not at the end
+  EXPECT_FALSE(fired("no_xyz@t.txt"));
+  res(f, "ab--xyz---------");
+  HttpInspector::end(*rt, 0, f, sink);
+  EXPECT_FALSE(fired("two_ab@t.txt"));  // three "ab" in the file
+  EXPECT_FALSE(fired("no_xyz@t.txt"));  // "xyz" in the file
+  ASSERT_EQ(seen.closed.size(), 1u);
+  EXPECT_EQ(seen.closed[0].state, HttpFileState::kClosed);
+  // The same rules on a file where they hold at the end: reported when it ends.
+  seen = {};
+  download("/u.txt", response("", "ab--ab--........"), 5);
+  EXPECT_TRUE(fired("two_ab@u.txt"));
+  EXPECT_TRUE(fired("no_xyz@u.txt"));
+}
+
 TEST_F(Http, ChunkedEicarSplitAcrossChunks) {
   make();
   const std::string body = std::string("junk ") + kEicar + " tail";
@@ -436,6 +465,8 @@ TEST_F(Http, HoldsFilesOnlyForBlockingRulesDecidedAtTheEnd) {
       {R"(rule a { strings: $e = /END$/ condition: $e } rule b { meta: action = "drop" condition: a })", {}, true, true},
       {R"(rule a { condition: filesize < 10 } rule b { meta: action = "drop" condition: a and uint16(0) == 0x5A4D })", {}, true, true},
       {R"(rule a { meta: action = "drop" strings: $m = "MZ" condition: $m at 0 })", {}, true, false},
+      {R"(rule a { meta: action = "drop" strings: $m = "MZ" condition: #m == 1 })", {}, true, true},
+      {R"(rule a { meta: action = "drop" strings: $m = "MZ" condition: not $m })", {}, true, true},
       {R"(rule a { meta: action = "drop" condition: filesize < 10 })", {HttpScope::kStream}, true, false},
       {R"(rule a { meta: action = "drop" condition: filesize < 10 })", {HttpScope::kBoth}, true, true},
       {R"(rule a { meta: action = "drop" condition: filesize < 10 })", {}, false, false},
