@@ -366,6 +366,7 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
       st->dpi_hits = std::make_shared<DpiRuleHits>(uint32_t(next->dpi->rules.size()), st->nworkers);
     }
   }
+  if (next->lb && opts_.workers > 1) st->dist_canon = buildDistributionCanon(*next->lb);
   st->snap = std::move(next);
   return st;
 }

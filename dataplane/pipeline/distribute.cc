@@ -16,8 +16,125 @@
 #include "dataplane/packet/parser.h"
 #include "dataplane/pipeline/distribute.h"
 #include "dataplane/pipeline/worker.h"
+#include "rules/compiled/lb.h"
 
 namespace dpu::dp {
+
+namespace {
+
+struct Net {  // one address or prefix of a NAT service
+  IpAddr addr{};
+  uint8_t len = 0;
+  bool v6 = false;
+  bool host() const { return len == (v6 ? 128 : 32); }
+};
+
+bool overlaps(const Net& a, const Net& b) {
+  if (a.v6 != b.v6) return false;
+  DistributionCanon::Prefix p;
+  p.addr = a.len <= b.len ? a.addr : b.addr;
+  p.len = std::min(a.len, b.len);
+  return DistributionCanon::inPrefix(p, a.len <= b.len ? b.addr : a.addr);
+}
+
+}  // namespace
+
+DistributionCanon buildDistributionCanon(const rules::CompiledLb& lb) {
+  // Per NAT service its VIPs and backend addresses; services sharing an address (a backend
+  // of two services, overlapping VIPs, a VIP that is another's backend) form one group, so
+  // that every address has a single canonical address.
+  std::vector<std::vector<Net>> vips, backs;
+  for (const auto& sp : lb.services) {
+    const rules::CompiledLbService& s = *sp;
+    if (s.mode != rules::LbMode::kNat) continue;
+    std::vector<Net> v, b;
+    for (const rules::IpPrefix& p : s.dst) {
+      Net n;
+      std::memcpy(n.addr.b, p.addr.data(), 16);
+      n.len = p.len;
+      n.v6 = p.v6;
+      v.push_back(n);
+    }
+    for (const rules::CompiledLbBackend& be : s.backends) {
+      if (be.has_v4) {
+        Net n;
+        std::memcpy(n.addr.b, be.v4, 4);
+        n.len = 32;
+        b.push_back(n);
+      }
+      if (be.has_v6) {
+        Net n;
+        std::memcpy(n.addr.b, be.v6, 16);
+        n.len = 128;
+        n.v6 = true;
+        b.push_back(n);
+      }
+    }
+    vips.push_back(std::move(v));
+    backs.push_back(std::move(b));
+  }
+  const size_t ns = vips.size();
+  std::vector<size_t> parent(ns);
+  for (size_t i = 0; i < ns; ++i) parent[i] = i;
+  auto find = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  auto shares = [&](size_t i, size_t j) {
+    for (const auto* a : {&vips[i], &backs[i]})
+      for (const auto* b : {&vips[j], &backs[j]})
+        for (const Net& x : *a)
+          for (const Net& y : *b)
+            if (overlaps(x, y)) return true;
+    return false;
+  };
+  for (size_t i = 0; i < ns; ++i)
+    for (size_t j = i + 1; j < ns; ++j)
+      if (find(i) != find(j) && shares(i, j)) parent[find(i)] = find(j);
+  DistributionCanon c;
+  for (size_t g = 0; g < ns; ++g) {
+    if (find(g) != g) continue;
+    for (const bool v6 : {false, true}) {
+      std::vector<Net> gv, gb;
+      for (size_t i = 0; i < ns; ++i) {
+        if (find(i) != g) continue;
+        for (const Net& n : vips[i])
+          if (n.v6 == v6) gv.push_back(n);
+        for (const Net& n : backs[i])
+          if (n.v6 == v6) gb.push_back(n);
+      }
+      if (gb.empty()) continue;  // no backend answers in this family
+      bool one_vip = !gv.empty() && gv[0].host();
+      for (const Net& n : gv) one_vip = one_vip && n.host() && n.addr == gv[0].addr;
+      IpAddr canon{};
+      if (one_vip) {
+        canon = gv[0].addr;
+      } else {
+        // A token no packet carries as an address of this family: 0xff 'L' 'B' + group.
+        canon.b[0] = 0xff;
+        canon.b[1] = 'L';
+        canon.b[2] = 'B';
+        canon.b[3] = v6 ? 6 : 4;
+        std::memcpy(canon.b + 4, &g, sizeof(uint32_t));
+        for (const Net& n : gv) {
+          if (n.host()) c.hosts.push_back({n.addr, v6, canon});
+          else c.prefixes.push_back({n.addr, n.len, v6, canon});
+        }
+      }
+      for (const Net& n : gb) c.hosts.push_back({n.addr, v6, canon});
+    }
+  }
+  std::sort(c.hosts.begin(), c.hosts.end(), [](const DistributionCanon::Host& a, const DistributionCanon::Host& b) {
+    return DistributionCanon::less(a, b.v6, b.addr);
+  });
+  c.hosts.erase(std::unique(c.hosts.begin(), c.hosts.end(),
+                            [](const DistributionCanon::Host& a, const DistributionCanon::Host& b) {
+                              return a.v6 == b.v6 && a.addr == b.addr;
+                            }),
+                c.hosts.end());
+  c.seal();
+  return c;
+}
 
 uint16_t Worker::handOff(rte_mbuf** pkts, uint16_t n) {
   const uint16_t nw = opts_.nworkers;
@@ -34,7 +151,7 @@ uint16_t Worker::handOff(rte_mbuf** pkts, uint16_t n) {
     }
     PacketMeta pm;
     parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &tun_);
-    const uint16_t t = distributionWorker(pm, nw);
+    const uint16_t t = distributionWorker(pm, nw, dist_canon_);
     if (t == opts_.id) {
       pkts[keep++] = m;
     } else {

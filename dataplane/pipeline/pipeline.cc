@@ -128,6 +128,7 @@ void Worker::refreshSnapshot() {
   // can come back for a later state.
   const PublishedState* st = shared_.state->load(std::memory_order_acquire);
   state_ = st;
+  dist_canon_ = st->dist_canon.empty() ? nullptr : &st->dist_canon;
   const rules::Snapshot* s = st->snap.get();
   snap_ = s;
   fw_ = st->fw.get();

@@ -17,6 +17,7 @@
 
 #include "dataplane/api/control.h"
 #include "dataplane/pipeline/counters.h"
+#include "dataplane/pipeline/distribute.h"
 #include "dataplane/pipeline/verdict.h"
 #include "dataplane/normalize/http.h"  // --- http ---
 #include "dataplane/stages/dpi_stage.h"
@@ -67,6 +68,10 @@ struct PublishedState : PreparedSnapshot {
   std::shared_ptr<const DpiRuleHits> dpi_hits;  // with `dpi` (null: no DPI)
   // --- http --- libhtp and file scanning on `dpi` (null: none); built and shared with it.
   std::shared_ptr<const HttpRuntime> http;
+
+  // Software distribution: the NAT services' addresses as the hash reads them (empty
+  // without NAT services; distribute.h).
+  DistributionCanon dist_canon;
 
   RuleHit* hitsOf(uint32_t worker) const {
     return nrules == 0 ? nullptr : &hits[static_cast<size_t>(worker) * hit_pairs].h[0];

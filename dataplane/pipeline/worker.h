@@ -350,6 +350,7 @@ class Worker {
   // Per target worker: a burst's packets and a clock tick.
   static constexpr size_t kDistStride = kBurst + 1;
   std::unique_ptr<rte_mbuf*[]> dist_buf_;  // nworkers * kDistStride
+  const DistributionCanon* dist_canon_ = nullptr;  // state_'s (refreshSnapshot)
   bool seq_given_ = false;  // the packets being judged carry their input index already
 
   WorkerOptions opts_;
