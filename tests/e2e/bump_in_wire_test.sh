@@ -24,7 +24,7 @@
 # worker 0 polls both ports and hands the packets of the other workers' flows over through
 # their rings. The start-up line must say so. Software distribution hashes the two addresses
 # of a flow, not its ports, so ns_a gets 8 more IPv4 and 8 more IPv6 addresses, each the
-# client of one 64 KiB TCP connection each way and of UDP datagrams (over IPv6 one sent as
+# client of one TCP connection (256 KiB each way) and of UDP datagrams (over IPv6 one sent as
 # fragments): 18 host pairs per protocol, spread over the workers. All the checks above must
 # pass, and then, through the gRPC API (dpuctl, on the socket of the state directory):
 #  - `dpuctl flows`: one entry per TCP / UDP / ICMP conversation, each with packets both ways
@@ -42,6 +42,7 @@ set -euo pipefail
 
 usage() { echo "usage: $0 BINARY [--workers N --dpuctl DPUCTL]" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage
+bin_arg=$1
 bin=$(readlink -f "$1")
 shift
 workers=1 ctl=
@@ -62,7 +63,7 @@ skip() { echo "SKIPPED: $name: $*"; exit 77; }
 fail() { echo "FAIL: $name: $*"; exit 1; }
 step() { echo "== $*"; }
 
-[[ -x $bin ]] || fail "binary not found or not executable"
+[[ -x $bin ]] || fail "binary '$bin_arg' not found or not executable"
 [[ -z $ctl || -x $ctl ]] || fail "dpuctl not found or not executable"
 [[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces (running as uid $(id -u))"
 command -v ip >/dev/null || skip "iproute2 ('ip') is not installed"
@@ -253,7 +254,7 @@ for spec in "$v4_b:6001:16,512,1400,1472,8" "$v6_b:6002:16,512,1400,3000,8"; do
 done
 
 if (( workers > 1 )); then
-  step "many workers: TCP (64 KiB each way) and UDP from ${#extra_v4[@]} more IPv4 and ${#extra_v6[@]} more IPv6 addresses"
+  step "many workers: TCP (256 KiB each way) and UDP from ${#extra_v4[@]} more IPv4 and ${#extra_v6[@]} more IPv6 addresses"
   # The same servers' addresses, other clients: host pairs that hash to every worker.
   for fam in 4 6; do
     if [[ $fam == 4 ]]; then dst=$v4_b srcs=("${extra_v4[@]}") sizes=16,512,1400,1472; tport=5003 uport=6003
@@ -267,7 +268,7 @@ if (( workers > 1 )); then
     wait_ready "$work/tcp_ready" "$tsrv"
     wait_ready "$work/udp_ready" "$usrv"
     for src in "${srcs[@]}"; do
-      in_a python3 "$netcheck" tcp-send "$dst" "$tport" 65536 --from "$src" || fail "TCP from $src to [$dst]:$tport"
+      in_a python3 "$netcheck" tcp-send "$dst" "$tport" 262144 --from "$src" || fail "TCP from $src to [$dst]:$tport"
       in_a python3 "$netcheck" udp-send "$dst" "$uport" "$sizes" --from "$src" || fail "UDP from $src to [$dst]:$uport"
     done
     wait "$tsrv" || fail "TCP server on port $tport failed"
