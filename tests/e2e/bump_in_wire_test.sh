@@ -30,7 +30,8 @@
 #  - `dpuctl flows`: one entry per TCP / UDP / ICMP conversation, each with packets both ways
 #    (both directions of every flow met on one worker), TCP and UDP flows on both workers;
 #  - `dpuctl stats`: the workers' rx add up to the total and to what the ports received,
-#    their forwarded packets and flows created to the totals, tx to the ports' tx; worker 0
+#    their forwarded packets, flows created and fragments to the totals, tx to the ports'
+#    tx; no fragment held waiting for a first fragment (all on one worker); worker 0
 #    handed off exactly what the others handed in, which is all the others judged; no drop
 #    (in particular no worker_ring_full).
 # Idle timeouts are raised to an hour there (--config), so no flow ages out before it is read.
@@ -332,6 +333,13 @@ if sum(tx) != port_tx or sum(fwd) != U(t, "forwarded") or sum(fwd) != sum(rx):
     errors.append(f"tx {tx} / forwarded {fwd} do not add up to the ports' tx {port_tx}, the total forwarded {U(t, 'forwarded')}, rx {sum(rx)}")
 if sum(created) != U(t, "flows_created"):
     errors.append(f"flows created {created} do not add up to {U(t, 'flows_created')}")
+# Every fragment of a datagram on the worker of its first fragment: none waited for a first
+# fragment that went elsewhere. 9 IPv6 datagrams of 3000 bytes cross each way as fragments.
+frags = [U(c, "fragments") for c in ws]
+if sum(frags) != U(t, "fragments") or sum(frags) < 2 * 9 * 2:
+    errors.append(f"fragments {frags}: do not add up to {U(t, 'fragments')} or fewer than 36")
+if U(t, "fragments_held") or U(t, "fragments_first_missing"):
+    errors.append(f"fragments held {U(t, 'fragments_held')}, first fragment missing {U(t, 'fragments_first_missing')}")
 # One rx queue per port: worker 0 receives everything and hands the other workers' packets
 # over; the others judge only what was handed to them.
 if sum(off) != sum(inn) or off[0] != sum(off) or inn[0] != 0 or min(inn[1:]) == 0 or rx[1:] != inn[1:]:
@@ -340,7 +348,7 @@ if t.get("drops") or any(c.get("drops") for c in ws):
     errors.append(f"drops: total {t.get('drops')}, per worker {[c.get('drops') for c in ws]}")
 if errors and not last:
     sys.exit(1)
-print(f"rx per worker {rx} = {port_rx} received; forwarded {fwd}; flows created {created}; "
+print(f"rx per worker {rx} = {port_rx} received; forwarded {fwd}; flows created {created}; fragments {frags}; "
       f"handed off {off}, handed in {inn}; no drop (no worker_ring_full)")
 for e in errors:
     print("  check failed:", e)
