@@ -4,16 +4,21 @@ root inside a network namespace). Every check prints one line and exits non-zero
 
   netcheck.py ping DST [--count N]                  ICMP / ICMPv6 echo over a raw socket;
                                                     every reply must come back intact
-  netcheck.py tcp-serve BIND PORT READY_FILE        accept one connection, receive until the
-                                                    peer shuts down its side, answer with the
+  netcheck.py tcp-serve BIND PORT READY_FILE [N]    accept N connections (default 1), one after
+                                                    the other; on each receive until the peer
+                                                    shuts down its side, answer with the
                                                     sha256 of what arrived, then send BYTES of
                                                     its own (first 8 bytes of the request)
-  netcheck.py tcp-send DST PORT BYTES               send BYTES, check the server's sha256 of
+  netcheck.py tcp-send DST PORT BYTES [--from SRC]  send BYTES, check the server's sha256 of
                                                     them and the sha256 of the server's data
-  netcheck.py udp-serve BIND PORT READY_FILE N      echo N datagrams back, then exit
-  netcheck.py udp-send DST PORT SIZE,SIZE,...       send datagrams of those sizes (a size above
+  netcheck.py udp-serve BIND PORT READY_FILE N      echo N distinct datagrams back (distinct per
+                                                    sender address and port), then exit
+  netcheck.py udp-send DST PORT SIZE,SIZE,... [--from SRC]
+                                                    send datagrams of those sizes (a size above
                                                     the MTU is sent as IP fragments), each must
                                                     come back unchanged
+--from SRC binds the client socket to the local address SRC (a second address of the
+namespace: another host pair, which software distribution may give to another worker).
 
 Payloads are deterministic (derived from a counter with sha256), so a corrupted or
 truncated byte anywhere is detected.
@@ -92,15 +97,21 @@ def ping(dst, count=3, timeout=2.0):
     return 0
 
 
-def tcp_serve(bind, port, ready_file):
+def tcp_serve(bind, port, ready_file, count=1):
     fam = family_of(bind)
     srv = socket.socket(fam, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((bind, port))
-    srv.listen(1)
+    srv.listen(8)
     srv.settimeout(60)
     with open(ready_file, "w") as f:
         f.write("ready\n")
+    for _ in range(count):
+        tcp_serve_one(srv)
+    return 0
+
+
+def tcp_serve_one(srv):
     conn, peer = srv.accept()
     conn.settimeout(60)
     h = hashlib.sha256()
@@ -119,13 +130,12 @@ def tcp_serve(bind, port, ready_file):
     conn.sendall(det_bytes(want_back, "server"))
     conn.close()
     print(f"tcp-serve: received {total} bytes from {peer[0]}, sent {want_back} back")
-    return 0
 
 
-def tcp_send(dst, port, nbytes):
-    fam = family_of(dst)
+def tcp_send(dst, port, nbytes, src=None):
     data = struct.pack("!Q", nbytes) + det_bytes(nbytes - 8, "client")
-    s = socket.create_connection((dst, port), timeout=30)
+    s = socket.create_connection((dst, port), timeout=30,
+                                 source_address=(src, 0) if src else None)
     s.settimeout(60)
     s.sendall(data)
     s.shutdown(socket.SHUT_WR)
@@ -166,7 +176,7 @@ def udp_serve(bind, port, ready_file, n):
     while len(seen) < n:
         data, peer = s.recvfrom(65535)
         s.sendto(data, peer)
-        seen.add(data[:4])
+        seen.add((peer, data[:4]))
     # Keep answering retransmissions for a moment, then stop.
     s.settimeout(2)
     try:
@@ -179,9 +189,11 @@ def udp_serve(bind, port, ready_file, n):
     return 0
 
 
-def udp_send(dst, port, sizes):
+def udp_send(dst, port, sizes, src=None):
     fam = family_of(dst)
     s = socket.socket(fam, socket.SOCK_DGRAM)
+    if src:
+        s.bind((src, 0))
     if fam == socket.AF_INET:
         # Let the kernel fragment datagrams larger than the MTU (no PMTU discovery DF bit).
         IP_MTU_DISCOVER, IP_PMTUDISC_DONT = 10, 0
@@ -223,17 +235,22 @@ def main(argv):
         print(__doc__)
         return 2
     cmd, args = argv[1], argv[2:]
+    src = None
+    if "--from" in args:
+        i = args.index("--from")
+        src = args[i + 1]
+        del args[i:i + 2]
     if cmd == "ping":
         count = int(args[args.index("--count") + 1]) if "--count" in args else 3
         return ping(args[0], count)
     if cmd == "tcp-serve":
-        return tcp_serve(args[0], int(args[1]), args[2])
+        return tcp_serve(args[0], int(args[1]), args[2], int(args[3]) if len(args) > 3 else 1)
     if cmd == "tcp-send":
-        return tcp_send(args[0], int(args[1]), int(args[2]))
+        return tcp_send(args[0], int(args[1]), int(args[2]), src)
     if cmd == "udp-serve":
         return udp_serve(args[0], int(args[1]), args[2], int(args[3]))
     if cmd == "udp-send":
-        return udp_send(args[0], int(args[1]), [int(x) for x in args[2].split(",")])
+        return udp_send(args[0], int(args[1]), [int(x) for x in args[2].split(",")], src)
     print(f"unknown command {cmd}")
     return 2
 
