@@ -82,21 +82,20 @@ struct DistributionCanon {
   // The address the hash reads for `a` (family v6): its canonical address, or `a`.
   const IpAddr& map(const IpAddr& a, bool v6) const {
     const uint32_t k = filterBit(a);
-    if ((filter[k >> 6] >> (k & 63)) & 1) return search(a, v6);
+    if ((filter[k >> 6] >> (k & 63)) & 1)
+      if (const IpAddr* c = findHost(a, v6)) return *c;
     for (const Prefix& p : prefixes)
       if (p.v6 == v6 && inPrefix(p, a)) return p.canon;
     return a;
   }
-  const IpAddr& search(const IpAddr& a, bool v6) const {
+  // The canonical address of host `a` in `hosts` (binary search), null when it has none.
+  const IpAddr* findHost(const IpAddr& a, bool v6) const {
     size_t lo = 0, hi = hosts.size();
     while (lo < hi) {
       const size_t mid = (lo + hi) / 2;
       if (less(hosts[mid], v6, a)) lo = mid + 1; else hi = mid;
     }
-    if (lo < hosts.size() && hosts[lo].v6 == v6 && hosts[lo].addr == a) return hosts[lo].canon;
-    for (const Prefix& p : prefixes)
-      if (p.v6 == v6 && inPrefix(p, a)) return p.canon;
-    return a;
+    return lo < hosts.size() && hosts[lo].v6 == v6 && hosts[lo].addr == a ? &hosts[lo].canon : nullptr;
   }
 };
 
