@@ -54,7 +54,12 @@
 #                           [--retries N] [--min-cpu PCT] [--nice N] [--app-config FILE]
 #                           [--tools "testpmd l3fwd_em l3fwd_acl appliance"]
 #                           [--acl-rules FILE] [--eal-extra "ARGS"] [--baseline BIN]
-#                           [--only TOOL] [--testpmd-mode MODE] [--check]
+#                           [--only TOOL] [--testpmd-mode MODE] [--check] [--huge]
+# --huge: every tool on 2 MB hugepages (EAL without --no-huge) instead of 4 KB pages: what a
+#         deployment runs on. Needs MEM_MB of free hugepages and a mounted hugetlbfs, set up
+#         beforehand by root (the script changes no system setting):
+#           echo 1536 > /proc/sys/vm/nr_hugepages; mount -t hugetlbfs nodev /dev/hugepages
+#         EAL unlinks the hugepage files once mapped (--huge-unlink); nothing is left behind.
 # --eal-extra: more EAL arguments for the appliance and l3fwd (e.g.
 #              --force-max-simd-bitwidth=512).
 # --check: exit 1 when the median ratio appliance/testpmd is below 0.9.
@@ -73,6 +78,7 @@ PCAP=""
 OUTDIR=""
 LCORES="0,1"
 MEM=1024
+HUGE=0          # --huge: hugepages instead of --no-huge
 APP="$ROOT/build/control/dpu-appliance"
 TESTPMD="$(command -v dpdk-testpmd || true)"
 IDLE_WAIT=30    # seconds to wait at most for the machine to go quiet before each run
@@ -118,12 +124,22 @@ while [[ $# -gt 0 ]]; do
     --baseline) BASELINE="$2"; shift 2 ;;
     --testpmd-mode) TP_MODE="$2"; shift 2 ;;
     --check) CHECK=1; shift ;;
+    --huge) HUGE=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "fwd_bench: unknown argument '$1'" >&2; usage 2 ;;
   esac
 done
 
 die() { echo "fwd_bench: $*" >&2; exit 1; }
+PAGES=--no-huge
+if (( HUGE )); then
+  PAGES=--huge-unlink   # hugepage files unlinked once mapped: none left behind
+  free_mb=$(( $(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo) * 2 ))
+  (( free_mb >= MEM )) || die "--huge needs $MEM MB of free 2 MB hugepages ($free_mb MB free):" \
+    "echo $(( (MEM + 512) / 2 )) > /proc/sys/vm/nr_hugepages"
+  awk '$3 == "hugetlbfs"' /proc/mounts | grep -q . ||
+    die "--huge needs a mounted hugetlbfs: mount -t hugetlbfs nodev /dev/hugepages"
+fi
 [[ -x "$APP" ]] || die "appliance binary not found: $APP (ninja -C build dpu-appliance)"
 [[ -n "$TESTPMD" && -x "$TESTPMD" ]] || die "dpdk-testpmd not found (apt-get install dpdk)"
 if [[ -n "$ONLY" ]]; then TOOLS="$ONLY"; fi
@@ -233,7 +249,7 @@ VDEVS=(--vdev "net_pcap0,rx_pcap=$PCAP,infinite_rx=1" --vdev "net_null0,no-rx=1"
 source "$HERE/eal_dirs.sh"
 eal_dirs_track "fwdb_*_$$_*"  # the prefixes below, removed at exit
 eal_args() {  # $1 = file prefix
-  echo -l "$LCORES" --no-huge --no-pci --no-shconf --file-prefix="$1" -m "$MEM"
+  echo -l "$LCORES" $PAGES --no-pci --no-shconf --file-prefix="$1" -m "$MEM"
 }
 prefix_of() {  # $1 tool, $2 run id: the EAL file prefix of that run
   echo "fwdb_${1}_$$_${2//./_}"
@@ -241,8 +257,12 @@ prefix_of() {  # $1 tool, $2 run id: the EAL file prefix of that run
 started() {  # $1 pid: recorded for the exit cleanup (run_* functions run in subshells)
   echo "$1" >>"$OUTDIR/pids"
 }
-finished() {  # $1 prefix: removes the run's DPDK runtime directory
-  rm -rf "/var/run/dpdk/$1"
+finished() {  # $1 prefix: removes the run's DPDK runtime directory (and, with --huge, the
+  rm -rf "/var/run/dpdk/$1"   # hugepage files EAL leaves when a run is stopped by a signal)
+  if (( HUGE )); then
+    local mnt
+    for mnt in $(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts); do rm -f "$mnt/$1"map_*; done
+  fi
 }
 
 # --- l3fwd: built here, from the dpdk-doc example sources, with the two vdev patches --------
@@ -504,7 +524,7 @@ run_l3fwd() {
     rules=(--rule_ipv4="$L3FWD_DIR/acl4.rules" --rule_ipv6="$L3FWD_DIR/acl6.rules")
   fi
   # One lcore, the worker lcore, as l3fwd's main lcore: it runs the loop itself.
-  $NICE_CMD "$L3FWD" -l "$WORKER_LCORE" --no-huge --no-pci --no-shconf --file-prefix="$prefix" \
+  $NICE_CMD "$L3FWD" -l "$WORKER_LCORE" $PAGES --no-pci --no-shconf --file-prefix="$prefix" \
     -m "$MEM" $EAL_EXTRA ${SIMD512:+--force-max-simd-bitwidth=512} "${VDEVS[@]}" -- -p 0x3 --config="(0,0,$WORKER_LCORE),(1,0,$WORKER_LCORE)" \
     --parse-ptype --lookup="$mode" "${rules[@]}" >"$log" 2>&1 &
   pid=$!
@@ -541,7 +561,7 @@ DISCARDED="$OUTDIR/discarded.tsv"
 printf "rep\ttool\tmpps\tworker_cpu_pct\tidle_busy_pct\tload1\n" >"$RESULTS"
 if [[ " $TOOLS " == *" l3fwd_"* ]]; then l3fwd_build; fi
 echo "fwd_bench: $REPS x (warmup ${WARMUP}s + ${DURATION}s), lcores $LCORES (worker $WORKER_LCORE),${NICE:+ nice $NICE,} testpmd --forward-mode=$TP_MODE," \
-     "pcap $PCAP ($NPKTS packets), logs in $OUTDIR"
+     "pcap $PCAP ($NPKTS packets), $( ((HUGE)) && echo "2 MB hugepages" || echo "4 KB pages (--no-huge)"), logs in $OUTDIR"
 echo "fwd_bench: CPU $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs;" \
      "appliance $APP_SRC ($(date -r "$APP_SRC" '+%F %T'), sha256 $(sha256sum "$APP" | cut -c1-16));" \
      "DPDK $(pkg-config --modversion libdpdk 2>/dev/null || echo "?")"

@@ -437,9 +437,10 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i, Burst& b) {
       return true;
     }
   }
-  b.src_is_hi[i] = makeFlowKey(pm, b.keys[i]);
-  // The key's hash, once: the bulk lookup, a re-lookup and an insert all take it.
-  b.sig[i] = b.ksig[b.nflow] = FlowTable::hashOf(b.keys[i]);
+  // The key and its hash, once: the bulk lookup, a re-lookup and an insert all take it.
+  uint32_t sig;
+  b.src_is_hi[i] = FlowTable::keyAndHash(pm, b.keys[i], &sig);
+  b.sig[i] = b.ksig[b.nflow] = sig;
   b.kp[b.nflow] = &b.keys[i];
   b.flow_idx[b.nflow++] = static_cast<uint8_t>(i);
   // A fragment, or the datagram one completed, ends the segment (see processBurst).
@@ -528,9 +529,7 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
   if (lb_active_) {
     for (uint32_t j = 0; j < b.nflow; ++j) {
       if (looked[j] < 0) continue;
-      const LbFlow* f = &lb_flow_[looked[j]];
-      rte_prefetch0(f);
-      rte_prefetch0(reinterpret_cast<const char*>(f + 1) - 1);  // may straddle two lines
+      rte_prefetch0(&lb_flow_[looked[j]]);  // one line (alignas(64))
     }
   }
   // Positions from the bulk lookup are only valid until this segment inserts or removes a

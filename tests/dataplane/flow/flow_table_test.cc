@@ -326,6 +326,52 @@ TEST(FlowTableTest, PrecomputedHashPathsAgreeWithPlainOnes) {
   t->lookupBurstWithHash(ptrs, sigs, 0, pos);
 }
 
+// The per-packet path builds the key and its hash in one go (keyAndHash, from registers):
+// the same key bytes, direction and hash as makeFlowKey + hashOf, for IPv4 and IPv6, equal
+// addresses (ports decide), every field of the key's tail set, and PPPoE offsets without a
+// session. A wrong field order or byte in the register form fails here.
+TEST(FlowTableTest, KeyAndHashEqualsTheTwoStepForm) {
+  uint64_t x = 0x243f6a8885a308d3ull;
+  auto rnd = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  int hi = 0, lo = 0;
+  for (int i = 0; i < 20000; ++i) {
+    SCOPED_TRACE(i);
+    PacketMeta m;
+    const bool six = i % 2 == 1;
+    m.l3 = six ? L3Type::kIpv6 : L3Type::kIpv4;
+    for (IpAddr* a : {&m.src, &m.dst}) {
+      for (int j = 0; j < (six ? 16 : 4); ++j) a->b[j] = uint8_t(rnd() % 4);  // many ties
+    }
+    if (i % 7 == 0) m.dst = m.src;
+    if (i % 11 == 0 && six) std::memcpy(m.dst.b, m.src.b, 8);  // equal first halves
+    m.sport = uint16_t(rnd() % 3);
+    m.dport = uint16_t(rnd() % 3);
+    m.l4_proto = uint8_t(rnd());
+    m.vlan_outer = uint16_t(rnd());
+    m.vlan_inner = uint16_t(rnd());
+    m.pppoe_offset = uint16_t(rnd() % 2 ? 14 : 0);
+    m.pppoe_session = uint16_t(rnd());
+    m.tunnel_id = uint32_t(rnd());
+    FlowKey a, b;
+    std::memset(&a, 0xa5, sizeof a);
+    std::memset(&b, 0x5a, sizeof b);
+    const bool da = makeFlowKey(m, a);
+    uint32_t sig = 0;
+    const bool db = FlowTable::keyAndHash(m, b, &sig);
+    ASSERT_EQ(da, db);
+    ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0);
+    ASSERT_EQ(sig, FlowTable::hashOf(a));
+    (da ? hi : lo)++;
+  }
+  EXPECT_GT(hi, 1000);
+  EXPECT_GT(lo, 1000);
+}
+
 TEST(FlowTableTest, FillsToExactlyCapacity) {
   for (uint32_t cap : {8u, 1000u, 4096u, 65536u}) {
     SCOPED_TRACE(cap);
