@@ -605,7 +605,16 @@ inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m,
   using namespace parser_detail;
   const ParseStatus s = parseOuter(data, len, m);
   if (tc == nullptr || !tc->inspect) return s;
-  if (s == ParseStatus::kOk) return decapsulate(data, m, *tc, false, 0);
+  if (s == ParseStatus::kOk) {
+    // Most packets carry no tunnel: answered here, inline, before decapsulate's set-up.
+    const bool maybe_tunnel =
+        m.l3 != L3Type::kNone && !m.is_fragment &&
+        ((m.l4_proto == kProtoUdp && m.has_l4 &&
+          (portIn(m.dport, tc->vxlan_ports, tc->n_vxlan) ||
+           portIn(m.dport, tc->geneve_ports, tc->n_geneve))) ||
+         m.l4_proto == kProtoGre || m.l4_proto == kProtoIpip || m.l4_proto == kProtoIpv6InIp);
+    return maybe_tunnel ? decapsulate(data, m, *tc, false, 0) : s;
+  }
   if (s == ParseStatus::kNonIp && m.l3 == L3Type::kNone &&
       (m.ether_type == kEtherTypeMpls || m.ether_type == kEtherTypeMplsMc) && m.pppoe_offset == 0) {
     return decapsulate(data, m, *tc, true, len < kMaxParsedLen ? len : kMaxParsedLen);

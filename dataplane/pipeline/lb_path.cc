@@ -114,7 +114,8 @@ int Worker::lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket&
   return be;
 }
 
-void Worker::lbCount(uint16_t ctr, uint32_t bytes) {
+// Inlined into every caller here (all in this file): per packet of a balanced flow.
+__attribute__((always_inline)) inline void Worker::lbCount(uint16_t ctr, uint32_t bytes) {
   if (ctr == kLbNoCounter || lb_quiet_) return;
   lb_ctr_[ctr].packets.add();
   lb_ctr_[ctr].bytes.add(bytes);
@@ -186,6 +187,19 @@ DropReason Worker::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrit
   }
   if (r.has_mac) lbRewriteDstMac(d, r.mac);
   return DropReason::kNone;
+}
+
+// L2 mode, a packet outside tunnels with no datagram to follow it: what lbForward's
+// rewrite record (lbMakeRewrite + lbApply) would do comes down to the backend's MAC as
+// destination, and no drop reason applies. Inlined into lbStage, for every packet of a
+// balanced flow; false: not that case (lbForward does it).
+__attribute__((always_inline)) inline bool Worker::lbForwardL2(rte_mbuf* m, const Burst& b,
+                                                               uint16_t i,
+                                                               const rules::CompiledLbService& svc,
+                                                               const rules::CompiledLbBackend& be) {
+  if (svc.mode != rules::LbMode::kL2 || b.frag_slot[i] >= 0 || b.meta[i].inTunnel()) return false;
+  lbRewriteDstMac(rte_pktmbuf_mtod(m, uint8_t*), be.mac);
+  return true;
 }
 
 // Sends the packet to backend `be` of `svc` (forward direction). False: dropped (reason set).
@@ -399,7 +413,9 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
     f->be_idx = uint16_t(be);
     b.v[i].backend = uint16_t(be);
     b.v[i].lb_service = uint16_t(si);
-    if (lbForward(m, b, i, svc, svc.backends[be])) lbCount(f->ctr, m->pkt_len);
+    if (lbForwardL2(m, b, i, svc, svc.backends[be]) || lbForward(m, b, i, svc, svc.backends[be])) {
+      lbCount(f->ctr, m->pkt_len);
+    }
     return;
   }
 
@@ -438,7 +454,9 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
   } else {
     c_->lb_untracked.add();
     uint16_t ctr = lbCounterSlot(svc->backends[be].identity);
-    if (lbForward(m, b, i, *svc, svc->backends[be])) lbCount(ctr, m->pkt_len);
+    if (lbForwardL2(m, b, i, *svc, svc->backends[be]) || lbForward(m, b, i, *svc, svc->backends[be])) {
+      lbCount(ctr, m->pkt_len);
+    }
   }
 }
 

@@ -151,6 +151,9 @@ void Worker::refreshSnapshot() {
   if (s->generation != generation_) {
     generation_ = s->generation;
     timeouts_ = toTimeouts(s->dataplane);
+    min_timeout_ns_ = std::min({timeouts_.tcp_syn_ns, timeouts_.tcp_established_ns,
+                                timeouts_.tcp_closing_ns, timeouts_.tcp_closed_ns,
+                                timeouts_.udp_ns, timeouts_.icmp_ns, timeouts_.other_ns});
     aging_slice_ = s->dataplane.aging_slice;
     c_->generation.set(generation_);
   }
@@ -553,7 +556,9 @@ void Worker::flowStage(rte_mbuf** pkts, Burst& b) {
       FlowEntry& old = flows_->entry(p);
       // A flow idle past its timeout that aging has not reached yet ends here; so does a
       // closed connection whose 5-tuple a new SYN reuses. The packet starts a new flow.
-      bool stale = t > old.last_seen_ns && t - old.last_seen_ns > flowTimeout(old, timeouts_);
+      // (The shortest timeout first: a flow seen within it needs no per-state lookup.)
+      bool stale = t > old.last_seen_ns && t - old.last_seen_ns > min_timeout_ns_ &&
+                   t - old.last_seen_ns > flowTimeout(old, timeouts_);
       bool reused = syn_only && old.tcp_state == TcpState::kClosed;
       if (stale || reused) {
         emitFlowEnd(p, old, b.keys[i], t,

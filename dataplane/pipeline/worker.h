@@ -441,6 +441,7 @@ class Worker {
   std::unique_ptr<DnsScratch> dns_scratch_;
   std::unique_ptr<uint8_t[]> dns_buf_;        // answers and TCP stream payloads (8 KB)
   FlowTimeouts timeouts_;
+  uint64_t min_timeout_ns_ = 0;  // the shortest of timeouts_ (flowStage's stale check)
   TunnelParseConfig tun_;  // dataplane.tunnels of the current snapshot (parsePacket)
   uint32_t aging_slice_ = 64;
 
@@ -503,6 +504,8 @@ class Worker {
   int lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket& p, Burst& b,
                uint16_t i);
   void lbCount(uint16_t ctr, uint32_t bytes);
+  bool lbForwardL2(rte_mbuf* m, const Burst& b, uint16_t i, const rules::CompiledLbService& svc,
+                   const rules::CompiledLbBackend& be);
   bool lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
                  const rules::CompiledLbBackend& be);
   void lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be);
