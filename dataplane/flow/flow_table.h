@@ -4,12 +4,10 @@
 #pragma once
 
 #include <algorithm>
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include <emmintrin.h>
 #include <rte_hash_crc.h>
 
 #include "absl/status/statusor.h"
@@ -97,11 +95,9 @@ class FlowTable {
   static uint32_t hashOf(const FlowKey& key) {
     return rte_hash_crc(&key, sizeof(FlowKey), kHashInitVal);
   }
-  // makeFlowKey(m, k) and hashOf(k) in one go, for the per-packet path: the key is built in
-  // registers, stored with 16-byte stores and hashed from the registers. Reading the key back
-  // from memory right after writing it field by field cannot be served by the store buffer
-  // (a load spanning several smaller stores waits for them to retire: ~15 cycles, twice per
-  // key). Same key, same hash (flow_table_test checks both against the two-step form).
+  // makeFlowKey(m, k) and hashOf(k) in one go, for the per-packet path: the key's words
+  // (flowKeyWords) are hashed from the registers, not read back from the key just stored.
+  // Same hash as hashOf (flow_table_test checks it).
   static bool keyAndHash(const PacketMeta& m, FlowKey& k, uint32_t* sig);
 
   // Looks up n keys (n <= 64) in one call (rte_hash_lookup_bulk); pos[i] = position or -1.
@@ -163,51 +159,20 @@ class FlowTable {
   uint32_t cursor_ = 0;
 };
 
-inline bool FlowTable::keyAndHash(const PacketMeta& m, FlowKey& k, uint32_t* sig) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  uint64_t s0, s1, d0, d1;
-  std::memcpy(&s0, m.src.b, 8);
-  std::memcpy(&s1, m.src.b + 8, 8);
-  std::memcpy(&d0, m.dst.b, 8);
-  std::memcpy(&d1, m.dst.b + 8, 8);
-  // compareAddr(src, dst) > 0, or equal addresses and sport > dport (makeFlowKey).
-  const uint64_t bs0 = __builtin_bswap64(s0), bd0 = __builtin_bswap64(d0);
-  const uint64_t bs1 = __builtin_bswap64(s1), bd1 = __builtin_bswap64(d1);
-  const bool src_is_hi = s0 != d0   ? bs0 > bd0
-                         : s1 != d1 ? bs1 > bd1
-                                    : m.sport > m.dport;
-  const uint64_t l0 = src_is_hi ? d0 : s0, l1 = src_is_hi ? d1 : s1;
-  const uint64_t h0 = src_is_hi ? s0 : d0, h1 = src_is_hi ? s1 : d1;
-  const uint16_t lo_port = src_is_hi ? m.dport : m.sport;
-  const uint16_t hi_port = src_is_hi ? m.sport : m.dport;
-  const uint16_t pppoe = m.pppoe_offset != 0 ? m.pppoe_session : 0;
-  // FlowKey's bytes 32..47: lo_port, hi_port, vlan, proto, ip_ver | vlan_inner, pppoe, tunnel.
-  static_assert(offsetof(FlowKey, lo_port) == 32 && offsetof(FlowKey, hi_port) == 34 &&
-                offsetof(FlowKey, vlan) == 36 && offsetof(FlowKey, proto) == 38 &&
-                offsetof(FlowKey, ip_ver) == 39 && offsetof(FlowKey, vlan_inner) == 40 &&
-                offsetof(FlowKey, pppoe_session) == 42 && offsetof(FlowKey, tunnel_id) == 44);
-  const uint64_t t0 = uint64_t(lo_port) | uint64_t(hi_port) << 16 | uint64_t(m.vlan_outer) << 32 |
-                      uint64_t(m.l4_proto) << 48 | uint64_t(static_cast<uint8_t>(m.l3)) << 56;
-  const uint64_t t1 = uint64_t(m.vlan_inner) | uint64_t(pppoe) << 16 | uint64_t(m.tunnel_id) << 32;
-  auto* out = reinterpret_cast<unsigned char*>(&k);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_set_epi64x(int64_t(l1), int64_t(l0)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), _mm_set_epi64x(int64_t(h1), int64_t(h0)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32), _mm_set_epi64x(int64_t(t1), int64_t(t0)));
-  // rte_hash_crc(&k, 48, kHashInitVal): six 8-byte steps in key order.
+__attribute__((always_inline)) inline bool FlowTable::keyAndHash(const PacketMeta& m, FlowKey& k,
+                                                                 uint32_t* sig) {
+  const FlowKeyWords w = flowKeyWords(m);
+  storeFlowKey(w, k);
+  // rte_hash_crc(&k, 48, kHashInitVal): six 8-byte steps in key order, from the registers.
   uint32_t c = kHashInitVal;
-  c = rte_hash_crc_8byte(l0, c);
-  c = rte_hash_crc_8byte(l1, c);
-  c = rte_hash_crc_8byte(h0, c);
-  c = rte_hash_crc_8byte(h1, c);
-  c = rte_hash_crc_8byte(t0, c);
-  c = rte_hash_crc_8byte(t1, c);
+  c = rte_hash_crc_8byte(w.w[0], c);
+  c = rte_hash_crc_8byte(w.w[1], c);
+  c = rte_hash_crc_8byte(w.w[2], c);
+  c = rte_hash_crc_8byte(w.w[3], c);
+  c = rte_hash_crc_8byte(w.w[4], c);
+  c = rte_hash_crc_8byte(w.w[5], c);
   *sig = c;
-  return src_is_hi;
-#else
-  const bool src_is_hi = makeFlowKey(m, k);
-  *sig = hashOf(k);
-  return src_is_hi;
-#endif
+  return w.src_is_hi;
 }
 
 template <class Fn>

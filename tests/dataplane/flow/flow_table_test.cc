@@ -326,10 +326,30 @@ TEST(FlowTableTest, PrecomputedHashPathsAgreeWithPlainOnes) {
   t->lookupBurstWithHash(ptrs, sigs, 0, pos);
 }
 
+// The canonical key written field by field, as the struct declares it: the reference for the
+// register-built words (flowKeyWords) that makeFlowKey and keyAndHash store.
+bool referenceKey(const PacketMeta& m, FlowKey& k) {
+  const int c = std::memcmp(m.src.b, m.dst.b, 16);
+  const bool src_is_hi = c > 0 || (c == 0 && m.sport > m.dport);
+  std::memset(&k, 0, sizeof k);
+  k.lo_addr = src_is_hi ? m.dst : m.src;
+  k.hi_addr = src_is_hi ? m.src : m.dst;
+  k.lo_port = src_is_hi ? m.dport : m.sport;
+  k.hi_port = src_is_hi ? m.sport : m.dport;
+  k.vlan = m.vlan_outer;
+  k.vlan_inner = m.vlan_inner;
+  k.pppoe_session = m.pppoe_offset != 0 ? m.pppoe_session : 0;
+  k.proto = m.l4_proto;
+  k.ip_ver = static_cast<uint8_t>(m.l3);
+  k.tunnel_id = m.tunnel_id;
+  return src_is_hi;
+}
+
 // The per-packet path builds the key and its hash in one go (keyAndHash, from registers):
-// the same key bytes, direction and hash as makeFlowKey + hashOf, for IPv4 and IPv6, equal
-// addresses (ports decide), every field of the key's tail set, and PPPoE offsets without a
-// session. A wrong field order or byte in the register form fails here.
+// the same key bytes and direction as the field-by-field reference (and makeFlowKey), the
+// same hash as hashOf, for IPv4 and IPv6, equal addresses (ports decide), every field of the
+// key's tail set, and PPPoE offsets without a session. A wrong field order or byte in the
+// register form fails here.
 TEST(FlowTableTest, KeyAndHashEqualsTheTwoStepForm) {
   uint64_t x = 0x243f6a8885a308d3ull;
   auto rnd = [&x] {
@@ -357,13 +377,16 @@ TEST(FlowTableTest, KeyAndHashEqualsTheTwoStepForm) {
     m.pppoe_offset = uint16_t(rnd() % 2 ? 14 : 0);
     m.pppoe_session = uint16_t(rnd());
     m.tunnel_id = uint32_t(rnd());
-    FlowKey a, b;
+    FlowKey a, b, r;
     std::memset(&a, 0xa5, sizeof a);
     std::memset(&b, 0x5a, sizeof b);
+    const bool dr = referenceKey(m, r);
     const bool da = makeFlowKey(m, a);
     uint32_t sig = 0;
     const bool db = FlowTable::keyAndHash(m, b, &sig);
+    ASSERT_EQ(da, dr);
     ASSERT_EQ(da, db);
+    ASSERT_EQ(std::memcmp(&a, &r, sizeof a), 0);
     ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0);
     ASSERT_EQ(sig, FlowTable::hashOf(a));
     (da ? hi : lo)++;
