@@ -422,6 +422,17 @@ inline ParseStatus parseInnerEthernet(const uint8_t* data, uint32_t off, uint32_
 // incomplete): they are judged as the outer packet, as in outer-only mode.
 // `mpls_first`: the frame's own ethertype is MPLS, its label stack at m.l3_offset up to
 // `mpls_end`.
+// The IP packet `m` describes is an encapsulation the parser opens: UDP to a VXLAN or Geneve
+// port, GRE, IPv4 / IPv6 in IP (not a fragment). Inline: most packets carry no tunnel.
+inline bool carriesTunnel(const PacketMeta& m, const TunnelParseConfig& tc) {
+  if (m.l3 == L3Type::kNone || m.is_fragment) return false;
+  if (m.l4_proto == kProtoUdp) {
+    return m.has_l4 && (portIn(m.dport, tc.vxlan_ports, tc.n_vxlan) ||
+                        portIn(m.dport, tc.geneve_ports, tc.n_geneve));
+  }
+  return m.l4_proto == kProtoGre || m.l4_proto == kProtoIpip || m.l4_proto == kProtoIpv6InIp;
+}
+
 inline ParseStatus decapsulate(const uint8_t* data, PacketMeta& m, const TunnelParseConfig& tc,
                                bool mpls_first, uint32_t mpls_end) {
   bool mpls = mpls_first;
@@ -437,13 +448,11 @@ inline ParseStatus decapsulate(const uint8_t* data, PacketMeta& m, const TunnelP
       inner = m.l3_offset;
       end = mpls_end;
     } else {
-      if (m.l3 == L3Type::kNone || m.is_fragment) return ParseStatus::kOk;
+      if (!carriesTunnel(m, tc)) return ParseStatus::kOk;
       const uint32_t l3_end = uint32_t(m.l3_offset) + m.l3_len;
       layer.ip_off = m.l3_offset;
       layer.outer_v6 = m.l3 == L3Type::kIpv6;
-      if (m.l4_proto == kProtoUdp && m.has_l4 &&
-          (portIn(m.dport, tc.vxlan_ports, tc.n_vxlan) ||
-           portIn(m.dport, tc.geneve_ports, tc.n_geneve))) {
+      if (m.l4_proto == kProtoUdp) {  // to a VXLAN or Geneve port (carriesTunnel)
         const uint8_t* u = data + m.payload_offset;
         end = uint32_t(m.payload_offset) + m.payload_len;
         layer.hdr_off = m.l4_offset;
@@ -489,14 +498,12 @@ inline ParseStatus decapsulate(const uint8_t* data, PacketMeta& m, const TunnelP
         }
         inner = m.l4_offset + hlen;
         inner_type = loadBe16(g + 2);
-      } else if (m.l4_proto == kProtoIpip || m.l4_proto == kProtoIpv6InIp) {
+      } else {  // IPv4 / IPv6 in IP (carriesTunnel)
         layer.type = TunnelType::kIpip;
         layer.hdr_off = m.l4_offset;
         end = l3_end;
         inner = m.l4_offset;
         inner_type = m.l4_proto == kProtoIpip ? kEtherTypeIpv4 : kEtherTypeIpv6;
-      } else {
-        return ParseStatus::kOk;
       }
       // Payloads the parser does not open (Geneve / GRE carrying another protocol, e.g.
       // ERSPAN or a keepalive): judged as the outer packet.
@@ -605,16 +612,8 @@ inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m,
   using namespace parser_detail;
   const ParseStatus s = parseOuter(data, len, m);
   if (tc == nullptr || !tc->inspect) return s;
-  if (s == ParseStatus::kOk) {
-    // Most packets carry no tunnel: answered here, inline, before decapsulate's set-up.
-    const bool maybe_tunnel =
-        m.l3 != L3Type::kNone && !m.is_fragment &&
-        ((m.l4_proto == kProtoUdp && m.has_l4 &&
-          (portIn(m.dport, tc->vxlan_ports, tc->n_vxlan) ||
-           portIn(m.dport, tc->geneve_ports, tc->n_geneve))) ||
-         m.l4_proto == kProtoGre || m.l4_proto == kProtoIpip || m.l4_proto == kProtoIpv6InIp);
-    return maybe_tunnel ? decapsulate(data, m, *tc, false, 0) : s;
-  }
+  // Most packets carry no tunnel: answered inline, before decapsulate's set-up.
+  if (s == ParseStatus::kOk) return carriesTunnel(m, *tc) ? decapsulate(data, m, *tc, false, 0) : s;
   if (s == ParseStatus::kNonIp && m.l3 == L3Type::kNone &&
       (m.ether_type == kEtherTypeMpls || m.ether_type == kEtherTypeMplsMc) && m.pppoe_offset == 0) {
     return decapsulate(data, m, *tc, true, len < kMaxParsedLen ? len : kMaxParsedLen);
