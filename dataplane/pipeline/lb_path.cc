@@ -189,23 +189,25 @@ DropReason Worker::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrit
   return DropReason::kNone;
 }
 
-// L2 mode, a packet outside tunnels with no datagram to follow it: what lbForward's
-// rewrite record (lbMakeRewrite + lbApply) would do comes down to the backend's MAC as
-// destination, and no drop reason applies. Inlined into lbStage, for every packet of a
-// balanced flow; false: not that case (lbForward does it).
-__attribute__((always_inline)) inline bool Worker::lbForwardL2(rte_mbuf* m, const Burst& b,
-                                                               uint16_t i,
-                                                               const rules::CompiledLbService& svc,
-                                                               const rules::CompiledLbBackend& be) {
-  if (svc.mode != rules::LbMode::kL2 || b.frag_slot[i] >= 0 || b.meta[i].inTunnel()) return false;
-  lbRewriteDstMac(rte_pktmbuf_mtod(m, uint8_t*), be.mac);
-  return true;
+// Sends the packet to backend `be` of `svc` (forward direction). False: dropped (reason set).
+// Inlined into lbStage (every packet of a balanced flow): in L2 mode, outside tunnels, with no
+// datagram to follow the packet, the rewrite comes down to the backend's MAC as destination
+// and no drop reason applies; everything else builds a rewrite record (lbForwardRewrite).
+__attribute__((always_inline)) inline bool Worker::lbForward(rte_mbuf* m, Burst& b, uint16_t i,
+                                                             const rules::CompiledLbService& svc,
+                                                             const rules::CompiledLbBackend& be) {
+  if (svc.mode == rules::LbMode::kL2 && b.frag_slot[i] < 0 && !b.meta[i].inTunnel()) {
+    lbRewriteDstMac(rte_pktmbuf_mtod(m, uint8_t*), be.mac);
+    return true;
+  }
+  return lbForwardRewrite(m, b, i, svc, be);
 }
 
-// Sends the packet to backend `be` of `svc` (forward direction). False: dropped (reason set).
-// A first fragment leaves its rewrite for the rest of its datagram.
-bool Worker::lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
-                       const rules::CompiledLbBackend& be) {
+// lbForward through a rewrite record (lbMakeRewrite + lbApply). A first fragment leaves its
+// rewrite for the rest of its datagram.
+bool Worker::lbForwardRewrite(rte_mbuf* m, Burst& b, uint16_t i,
+                              const rules::CompiledLbService& svc,
+                              const rules::CompiledLbBackend& be) {
   const PacketMeta& pm = b.meta[i];
   LbFragRewrite tmp;
   LbFragRewrite& r = b.frag_slot[i] >= 0 ? lb_frag_[b.frag_slot[i]] : tmp;
@@ -413,9 +415,7 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
     f->be_idx = uint16_t(be);
     b.v[i].backend = uint16_t(be);
     b.v[i].lb_service = uint16_t(si);
-    if (lbForwardL2(m, b, i, svc, svc.backends[be]) || lbForward(m, b, i, svc, svc.backends[be])) {
-      lbCount(f->ctr, m->pkt_len);
-    }
+    if (lbForward(m, b, i, svc, svc.backends[be])) lbCount(f->ctr, m->pkt_len);
     return;
   }
 
@@ -454,9 +454,7 @@ void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
   } else {
     c_->lb_untracked.add();
     uint16_t ctr = lbCounterSlot(svc->backends[be].identity);
-    if (lbForwardL2(m, b, i, *svc, svc->backends[be]) || lbForward(m, b, i, *svc, svc->backends[be])) {
-      lbCount(ctr, m->pkt_len);
-    }
+    if (lbForward(m, b, i, *svc, svc->backends[be])) lbCount(ctr, m->pkt_len);
   }
 }
 

@@ -504,10 +504,10 @@ class Worker {
   int lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket& p, Burst& b,
                uint16_t i);
   void lbCount(uint16_t ctr, uint32_t bytes);
-  bool lbForwardL2(rte_mbuf* m, const Burst& b, uint16_t i, const rules::CompiledLbService& svc,
-                   const rules::CompiledLbBackend& be);
   bool lbForward(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
                  const rules::CompiledLbBackend& be);
+  bool lbForwardRewrite(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledLbService& svc,
+                        const rules::CompiledLbBackend& be);
   void lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be);
   // IP fragments: what a datagram's first fragment got, by fragment-tracker slot, so that
   // its later fragments (judged in the burst or released from the hold) go to the same
