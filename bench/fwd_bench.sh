@@ -257,12 +257,8 @@ prefix_of() {  # $1 tool, $2 run id: the EAL file prefix of that run
 started() {  # $1 pid: recorded for the exit cleanup (run_* functions run in subshells)
   echo "$1" >>"$OUTDIR/pids"
 }
-finished() {  # $1 prefix: removes the run's DPDK runtime directory (and, with --huge, the
-  rm -rf "/var/run/dpdk/$1"   # hugepage files EAL leaves when a run is stopped by a signal)
-  if (( HUGE )); then
-    local mnt
-    for mnt in $(awk '$3 == "hugetlbfs" {print $2}' /proc/mounts); do rm -f "$mnt/$1"map_*; done
-  fi
+finished() {  # $1 prefix: removes the run's DPDK runtime directory
+  rm -rf "/var/run/dpdk/$1"
 }
 
 # --- l3fwd: built here, from the dpdk-doc example sources, with the two vdev patches --------
