@@ -29,6 +29,7 @@
 #include "control/metrics/metrics_server.h"
 #include "control/progress/progress_registry.h"
 #include "dataplane/api/dataplane.h"
+#include "absl/cleanup/cleanup.h"
 #include "dataplane/port/eal.h"
 
 namespace dpu::ctl {
@@ -176,6 +177,9 @@ absl::Status runLive(const LiveOptions& o) {
   auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
   if (!dpr.ok()) return dpr.status();
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
+  // runLive is the process's last work (main exits after it): however it returns, the
+  // dataplane leaves its DPDK heap to the exit (eal.h; runs before plane's destructor).
+  absl::Cleanup leave_heap = [] { dp::leaveDpdkHeapToExit(); };
   ConfigManager manager(store.get(), plane.get());
   manager.inheritCompiled(boot);  // the first apply shares the running compiled firewall
   ProgressRegistry progress;      // long applies: a progress line here and in GetStatus

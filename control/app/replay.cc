@@ -17,6 +17,7 @@
 #include "control/config/config_loader.h"
 #include "dataplane/api/dataplane.h"
 #include "dataplane/pipeline/file_extract.h"  // --- http ---
+#include "absl/cleanup/cleanup.h"
 #include "dataplane/port/eal.h"
 #include "dataplane/port/ports.h"
 
@@ -199,6 +200,9 @@ absl::Status runReplay(const ReplayOptions& o) {
   auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
   if (!dpr.ok()) return memoryHint(dpr.status());
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
+  // runReplay is the process's last work (main exits after it): however it returns, the
+  // dataplane leaves its DPDK heap to the exit (eal.h; runs before plane's destructor).
+  absl::Cleanup leave_heap = [] { dp::leaveDpdkHeapToExit(); };
 
   std::unique_ptr<PcapCapture> cap_b, cap_a;
   if (!o.out_b.empty()) {
@@ -326,6 +330,7 @@ absl::Status runReplay(const ReplayOptions& o) {
     if (!js) return absl::InvalidArgumentError(absl::StrCat(o.summary_json, ": cannot write"));
   }
   if (!o.quiet) std::fputs(formatSummary(sum).c_str(), stdout);
+  dp::leaveDpdkHeapToExit();
   plane.reset();
   return absl::OkStatus();
 }

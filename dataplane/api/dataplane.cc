@@ -16,6 +16,7 @@
 #include <rte_ring.h>
 
 #include "absl/strings/str_cat.h"
+#include "dataplane/port/eal.h"
 #include "dataplane/port/ports.h"
 
 namespace dpu::dp {
@@ -248,6 +249,12 @@ Dataplane::~Dataplane() {
       rte_eth_dev_stop(port);
       rte_eth_dev_close(port);
     }
+  }
+  // A process about to exit leaves the DPDK heap (rings, pools, the QSBR variable) to the
+  // exit (eal.h, leaveDpdkHeapToExit); ports are closed above either way.
+  if (dpdkHeapLeftToExit()) {
+    delete current_.load();
+    return;
   }
   for (rte_ring* r : rings_) {
     void* obj;

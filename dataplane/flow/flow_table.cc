@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dataplane/port/eal.h"
 
 namespace dpu::dp {
 
@@ -102,6 +103,7 @@ absl::StatusOr<std::unique_ptr<FlowTable>> FlowTable::create(const FlowTableOpti
 }
 
 FlowTable::~FlowTable() {
+  if (dpdkHeapLeftToExit()) return;  // the process is exiting (eal.h)
   rte_free(used_);
   rte_free(cold_);
   rte_free(entries_);

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dataplane/port/eal.h"
 
 namespace dpu::dp {
 
@@ -153,6 +154,7 @@ absl::StatusOr<std::unique_ptr<FragTracker>> FragTracker::create(const FragOptio
 }
 
 FragTracker::~FragTracker() {
+  if (dpdkHeapLeftToExit()) return;  // the process is exiting (eal.h)
   rte_free(held_next_);
   rte_free(held_pkt_);
   rte_free(pending_);

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dataplane/port/eal.h"
 
 namespace dpu::dp {
 namespace {
@@ -60,7 +61,7 @@ absl::StatusOr<std::unique_ptr<DatagramReassembler>> DatagramReassembler::create
 }
 
 DatagramReassembler::~DatagramReassembler() {
-  if (pool_ != nullptr) rte_mempool_free(pool_);
+  if (pool_ != nullptr && !dpdkHeapLeftToExit()) rte_mempool_free(pool_);  // eal.h
 }
 
 void DatagramReassembler::releaseBuffer(void* buf) {

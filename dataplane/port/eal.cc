@@ -1,5 +1,7 @@
 #include "dataplane/port/eal.h"
 
+#include <atomic>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <rte_eal.h>
@@ -257,5 +259,13 @@ std::vector<std::string> offlineEalArgs(const std::vector<std::string>& vdevs, i
   }
   return a;
 }
+
+namespace {
+std::atomic<bool> g_heap_left_to_exit{false};
+}  // namespace
+
+void leaveDpdkHeapToExit() { g_heap_left_to_exit.store(true, std::memory_order_relaxed); }
+
+bool dpdkHeapLeftToExit() { return g_heap_left_to_exit.load(std::memory_order_relaxed); }
 
 }  // namespace dpu::dp
