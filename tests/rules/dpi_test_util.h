@@ -1,6 +1,7 @@
 // Helpers for DPI tests: our engine fed in segments vs libyara on the whole buffer.
 #pragma once
 
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <hs/hs.h>
 
@@ -92,7 +93,13 @@ struct Pair {
   std::vector<std::string> accepted;  // ids of supported rules (sorted)
   ~Pair() { if (scratch) hs_free_scratch(scratch); }
 
-  bool build(const DpiModel& m, std::string* err, const DpiCompileOptions& opt = {}) {
+  // With DPU_TEST_HS_CACHE_DIR set, the Hyperscan databases go through the product's cache
+  // (dpi.cache_dir: keyed by the expressions, their flags and the library version), so a
+  // second build's run of the same rules loads what the first compiled.
+  bool build(const DpiModel& model, std::string* err, const DpiCompileOptions& opt = {}) {
+    DpiModel m = model;
+    if (const char* dir = std::getenv("DPU_TEST_HS_CACHE_DIR"); m.cache_dir.empty() && dir && *dir)
+      m.cache_dir = dir;
     ConfigErrorList errs;
     auto c = compileDpi(m, errs, opt);
     if (!c.ok()) { *err = std::string(c.status().message()); return false; }
