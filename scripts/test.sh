@@ -32,6 +32,15 @@ cpu_now() {  # sets CPU_NOW (not a $(...) either, for the same reason)
   times >"$cpu_file"
   CPU_NOW=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print int(s) }' "$cpu_file")
 }
+# The slowest tests of a ctest phase (its Testing/Temporary/LastTest.log), so a test that
+# outgrows the README's rule (<= 10 s CPU in the sanitizer build) shows in every run.
+slowest() {
+  local log=$1/Testing/Temporary/LastTest.log
+  [[ -f $log ]] || return 0
+  echo "== slowest tests in $1:"
+  awk '/^[0-9]+\/[0-9]+ Testing: / { name = $3 }
+       /^Test time = / { printf "   %7.1f s  %s\n", $4, name }' "$log" | sort -rn | awk 'NR <= 8'  # (all read: no SIGPIPE under pipefail)
+}
 phase_done() {
   local cpu
   cpu_now
@@ -45,6 +54,7 @@ scripts/install-deps.sh
 scripts/build.sh -DDPU_BUILD_TESTS=ON
 phase_done "build"
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure -j"$ctest_jobs" "$@")
+slowest "${BUILD_DIR:-build}"
 phase_done "tests"
 
 if [[ ${SANITIZE:-1} != 0 ]]; then
@@ -59,6 +69,7 @@ if [[ ${SANITIZE:-1} != 0 ]]; then
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
     LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0} \
     ctest --output-on-failure -j"$ctest_jobs" "$@")
+  slowest "$asan_dir"
   phase_done "sanitizer tests"
 fi
 
