@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "dataplane/port/eal.h"
-#include "dataplane/stages/firewall_stage.h"
+#include "dataplane/stages/firewall/firewall_tables.h"
 #include "rules/compiled/firewall.h"
 
 namespace {

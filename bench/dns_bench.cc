@@ -44,7 +44,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "dataplane/stages/dns_stage.h"
+#include "dataplane/stages/dns/dns_filter.h"
 #include "rules/compile/dns_parsers.h"
 #include "rules/compiled/dns.h"
 

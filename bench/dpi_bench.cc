@@ -51,7 +51,7 @@
 #include "bench/bench_rules.h"
 #include "rules/compile/yara_translate.h"
 #include "rules/compile/yara_validate.h"
-#include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
 
 namespace fs = std::filesystem;
 using namespace dpu::rules;

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "dataplane/packet/parser.h"
-#include "dataplane/stages/lb_view.h"
+#include "dataplane/stages/lb/lb_view.h"
 #include "rules/compile/lb_compiler.h"
 #include "rules/compiled/lb.h"
 

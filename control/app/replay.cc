@@ -16,7 +16,7 @@
 #include "control/app/summary.h"
 #include "control/config/config_loader.h"
 #include "dataplane/api/dataplane.h"
-#include "dataplane/pipeline/file_extract.h"  // --- http ---
+#include "dataplane/stages/dpi/file_extract.h"  // --- http ---
 #include "absl/cleanup/cleanup.h"
 #include "dataplane/port/eal.h"
 #include "dataplane/port/ports.h"

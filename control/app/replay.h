@@ -22,7 +22,7 @@ struct ReplayOptions {
   std::string summary_json;  // the summary as one JSON object
   bool quiet = false;        // no summary on stdout
   // --- http --- --extract-files DIR: the decoded HTTP files written to DIR/<sha256>
-  // (dataplane/pipeline/file_extract.h), at most extract_max_bytes in all.
+  // (dataplane/stages/dpi/file_extract.h), at most extract_max_bytes in all.
   std::string extract_files;
   uint64_t extract_max_bytes = uint64_t(256) << 20;
   // -m / --memory: DPDK (EAL) memory in MB; 0 = sized from the config (replayMemoryMb).

@@ -16,8 +16,10 @@
 #include <rte_ring.h>
 
 #include "absl/strings/str_cat.h"
+#include "dataplane/pipeline/distributor.h"
 #include "dataplane/port/eal.h"
 #include "dataplane/port/ports.h"
+#include "dataplane/stages/lb/lb_stage.h"
 
 namespace dpu::dp {
 
@@ -233,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
       // Replay: worker 0 reads (and merges) both inputs; the others only their ring.
       wo.merge_by_timestamp = opts.merge_by_timestamp && w == 0;
     }
-    auto worker = Worker::create(wo, shared, settings, &dp->counters_[w], r);
+    auto worker = Worker::create(wo, shared, settings, &dp->counters_[w], r, &opts.extra_stages);
     if (!worker.ok()) return worker.status();
     (*worker)->attachMailbox(&dp->mail_[w]);  // --- flows view / capture ---
     dp->workers_.push_back(std::move(*worker));
@@ -264,7 +266,7 @@ Dataplane::~Dataplane() {
   for (rte_ring* r : inbound_) {
     void* obj;
     while (rte_ring_sc_dequeue(r, &obj) == 0) {
-      if (!Worker::isClockTick(obj)) rte_pktmbuf_free(static_cast<rte_mbuf*>(obj));
+      if (!isClockTick(obj)) rte_pktmbuf_free(static_cast<rte_mbuf*>(obj));
     }
     rte_ring_free(r);
   }
@@ -708,9 +710,11 @@ CountersSnapshot Dataplane::counters() const {
 std::vector<LbBackendStats> Dataplane::lbBackendStats() const {
   std::vector<LbBackendStats> out;
   for (const auto& w : workers_) {
-    const Worker::LbBackendCounters* c = w->lbCounters();
+    const auto* lb = static_cast<const LbStage*>(w->stage("lb"));
+    if (lb == nullptr) continue;
+    const LbStage::LbBackendCounters* c = lb->counters();
     if (c == nullptr) continue;
-    for (uint32_t i = 0; i < Worker::kLbCounterSlots; ++i) {
+    for (uint32_t i = 0; i < LbStage::kLbCounterSlots; ++i) {
       uint64_t id = c[i].identity.load();
       if (id == 0) continue;
       auto it = std::find_if(out.begin(), out.end(),

@@ -33,7 +33,7 @@ struct rte_ring;
 struct rte_rcu_qsbr;
 
 namespace dpu::dp {
-class FileExtractor;  // --- http --- (dataplane/pipeline/file_extract.h)
+class FileExtractor;  // --- http --- (dataplane/stages/dpi/file_extract.h)
 
 struct DataplaneOptions {
   uint16_t port_a = 0;
@@ -50,7 +50,10 @@ struct DataplaneOptions {
   // Software distribution (dataplane.distribution): replay waits for room in a full ring
   // instead of dropping (worker_ring_full), so no packet is lost to scheduling.
   bool lossless_distribution = false;
-  FileExtractor* extract = nullptr;     // --- http --- replay --extract-files: decoded HTTP files
+  FileExtractor* extract = nullptr;     // replay --extract-files: decoded HTTP files
+  // Stages each worker runs after the built-in ones, in this order (tests, extensions;
+  // docs/architecture.md "Adding a stage").
+  std::vector<StageFactory> extra_stages;
 };
 
 class Dataplane : public DataplaneControl {

@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "dataplane/api/http_event.h"
 #include "dataplane/packet/packet_meta.h"
-#include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
 
 struct htp_cfg_t;
 struct htp_connp_t;
@@ -106,7 +106,7 @@ class HttpSink {
   virtual void fileClosed(const HttpEventInfo& file) = 0;
   virtual void transaction(const HttpEventInfo& tx) = 0;
   // The decoded bytes of an open file, as they are scanned (opt-in file extraction:
-  // dataplane/pipeline/file_extract.h); then fileClosed when it ends.
+  // dataplane/stages/dpi/file_extract.h); then fileClosed when it ends.
   virtual void fileBytes(const HttpEventInfo& file, const uint8_t* p, size_t n) {
     (void)file;
     (void)p;

@@ -1,4 +1,5 @@
-// Per-burst scratch state of a Worker (pipeline.cc and the rule stages' files).
+// Per-burst scratch of a worker, read and written by the loop and the stages (through the
+// PathContext): indexed by the packet's position in the burst.
 #pragma once
 
 #include <cstdint>
@@ -6,12 +7,14 @@
 #include "dataplane/flow/flow_key.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/pipeline/verdict.h"
-#include "dataplane/pipeline/worker.h"
+
+struct rte_mbuf;
 
 namespace dpu::dp {
 
-// Per-burst scratch state, indexed by the packet's position in the burst.
-struct Worker::Burst {
+constexpr uint16_t kBurst = 32;
+
+struct Burst {
   PacketMeta meta[kBurst];
   PacketVerdict v[kBurst];
   FlowKey keys[kBurst];
@@ -24,7 +27,7 @@ struct Worker::Burst {
   uint8_t dir[kBurst];       // 0: initiator -> responder, 1: the other way (tracked only)
   int32_t frag_slot[kBurst];  // a first fragment to judge: its datagram's slot; else -1
   int32_t frag_follow[kBurst];  // a fragment given its datagram's verdict: the slot; else -1
-  // What the stages judge for packet i (frag_path.cc): the packet itself; the reassembled
+  // What the stages judge for packet i (FragStage): the packet itself; the reassembled
   // datagram (an mbuf of the reassembly pool) that packet i completed (every fragment of
   // datagram reasm_slot[i] gets the verdict); or, after a reassembly failed open, the
   // datagram's held first fragment judged in packet i's place.
@@ -33,7 +36,7 @@ struct Worker::Burst {
   int32_t reasm_slot[kBurst];
   uint8_t judge[kBurst];
   uint64_t ts[kBurst];
-  // --- tcp stream --- set by streamStage: the packet's new in-order stream bytes are
+  // Set by the stream stage: the packet's new in-order stream bytes are
   // payload[st_off, st_off + st_len) at sequence number st_seq (st_read), else unset; the
   // other direction's next sequence number when this packet was read (st_peer_known): the
   // stages run after the engine has read the whole burst segment, so a stage answering on
@@ -43,7 +46,8 @@ struct Worker::Burst {
   uint16_t st_off[kBurst], st_len[kBurst];
   uint32_t st_seq[kBurst];
   uint32_t st_peer_next[kBurst];
-  // --- http --- hold-back flags of packet i (reset by classify; set by the DPI stage).
+  // Hold-back flags of packet i (reset by the loop; set by a stage that holds packets back,
+  // read by it at finish: PathContext::holder).
   enum Hold : uint8_t { kHoldWanted = 1, kHoldRead = 2, kHoldNewBytes = 4, kHoldFin = 8 };
   uint8_t hold[kBurst];
   uint32_t nflow = 0;

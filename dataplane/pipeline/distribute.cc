@@ -1,9 +1,5 @@
-// Software distribution (distribute.h): the worker side. A worker that polls an rx queue
-// hashes each packet it receives to its worker, keeps its own and hands the others over
-// through the target's inbound ring (rte_ring, multi-producer / single-consumer, bulk, no
-// allocation); every worker judges what it is handed like what it receives. Per-flow order
-// holds: one flow's packets of one direction come from one rx queue, are handed over in
-// receive order to one ring, and leave through one tx queue or one tx ring.
+// Software distribution: the canonical NAT addresses (distribute.h) and the worker side
+// (distributor.h).
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
@@ -15,7 +11,7 @@
 
 #include "dataplane/packet/parser.h"
 #include "dataplane/pipeline/distribute.h"
-#include "dataplane/pipeline/worker.h"
+#include "dataplane/pipeline/distributor.h"
 #include "rules/compiled/lb.h"
 
 namespace dpu::dp {
@@ -136,8 +132,22 @@ DistributionCanon buildDistributionCanon(const rules::CompiledLb& lb) {
   return c;
 }
 
-uint16_t Worker::handOff(rte_mbuf** pkts, uint16_t n) {
-  const uint16_t nw = opts_.nworkers;
+Distributor::Distributor(PathContext& cx) : cx_(cx) {
+  dist_buf_.reset(new rte_mbuf*[size_t(cx.opts.nworkers) * kDistStride]);
+}
+
+Distributor::~Distributor() {
+  for (uint16_t i = 0; i < group_n_; ++i) {
+    if (!isClockTick(group_[i])) rte_pktmbuf_free(group_[i]);
+  }
+}
+
+uint32_t Distributor::dequeue(void** slot, unsigned n) {
+  return rte_ring_sc_dequeue_burst(cx_.shared.inbound[cx_.opts.id], slot, n, nullptr);
+}
+
+uint16_t Distributor::handOff(rte_mbuf** pkts, uint16_t n, uint64_t* next_seq) {
+  const uint16_t nw = cx_.opts.nworkers;
   uint16_t count[kMaxDistributionWorkers] = {};
   uint16_t keep = 0;
   uint64_t latest = 0;  // packet-timestamp clock: the latest capture time of the burst
@@ -146,15 +156,15 @@ uint16_t Worker::handOff(rte_mbuf** pkts, uint16_t n) {
   PacketMeta pm;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    if (opts_.clock == ClockMode::kPacketTimestamp) latest = std::max(latest, packetTime(m));
+    if (cx_.opts.clock == ClockMode::kPacketTimestamp) latest = std::max(latest, cx_.packetTime(m));
     // The input index is stamped here, in receive order, whichever worker judges the packet
     // (replay: the merged input index).
-    if (shared_.seq_dynfield >= 0) {
-      *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, uint64_t*) = next_seq_++;
+    if (cx_.shared.seq_dynfield >= 0) {
+      *RTE_MBUF_DYNFIELD(m, cx_.shared.seq_dynfield, uint64_t*) = (*next_seq)++;
     }
-    parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &tun_);
+    parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &cx_.tun);
     const uint16_t t = distributionWorker(pm, nw, dist_canon_);
-    if (t == opts_.id) {
+    if (t == cx_.opts.id) {
       pkts[keep++] = m;
     } else {
       dist_buf_[size_t(t) * kDistStride + count[t]++] = m;
@@ -164,7 +174,7 @@ uint16_t Worker::handOff(rte_mbuf** pkts, uint16_t n) {
   input_clock_ = std::max(input_clock_, latest);
   for (uint16_t t = 0; t < nw; ++t) {
     uint16_t k = count[t];
-    if (t != opts_.id && opts_.clock == ClockMode::kPacketTimestamp) {
+    if (t != cx_.opts.id && cx_.opts.clock == ClockMode::kPacketTimestamp) {
       // Replay's clock is the capture's: a worker's own packets alone would stop its clock
       // (and its flows' aging) while the others' traffic goes on. A tick after the burst's
       // packets tells every worker the input's time, in order with the packets.
@@ -172,16 +182,16 @@ uint16_t Worker::handOff(rte_mbuf** pkts, uint16_t n) {
     }
     if (k == 0) continue;
     void** objs = reinterpret_cast<void**>(&dist_buf_[size_t(t) * kDistStride]);
-    unsigned put = rte_ring_mp_enqueue_burst(shared_.inbound[t], objs, k, nullptr);
+    unsigned put = rte_ring_mp_enqueue_burst(cx_.shared.inbound[t], objs, k, nullptr);
     // Replay: wait for room (the target keeps dequeuing); worker 0 keeps sending the tx
     // rings meanwhile, which the target may be waiting on itself.
-    while (put < k && opts_.lossless && !shared_.stop->load(std::memory_order_relaxed)) {
-      if (opts_.id == 0) drainTxRings();
+    while (put < k && cx_.opts.lossless && !cx_.shared.stop->load(std::memory_order_relaxed)) {
+      if (cx_.opts.id == 0) drainTxRings();
       rte_pause();
-      put += rte_ring_mp_enqueue_burst(shared_.inbound[t], objs + put, k - put, nullptr);
+      put += rte_ring_mp_enqueue_burst(cx_.shared.inbound[t], objs + put, k - put, nullptr);
     }
     for (unsigned j = 0; j < put; ++j) {
-      if (!isClockTick(objs[j])) c_->dist_handed_off.add();
+      if (!isClockTick(objs[j])) cx_.c->dist_handed_off.add();
     }
     for (unsigned j = put; j < k; ++j) {
       if (!isClockTick(objs[j])) dropUndelivered(static_cast<rte_mbuf*>(objs[j]));
@@ -192,80 +202,49 @@ uint16_t Worker::handOff(rte_mbuf** pkts, uint16_t n) {
 
 // A packet whose worker's ring was full: received (counted on this worker's rx) and dropped
 // with its own reason, so the counters still add up (rx = verdicts) and nothing is silent.
-void Worker::dropUndelivered(rte_mbuf* m) {
-  const uint8_t side = sideOf(m);
-  c_->rx_packets[side].add();
-  c_->rx_bytes[side].add(m->pkt_len);
+void Distributor::dropUndelivered(rte_mbuf* m) {
+  const uint8_t side = cx_.sideOf(m);
+  cx_.c->rx_packets[side].add();
+  cx_.c->rx_bytes[side].add(m->pkt_len);
   PacketVerdict v;
-  v.seq = shared_.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(m, shared_.seq_dynfield, uint64_t*) : 0;
-  v.generation = generation_;
+  v.seq = cx_.shared.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(m, cx_.shared.seq_dynfield, uint64_t*) : 0;
+  v.generation = cx_.generation;
   v.in_side = side;
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kParse;
   v.reason = DropReason::kWorkerRingFull;
-  c_->stage_packets[static_cast<int>(Stage::kParse)].add();
+  cx_.c->stage_packets[static_cast<int>(Stage::kParse)].add();
   PacketMeta pm;
-  parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &tun_);
-  emitDrop(&pm, v, packetTime(m));
-  applyVerdict(m, v, side);
+  parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &cx_.tun);
+  cx_.emitDrop(&pm, v, cx_.packetTime(m));
+  cx_.applyVerdict(m, v, side);
 }
 
-uint32_t Worker::drainTxRings() {
+uint32_t Distributor::drainTxRings() {
   uint32_t total = 0;
   for (int s = 0; s < 2; ++s) {
-    rte_ring* r = shared_.tx_ring[s];
+    rte_ring* r = cx_.shared.tx_ring[s];
     if (r == nullptr) continue;
-    rte_mbuf* out[kTxCap];
+    rte_mbuf* out[PathContext::kTxCap];
     unsigned n;
-    while ((n = rte_ring_sc_dequeue_burst(r, reinterpret_cast<void**>(out), kTxCap, nullptr)) != 0) {
+    while ((n = rte_ring_sc_dequeue_burst(r, reinterpret_cast<void**>(out), PathContext::kTxCap, nullptr)) != 0) {
       total += n;
       uint64_t bytes = 0;
       for (unsigned i = 0; i < n; ++i) bytes += out[i]->pkt_len;
       uint16_t sent = 0;
       for (int tries = 0; tries < 8 && sent < n; ++tries) {
-        sent += rte_eth_tx_burst(opts_.port[s], 0, out + sent, static_cast<uint16_t>(n - sent));
+        sent += rte_eth_tx_burst(cx_.opts.port[s], 0, out + sent, static_cast<uint16_t>(n - sent));
       }
       for (unsigned i = sent; i < n; ++i) {
         bytes -= out[i]->pkt_len;
-        c_->drops[static_cast<int>(DropReason::kTxFailed)].add();
+        cx_.c->drops[static_cast<int>(DropReason::kTxFailed)].add();
         rte_pktmbuf_free(out[i]);
       }
-      c_->tx_packets[s].add(sent);
-      c_->tx_bytes[s].add(bytes);
+      cx_.c->tx_packets[s].add(sent);
+      cx_.c->tx_bytes[s].add(bytes);
     }
   }
   return total;
-}
-
-uint32_t Worker::pollInboundGroups() {
-  uint32_t total = 0;
-  for (;;) {
-    // A group holds at most kBurst packets and its tick: never dequeue past that.
-    void** slot = reinterpret_cast<void**>(group_ + group_n_);
-    unsigned got = rte_ring_sc_dequeue_burst(shared_.inbound[opts_.id], slot,
-                                             kBurst + 1 - group_n_, nullptr);
-    if (got == 0) return total;
-    const uint16_t end = static_cast<uint16_t>(group_n_ + got);
-    uint16_t start = 0;
-    for (uint16_t i = group_n_; i < end; ++i) {
-      if (!isClockTick(group_[i])) continue;
-      const uint16_t n = static_cast<uint16_t>(i - start);
-      if (n) {
-        c_->dist_handed_in.add(n);
-        processBurst(group_ + start, n);
-        total += n;
-      }
-      input_clock_ = std::max(input_clock_, clockTickNs(group_[i]));
-      start = static_cast<uint16_t>(i + 1);
-    }
-    // The unfinished group moves to the front and waits for the rest of it.
-    group_n_ = static_cast<uint16_t>(end - start);
-    std::memmove(group_, group_ + start, group_n_ * sizeof(group_[0]));
-  }
-}
-
-uint32_t Worker::inboundCount() const {
-  return shared_.inbound != nullptr ? rte_ring_count(shared_.inbound[opts_.id]) : 0;
 }
 
 }  // namespace dpu::dp

@@ -8,7 +8,7 @@
 #include "dataplane/api/control.h"
 #include "dataplane/packet/parser.h"
 #include "dataplane/packet/tunnel_config.h"
-#include "dataplane/stages/firewall_stage.h"
+#include "dataplane/stages/firewall/firewall_tables.h"
 // Rule stages (explain of the DNS, DPI and LB steps).
 #include <algorithm>
 #include <cstring>
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "dataplane/normalize/http.h"
-#include "dataplane/stages/dns_stage.h"
-#include "dataplane/stages/dpi_stage.h"
-#include "dataplane/stages/lb_view.h"
+#include "dataplane/stages/dns/dns_filter.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
+#include "dataplane/stages/lb/lb_view.h"
 #include "rules/compile/dns_parsers.h"
 
 namespace dpu::dp {

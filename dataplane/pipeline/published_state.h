@@ -20,8 +20,8 @@
 #include "dataplane/pipeline/distribute.h"
 #include "dataplane/pipeline/verdict.h"
 #include "dataplane/normalize/http.h"  // --- http ---
-#include "dataplane/stages/dpi_stage.h"
-#include "dataplane/stages/firewall_stage.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
+#include "dataplane/stages/firewall/firewall_tables.h"
 
 namespace dpu::dp {
 

@@ -1,5 +1,5 @@
 // Fuzz target (DNS filtering): the DNS message parser, the CNAME walk, the stage decision and
-// the answer writer (dataplane/stages/dns_message.h, dns_stage.h) on one DNS message.
+// the answer writer (dataplane/stages/dns/dns_message.h, dns_stage.h) on one DNS message.
 //
 // Beyond "no crash, no out-of-bounds read" (the input sits in a heap buffer of exactly its
 // size), every result is checked:
@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "dataplane/stages/dns_stage.h"
+#include "dataplane/stages/dns/dns_filter.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -18,7 +18,7 @@
 #include <map>
 #include <set>
 
-#include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
 #include "tests/rules/dpi_test_util.h"
 
 namespace dpu::rules {

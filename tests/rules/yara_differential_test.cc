@@ -21,7 +21,7 @@
 #include <random>
 #include <sstream>
 
-#include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
 #include "tests/rules/dpi_test_util.h"
 
 namespace dpu::rules {

@@ -15,7 +15,7 @@
 
 #include "dataplane/api/dataplane.h"
 #include "dataplane/packet/parser.h"
-#include "dataplane/stages/dns_message.h"
+#include "dataplane/stages/dns/dns_message.h"
 #include "tests/dataplane/pipeline/harness.h"
 #include "tests/util/dns_builder.h"
 #include "tests/util/dns_snapshot.h"

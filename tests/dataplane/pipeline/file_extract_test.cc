@@ -1,8 +1,8 @@
-// --- http --- replay --extract-files (dataplane/pipeline/file_extract.h) without EAL: files
+// --- http --- replay --extract-files (dataplane/stages/dpi/file_extract.h) without EAL: files
 // named by their sha256 with the bytes given, two workers and two directions apart, an empty
 // file, the byte bound (a file that would pass it is not written at all, counted), files
 // never closed removed; nothing left behind but the closed files.
-#include "dataplane/pipeline/file_extract.h"
+#include "dataplane/stages/dpi/file_extract.h"
 
 #include <gtest/gtest.h>
 #include <openssl/evp.h>

@@ -14,7 +14,8 @@
 
 #include "dataplane/api/dataplane.h"
 #include "dataplane/packet/parser.h"
-#include "dataplane/stages/lb_view.h"
+#include "dataplane/stages/lb/lb_stage.h"
+#include "dataplane/stages/lb/lb_view.h"
 #include "rules/compile/lb_compiler.h"
 #include "tests/dataplane/pipeline/harness.h"
 #include "tests/util/packet_builder.h"
@@ -603,8 +604,10 @@ TEST(LbPipeline, LaterFragmentsFollowTheFirstFragmentsBackend) {
   EXPECT_EQ(c.frag_held, uint64_t(2 * (kDatagrams / 2)));
   // Per-backend counters include the later fragments.
   uint64_t pk = 0;
-  const auto* ctr = h.dp().worker(0).lbCounters();
-  for (uint32_t k = 0; k < Worker::kLbCounterSlots; ++k) pk += ctr[k].packets.load();
+  const auto* lb = static_cast<const LbStage*>(h.dp().worker(0).stage("lb"));
+  ASSERT_NE(lb, nullptr);
+  const auto* ctr = lb->counters();
+  for (uint32_t k = 0; k < LbStage::kLbCounterSlots; ++k) pk += ctr[k].packets.load();
   EXPECT_EQ(pk, sent);
   // Each later fragment reports its datagram's backend in its verdict.
   for (const PacketVerdict& v : h.verdicts()) EXPECT_NE(v.backend, kNoBackend);

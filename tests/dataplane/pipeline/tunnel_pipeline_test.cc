@@ -13,7 +13,7 @@
 #include "dataplane/api/dataplane.h"
 #include "dataplane/packet/parser.h"
 #include "dataplane/packet/tunnel_config.h"
-#include "dataplane/stages/dns_message.h"
+#include "dataplane/stages/dns/dns_message.h"
 #include "rules/compile/firewall_compiler.h"
 #include "rules/compile/yara_translate.h"
 #include "rules/compiled/dpi.h"

@@ -1,5 +1,5 @@
 // DNS message parser (including hostile messages), answer writer and answer frames.
-#include "dataplane/stages/dns_message.h"
+#include "dataplane/stages/dns/dns_message.h"
 
 #include <gtest/gtest.h>
 

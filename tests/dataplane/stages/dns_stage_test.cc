@@ -1,5 +1,5 @@
 // The DNS stage's decision per message: actions, allow wins, CNAME cloaking, malformed.
-#include "dataplane/stages/dns_stage.h"
+#include "dataplane/stages/dns/dns_filter.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // modes (full streams, compressed slots); the compressed mode's own cases: directions
 // interleaved on the one working stream, a slot too small (moved to a full stream, or not
 // inspected when none is free), match state (counts) packed and unpacked between packets.
-#include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
 
 #include <gtest/gtest.h>
 

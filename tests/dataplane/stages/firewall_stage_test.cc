@@ -1,7 +1,7 @@
 // The firewall's rte_acl tables against the reference matcher (rules::referenceMatch) on
 // random rule sets, the GeoIP database against its documented lookups, and the reject
 // frames on their own.
-#include "dataplane/stages/firewall_stage.h"
+#include "dataplane/stages/firewall/firewall_tables.h"
 
 #include <arpa/inet.h>
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "dataplane/packet/parser.h"
-#include "dataplane/stages/lb_stage.h"
+#include "dataplane/stages/lb/lb_rewrite.h"
 #include "tests/util/packet_builder.h"
 
 namespace dpu::dp {

@@ -1,4 +1,4 @@
-// Load balancer stage of the Worker (called from ruleStages for packets still forwarded).
+// The load balancer stage (lb_stage.h), for packets still forwarded.
 //
 // A flow's first packet (initiator side) that matches a service gets a backend: key fields
 // extracted, hashed, looked up in the service's Maglev table. The choice is pinned in the
@@ -15,31 +15,59 @@
 // VIP's address/port back as their source (reverse translation via the flow table).
 //
 // No allocation, no locks: per-flow state and the per-backend counter table are allocated
-// once at create (lbInit).
+// once at create.
 #include <rte_mbuf.h>
 
 #include "dataplane/flow/flow_key.h"
 #include "dataplane/packet/frame_write.h"
-#include "dataplane/pipeline/burst.h"
-#include "dataplane/pipeline/worker.h"
-#include "dataplane/stages/lb_stage.h"
-#include "dataplane/stages/lb_view.h"
+#include "dataplane/stages/lb/lb_stage.h"
+#include "dataplane/stages/lb/lb_rewrite.h"
+#include "dataplane/stages/lb/lb_view.h"
 
 namespace dpu::dp {
 
-void Worker::lbInit() {
-  lb_flow_.reset(new LbFlow[flows_->capacity()]());
+LbStage::LbStage(PathContext& cx, uint32_t flow_capacity, uint32_t frag_slots)
+    : PathStage(cx, "lb", kCyLb), c_(cx.c), flows_(cx.flows) {
+  lb_flow_.reset(new LbFlow[flow_capacity]());
   lb_ctr_.reset(new LbBackendCounters[kLbCounterSlots]());
-  lb_frag_.reset(new LbFragRewrite[frags_->capacity()]());
+  lb_frag_.reset(new LbFragRewrite[frag_slots]());
 }
 
-void Worker::lbRefresh(const rules::Snapshot* s) {
+absl::StatusOr<std::unique_ptr<PathStage>> LbStage::make(PathContext& cx,
+                                                         const rules::DataplaneSettings&) {
+  return std::make_unique<LbStage>(cx, cx.flows->capacity(), cx.frag_slots);
+}
+
+bool LbStage::refresh() {
+  const rules::Snapshot* s = cx_.snap;
   lbc_ = s && s->lb ? s->lb.get() : nullptr;
   lb_active_ = lbc_ != nullptr && !lbc_->services.empty();
   if (lb_active_) lb_seen_ = true;
+  if (!lb_active_) cx_.new_flow_flags |= kFlowNoLb;  // decided: not balanced
+  if (lb_active_) {  // its record, read for every packet of a balanced flow
+    cx_.prefetch_base = reinterpret_cast<const uint8_t*>(lb_flow_.get());
+    cx_.prefetch_stride = sizeof(LbFlow);
+  }
+  cx_.follow_fragments |= lb_seen_;  // later fragments take the first one's backend
+  return lb_seen_;
 }
 
-uint16_t Worker::lbCounterSlot(uint64_t identity) {
+void LbStage::run(uint16_t from, uint16_t to) {
+  Burst& b = *cx_.burst;
+  for (uint16_t i = from; i < to; ++i) {
+    if (b.v[i].verdict == Verdict::kForward) packet(b.work[i], b, i);
+  }
+}
+
+void LbStage::describeFlow(int32_t p, FlowDumpRecord& o) const {
+  const LbFlow& lf = lb_flow_[p];
+  if (lf.kind == LbFlow::kBalanced || lf.kind == LbFlow::kReverse) {
+    o.lb_service = lf.svc;
+    o.lb_backend = lf.backend;
+  }
+}
+
+uint16_t LbStage::lbCounterSlot(uint64_t identity) {
   constexpr uint32_t mask = kLbCounterSlots - 1;
   uint32_t h = uint32_t(identity ^ (identity >> 29)) & mask;
   for (uint32_t n = 0; n < kLbCounterSlots; ++n, h = (h + 1) & mask) {
@@ -54,7 +82,7 @@ uint16_t Worker::lbCounterSlot(uint64_t identity) {
   return kLbNoCounter;
 }
 
-void Worker::lbUnpin(LbFlow& f) {
+void LbStage::lbUnpin(LbFlow& f) {
   if (f.ctr != kLbNoCounter && f.kind == LbFlow::kBalanced) {
     LbBackendCounters& c = lb_ctr_[f.ctr];
     c.flows_active.set(c.flows_active.load() - 1);
@@ -62,7 +90,7 @@ void Worker::lbUnpin(LbFlow& f) {
   f.ctr = kLbNoCounter;
 }
 
-void Worker::lbPin(LbFlow& f, const rules::CompiledLbService& svc, uint32_t svc_idx,
+void LbStage::lbPin(LbFlow& f, const rules::CompiledLbService& svc, uint32_t svc_idx,
                    uint32_t be) {
   f.kind = LbFlow::kBalanced;
   f.svc = svc.identity;
@@ -77,8 +105,7 @@ void Worker::lbPin(LbFlow& f, const rules::CompiledLbService& svc, uint32_t svc_
   }
 }
 
-void Worker::flowEndedLb(int32_t pos) {
-  if (!lb_flow_) return;
+void LbStage::flowEnded(int32_t pos) {
   LbFlow& f = lb_flow_[pos];
   if (f.kind == LbFlow::kNone) return;
   lbUnpin(f);
@@ -88,14 +115,14 @@ void Worker::flowEndedLb(int32_t pos) {
   f = LbFlow{};
 }
 
-void Worker::lbDrop(Burst& b, uint16_t i, DropReason r) {
+void LbStage::lbDrop(Burst& b, uint16_t i, DropReason r) {
   PacketVerdict& v = b.v[i];
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kLb;
   v.reason = r;
 }
 
-int Worker::lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket& p, Burst& b,
+int LbStage::lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket& p, Burst& b,
                      uint16_t i) {
   bool missing = false;
   uint64_t h = svc.keyHash(p, &missing);
@@ -115,14 +142,14 @@ int Worker::lbChoose(const rules::CompiledLbService& svc, const rules::LbPacket&
 }
 
 // Inlined into every caller here (all in this file): per packet of a balanced flow.
-__attribute__((always_inline)) inline void Worker::lbCount(uint16_t ctr, uint32_t bytes) {
+__attribute__((always_inline)) inline void LbStage::lbCount(uint16_t ctr, uint32_t bytes) {
   if (ctr == kLbNoCounter || lb_quiet_) return;
   lb_ctr_[ctr].packets.add();
   lb_ctr_[ctr].bytes.add(bytes);
 }
 
 // The rewrite that sends a packet of family v4/v6 to backend `be` of `svc`.
-DropReason Worker::lbMakeRewrite(const rules::CompiledLbService& svc,
+DropReason LbStage::lbMakeRewrite(const rules::CompiledLbService& svc,
                                  const rules::CompiledLbBackend& be, bool v4, LbFragRewrite& r) {
   r.kind = LbFragRewrite::kForward;
   r.mode = static_cast<uint8_t>(svc.mode);
@@ -149,7 +176,7 @@ DropReason Worker::lbMakeRewrite(const rules::CompiledLbService& svc,
 
 // Rewrites the packet as `r` says. A later fragment has no transport header: NAT changes its
 // address only (and the IPv4 header checksum), IPIP wraps it like any packet.
-DropReason Worker::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrite& r) {
+DropReason LbStage::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrite& r) {
   uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
   if (r.kind == LbFragRewrite::kReverse) {
     lbNatRewrite(d, m->data_len, pm, true, r.addr, r.port);
@@ -193,7 +220,7 @@ DropReason Worker::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewrit
 // Inlined into lbStage (every packet of a balanced flow): in L2 mode, outside tunnels, with no
 // datagram to follow the packet, the rewrite comes down to the backend's MAC as destination
 // and no drop reason applies; everything else builds a rewrite record (lbForwardRewrite).
-__attribute__((always_inline)) inline bool Worker::lbForward(rte_mbuf* m, Burst& b, uint16_t i,
+__attribute__((always_inline)) inline bool LbStage::lbForward(rte_mbuf* m, Burst& b, uint16_t i,
                                                              const rules::CompiledLbService& svc,
                                                              const rules::CompiledLbBackend& be) {
   if (svc.mode == rules::LbMode::kL2 && b.frag_slot[i] < 0 && !b.meta[i].inTunnel()) {
@@ -205,7 +232,7 @@ __attribute__((always_inline)) inline bool Worker::lbForward(rte_mbuf* m, Burst&
 
 // lbForward through a rewrite record (lbMakeRewrite + lbApply). A first fragment leaves its
 // rewrite for the rest of its datagram.
-bool Worker::lbForwardRewrite(rte_mbuf* m, Burst& b, uint16_t i,
+bool LbStage::lbForwardRewrite(rte_mbuf* m, Burst& b, uint16_t i,
                               const rules::CompiledLbService& svc,
                               const rules::CompiledLbBackend& be) {
   const PacketMeta& pm = b.meta[i];
@@ -228,8 +255,9 @@ bool Worker::lbForwardRewrite(rte_mbuf* m, Burst& b, uint16_t i,
   return true;
 }
 
-bool Worker::lbFollowFragment(rte_mbuf* m, const PacketMeta& pm, int32_t slot,
-                              PacketVerdict& v) {
+bool LbStage::followFragment(rte_mbuf* m, const PacketMeta& pm, int32_t slot,
+                             PacketVerdict& v) {
+  lb_quiet_ = false;  // a fragment counts itself
   const LbFragRewrite& r = lb_frag_[slot];
   if (r.kind == LbFragRewrite::kNone) return true;
   c_->stage_packets[static_cast<int>(Stage::kLb)].add();
@@ -252,7 +280,7 @@ bool Worker::lbFollowFragment(rte_mbuf* m, const PacketMeta& pm, int32_t slot,
 }
 
 // NAT: the entry that catches the backend's answers (client <-> backend tuple).
-void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be) {
+void LbStage::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::CompiledLbBackend& be) {
   PacketMeta t = b.meta[i];  // before the rewrite: the client -> VIP packet
   LbFlow& f = lb_flow_[pos];
   std::memcpy(f.vip, t.dst.b, 16);
@@ -290,12 +318,12 @@ void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::Comp
     if (client_is_hi) e.flags |= kFlowInitiatorIsHi;  // the client is the initiator
     e.flags |= o.flags & (kFlowInitiatorSideB | kFlowMidstream);
     e.tcp_state = o.tcp_state;
-    e.flow_seq = ++flow_seq_;
+    e.flow_seq = ++cx_.flow_seq;
     e.rule = o.rule;
     e.verdict = o.verdict;
     e.stage = o.stage;
     e.generation = o.generation;
-    flow_uid_[r] = flow_uid_[pos];  // the firewall's rule behind the cached verdict
+    for (const auto& st : *cx_.stages) st->flowCopied(pos, r);  // e.g. the firewall's rule uid
     c_->flows_created.add();
     c_->lb_nat_reverse_created.add();
     c_->flows_active.set(flows_->size());
@@ -314,18 +342,18 @@ void Worker::lbReverseEntry(int32_t pos, Burst& b, uint16_t i, const rules::Comp
   f.peer = r;
 }
 
-void Worker::lbStage(rte_mbuf* m, Burst& b, uint16_t i) {
+void LbStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
   PacketMeta& pm = b.meta[i];
   // A reassembled datagram: its rewrite is left for its fragments (frag_slot), which are
-  // counted one by one when they follow it (lbFollowFragment).
+  // counted one by one when they follow it (followFragment).
   lb_quiet_ = b.judge[i] == Burst::kJudgeDatagram;
   // A first fragment to judge: its datagram has no rewrite until this packet gets one.
   if (b.frag_slot[i] >= 0) lb_frag_[b.frag_slot[i]].kind = LbFragRewrite::kNone;
   // Fragments given their datagram's verdict (no flow position; held ones are released by
-  // finish() through lbFollowFragment too) take the first fragment's rewrite, never a hash of
+  // finish() through followFragment too) take the first fragment's rewrite, never a hash of
   // their own.
   if (b.frag_follow[i] >= 0) {
-    lbFollowFragment(m, pm, b.frag_follow[i], b.v[i]);
+    followFragment(m, pm, b.frag_follow[i], b.v[i]);
     return;
   }
   if (pm.l3 == L3Type::kNone || pm.isLaterFragment()) return;

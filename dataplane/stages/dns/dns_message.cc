@@ -1,4 +1,4 @@
-#include "dataplane/stages/dns_message.h"
+#include "dataplane/stages/dns/dns_message.h"
 
 #include "dataplane/packet/frame_write.h"
 

@@ -1,4 +1,4 @@
-#include "dataplane/stages/dpi_stage.h"
+#include "dataplane/stages/dpi/dpi_runtime.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "dataplane/pipeline/file_extract.h"
+#include "dataplane/stages/dpi/file_extract.h"
 
 #include <unistd.h>
 

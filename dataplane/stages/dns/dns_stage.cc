@@ -1,5 +1,5 @@
-// DNS filtering on the packet path (Worker members; the decisions are in
-// dataplane/stages/dns_stage.h).
+// DNS filtering on the packet path (dns_stage.h; the decisions are in
+// dataplane/stages/dns/dns_filter.h).
 //
 // Per burst segment, dnsPrepare parses the question of every UDP DNS message first, computes
 // its name's suffix fingerprints and looks them all up at once (CompiledDns::lookupBurst:
@@ -14,10 +14,10 @@
 // broadcast, multicast, unspecified or loopback address or MAC (mayAnswer, as for firewall
 // rejects): such a blocked message is dropped unanswered (dns_dropped, answers_not_sent).
 // A fragmented message is judged once reassembled
-// (frag_path.cc hands the stages the whole datagram; its verdict goes to every fragment).
+// (FragStage hands the stages the whole datagram; its verdict goes to every fragment).
 //
 // TCP (same ports, client -> server bytes of tracked flows): the bytes come from the TCP
-// stream engine (stream_path.cc): in sequence order, once, checksum-verified; out-of-order,
+// stream stage (stages/stream): in sequence order, once, checksum-verified; out-of-order,
 // bad-checksum and differing overlapping segments never reach this stage (dropped there). Each
 // message's 2-byte length and its head (header + question) are read, across segments when
 // split (the head is kept in a small per-worker buffer pool), and the rest of the message is
@@ -46,9 +46,8 @@
 
 #include "dataplane/packet/frame_write.h"
 #include "dataplane/packet/parser.h"
-#include "dataplane/pipeline/burst.h"
-#include "dataplane/pipeline/worker.h"
-#include "dataplane/stages/firewall_stage.h"
+#include "dataplane/stages/dns/dns_stage.h"
+#include "dataplane/stages/firewall/firewall_tables.h"
 
 namespace dpu::dp {
 namespace {
@@ -59,7 +58,7 @@ constexpr int kMaxTcpMessages = 16;         // messages judged per segment
 
 }  // namespace
 
-void Worker::dnsInit() {
+DnsStage::DnsStage(PathContext& cx) : PathStage(cx, "dns", kCyDns), c_(cx.c), flows_(cx.flows) {
   dns_tcp_.reset(new DnsTcpFlow[size_t(flows_->capacity()) * 2]());
   dns_heads_.reset(new uint8_t[kDnsHeadSlots * kDnsHeadBytes]);
   for (uint32_t k = 0; k < kDnsHeadSlots; ++k) dns_free_heads_[k] = static_cast<uint8_t>(k + 1);
@@ -74,8 +73,33 @@ void Worker::dnsInit() {
   dns_buf_.reset(new uint8_t[kDnsBufBytes + kDnsRespBytes]);
 }
 
-void Worker::dnsReleaseFlow(int32_t pos) {
-  if (pos < 0 || !dns_tcp_) return;
+absl::StatusOr<std::unique_ptr<PathStage>> DnsStage::make(PathContext& cx,
+                                                          const rules::DataplaneSettings&) {
+  return std::make_unique<DnsStage>(cx);
+}
+
+bool DnsStage::refresh() {
+  dns_ = cx_.snap ? cx_.snap->dns.get() : nullptr;
+  if (dns_ != nullptr) cx_.reassemble = true;  // fragmented messages judged whole
+  return dns_ != nullptr;
+}
+
+void DnsStage::run(uint16_t from, uint16_t to) {
+  Burst& b = *cx_.burst;
+  const rules::CompiledDns& dns = *dns_;
+  dnsPrepare(b.work, b, from, to, dns);  // the segment's UDP questions, looked up as a burst
+  for (uint16_t i = from; i < to; ++i) {
+    if (b.v[i].verdict == Verdict::kForward) dnsStage(b.work[i], i, b, dns);
+  }
+}
+
+void DnsStage::flowEnded(int32_t pos) {
+  dnsReleaseFlow(pos);
+  cx_.closed[pos] &= uint8_t(~kClosedByDns);
+}
+
+void DnsStage::dnsReleaseFlow(int32_t pos) {
+  if (pos < 0) return;
   for (int d = 0; d < 2; ++d) {
     DnsTcpFlow& f = dns_tcp_[size_t(pos) * 2 + d];
     dnsTcpRelease(f, d == 1);
@@ -83,7 +107,7 @@ void Worker::dnsReleaseFlow(int32_t pos) {
   }
 }
 
-void Worker::dnsPrepare(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to,
+void DnsStage::dnsPrepare(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to,
                         const rules::CompiledDns& dns) {
   DnsBurstScratch<kBurst>& bs = *dns_burst_;
   int n = 0;
@@ -115,7 +139,7 @@ void Worker::dnsPrepare(rte_mbuf** pkts, Burst& b, uint16_t from, uint16_t to,
   if (n) dns.lookupBurst(bs.suffix, bs.nlabels, n, bs.match);
 }
 
-void Worker::dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
+void DnsStage::dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
   const PacketMeta& pm = b.meta[i];
   if (!pm.has_l4 || pm.is_fragment) return;
   if (!dns.isDnsPort(pm.dport) && !dns.isDnsPort(pm.sport)) return;
@@ -129,7 +153,7 @@ void Worker::dnsStage(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDn
   }
 }
 
-bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, const PacketMeta& pm,
+bool DnsStage::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, const PacketMeta& pm,
                         uint8_t in_side, uint64_t t) {
   c_->dns[kDnsMessages].add();
   c_->dns[d.status == DnsMsgStatus::kOk && d.response ? kDnsResponses : kDnsQueries].add();
@@ -166,10 +190,10 @@ bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, con
   if (d.cloaked) c_->dns[kDnsCloaked].add();
   c_->dns_action[static_cast<int>(d.match.action) % kDnsActions].add();
   c_->dns_list_blocked[list.slot % kDnsListSlots].add();
-  Event* ev = newEvent();
+  Event* ev = cx_.newEvent();
   if (ev) {
     ev->type = EventType::kDns;
-    ev->worker = static_cast<uint8_t>(opts_.id);
+    ev->worker = static_cast<uint8_t>(cx_.opts.id);
     ev->in_side = in_side;
     ev->stage = Stage::kDns;
     ev->reason = d.cloaked ? DropReason::kDnsCloaked
@@ -177,7 +201,7 @@ bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, con
                                                                  : DropReason::kDnsDropped);
     ev->verdict = Verdict::kDrop;
     ev->rule = static_cast<uint32_t>(d.match.list);
-    ev->generation = generation_;
+    ev->generation = cx_.generation;
     ev->ts_ns = t;
     ev->ip_ver = static_cast<uint8_t>(pm.l3);
     ev->proto = pm.l4_proto;
@@ -193,18 +217,18 @@ bool Worker::dnsAccount(const DnsDecision& d, const rules::CompiledDns& dns, con
     std::memcpy(ev->dns_list, list.name.data(), ln);
     ev->dns_action = static_cast<uint8_t>(d.match.action);
     ev->dns_cloaked = d.cloaked;
-    postEvent(ev);
+    cx_.postEvent(ev);
   }
   return true;
 }
 
-bool Worker::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool onward,
+bool DnsStage::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool onward,
                      const uint8_t* payload, uint32_t len, bool fin, bool syn) {
   if (!mayAnswer(rte_pktmbuf_mtod(m, const uint8_t*), pm)) {  // see dnsUdp
     c_->dns[kDnsAnswerNoMbuf].add();
     return false;
   }
-  rte_mbuf* r = shared_.pkt_pool ? rte_pktmbuf_alloc(shared_.pkt_pool) : nullptr;
+  rte_mbuf* r = cx_.shared.pkt_pool ? rte_pktmbuf_alloc(cx_.shared.pkt_pool) : nullptr;
   if (r == nullptr || len > 65535) {
     if (r) rte_pktmbuf_free(r);
     c_->dns[kDnsAnswerNoMbuf].add();
@@ -233,12 +257,12 @@ bool Worker::dnsSend(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side, bool on
   }
   r->data_len = static_cast<uint16_t>(flen);
   r->pkt_len = flen;
-  queueGenerated(r, onward ? in_side ^ 1 : in_side, m);
+  cx_.queueGenerated(r, onward ? in_side ^ 1 : in_side, m);
   c_->dns[kDnsAnswersSent].add();
   return true;
 }
 
-void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
+void DnsStage::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
   const PacketMeta& pm = b.meta[i];
   const uint8_t* msg = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset;
   uint32_t len = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
@@ -277,7 +301,7 @@ void Worker::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   if (d.outcome == DnsOutcome::kAnswered) dnsSend(m, pm, v.in_side, d.onward, answer, d.answer_len, false);
 }
 
-void Worker::dnsTcpRelease(DnsTcpFlow& f, bool resp) {
+void DnsStage::dnsTcpRelease(DnsTcpFlow& f, bool resp) {
   if (f.head_slot) {
     if (resp) {
       dns_free_resps_[dns_nfree_resps_++] = f.head_slot;
@@ -289,7 +313,7 @@ void Worker::dnsTcpRelease(DnsTcpFlow& f, bool resp) {
   f.head_have = 0;
 }
 
-bool Worker::dnsTcpUnread(DnsTcpFlow& f, uint32_t msg_len, DnsCounter why,
+bool DnsStage::dnsTcpUnread(DnsTcpFlow& f, uint32_t msg_len, DnsCounter why,
                           const rules::CompiledDns& dns, bool& malformed_drop) {
   // A response that cannot be read whole: counted as malformed, the dns.malformed policy
   // decides (forward: skipped, the stream still followed; drop: the segment is dropped and
@@ -307,7 +331,7 @@ bool Worker::dnsTcpUnread(DnsTcpFlow& f, uint32_t msg_len, DnsCounter why,
   return true;
 }
 
-void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
+void DnsStage::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns& dns) {
   const PacketMeta& pm = b.meta[i];
   PacketVerdict& v = b.v[i];
   DnsTcpFlow* pair = &dns_tcp_[size_t(b.pos[i]) * 2];
@@ -414,7 +438,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
           // retransmission would not be read again); fail open: the connection is passed
           // unread from here on.
           c_->dns[kDnsTcpNoBuffer].add();
-          if (snap_->dataplane.tcp_dns_fail == rules::Policy::kDrop) {
+          if (cx_.snap->dataplane.tcp_dns_fail == rules::Policy::kDrop) {
             exhausted = true;
             malformed_drop = true;
             break;
@@ -540,15 +564,15 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
     if (answers_len) dnsSend(m, am, v.in_side, resp, answers, answers_len, true);
   }
   auto reset = [&](bool to_sender) {
-    if (!(pm.tcp_flags & kTcpAck) || !shared_.pkt_pool) return;
-    rte_mbuf* r = rte_pktmbuf_alloc(shared_.pkt_pool);
+    if (!(pm.tcp_flags & kTcpAck) || !cx_.shared.pkt_pool) return;
+    rte_mbuf* r = rte_pktmbuf_alloc(cx_.shared.pkt_pool);
     if (!r) return;
     uint16_t len = buildTcpReset(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, to_sender,
                                  rte_pktmbuf_mtod(r, uint8_t*), rte_pktmbuf_tailroom(r));
     if (len) {
       r->data_len = len;
       r->pkt_len = len;
-      queueGenerated(r, to_sender ? v.in_side : v.in_side ^ 1, m);
+      cx_.queueGenerated(r, to_sender ? v.in_side : v.in_side ^ 1, m);
       c_->dns[kDnsResetsSent].add();
     } else {
       rte_pktmbuf_free(r);
@@ -559,6 +583,7 @@ void Worker::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDns&
   if (midstream_drop && !resp) reset(true);  // the client too: it reconnects, read from the start
   dnsReleaseFlow(b.pos[i]);
   pair[0].state = 3;
+  cx_.closed[b.pos[i]] |= kClosedByDns;  // the stream stage stops reading it
   c_->dns[kDnsTcpClosed].add();
 }
 

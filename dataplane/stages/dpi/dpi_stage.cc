@@ -1,15 +1,14 @@
-// DPI in the packet path (Worker members): TCP/UDP payload of each forwarded packet to the
-// flow direction's Hyperscan stream (dataplane/stages/dpi_stage.h), and the rules that fire
+// DPI in the packet path (dpi_stage.h): TCP/UDP payload of each forwarded packet to the
+// flow direction's Hyperscan stream (dataplane/stages/dpi/dpi_runtime.h), and the rules that fire
 // acted upon: alert (event), drop (packet dropped, flow blocked), reset (TCP RST both ways
 // through sendReject, flow blocked). A blocked flow's later packets are dropped here too.
-// TCP bytes of tracked flows come from the stream engine (stream_path.cc): in order, once,
+// TCP bytes of tracked flows come from the stream stage (stages/stream): in order, once,
 // checksum-verified, overlaps compared; the inspector's own ordering is then never used.
 #include <rte_mbuf.h>
 
 #include <cstring>
 
-#include "dataplane/pipeline/burst.h"
-#include "dataplane/pipeline/worker.h"
+#include "dataplane/stages/dpi/dpi_stage.h"
 
 namespace dpu::dp {
 
@@ -17,7 +16,52 @@ namespace {
 constexpr uint8_t kProtoTcpNum = 6, kProtoUdpNum = 17;
 }
 
-void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
+DpiStage::DpiStage(PathContext& cx, uint32_t hold_slots)
+    : PathStage(cx, "dpi", kCyDpi), c_(cx.c), flows_(cx.flows) {
+  dpi_dirs_.reset(new DpiDir[size_t(flows_->capacity()) * 2]);
+  dpi_block_.reset(new uint32_t[flows_->capacity()]());
+  http_flows_.reset(new HttpFlow[flows_->capacity()]);
+  holdInit(hold_slots);
+  cx.holder = this;
+}
+
+DpiStage::~DpiStage() {
+  // Packets still held back (a worker destroyed without endFlows): freed.
+  while (hold_head_ != kNoHold) {
+    rte_mbuf* m = holds_[hold_head_].m;
+    holdUnlink(hold_head_);
+    rte_pktmbuf_free(m);
+  }
+  if (cx_.holder == this) cx_.holder = nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<PathStage>> DpiStage::make(PathContext& cx,
+                                                          const rules::DataplaneSettings&) {
+  // The hold-back slots: the configuration's at start.
+  const PublishedState* st =
+      cx.shared.state ? cx.shared.state->load(std::memory_order_acquire) : nullptr;
+  return std::make_unique<DpiStage>(
+      cx, st != nullptr && st->snap ? st->snap->dpi_settings.http.hold_slots_per_worker
+                                    : rules::DpiHttpModel{}.hold_slots_per_worker);
+}
+
+bool DpiStage::refresh() {
+  const PublishedState* st = cx_.state;
+  dpi_rt_ = st->dpi.get();
+  dpi_hits_ = st->dpi_hits ? st->dpi_hits->of(cx_.opts.id) : nullptr;
+  http_rt_ = st->http.get();
+  if (dpi_rt_ != nullptr) cx_.reassemble = true;  // fragmented datagrams inspected whole
+  return dpi_rt_ != nullptr;
+}
+
+void DpiStage::run(uint16_t from, uint16_t to) {
+  Burst& b = *cx_.burst;
+  for (uint16_t i = from; i < to; ++i) {
+    if (b.v[i].verdict == Verdict::kForward) packet(b.work[i], b, i);
+  }
+}
+
+void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
   const PacketMeta& pm = b.meta[i];
   PacketVerdict& v = b.v[i];
   const int32_t pos = b.pos[i];
@@ -38,7 +82,7 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
   // A SYN without payload still tells where the direction's byte stream starts.
   const bool syn = pm.l4_proto == kProtoTcpNum && (pm.tcp_flags & kTcpSyn);
   // --- http --- what the hold-back needs to know of a tracked TCP segment the stream engine
-  // read (http_path.cc): new stream bytes; a FIN at the direction's next sequence number
+  // read (dpi_http.cc): new stream bytes; a FIN at the direction's next sequence number
   // (the direction's real end: the server's ends a body delimited by the close).
   const bool read = pos >= 0 && pm.l4_proto == kProtoTcpNum && b.st_read[i];
   const bool fin = read && (pm.tcp_flags & (kTcpFin | kTcpSyn | kTcpRst)) == kTcpFin &&
@@ -56,7 +100,7 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
   if (pm.payload_len != 0) c_->stage_packets[static_cast<int>(Stage::kDpi)].add();
   DpiOutcome o;
   if (pos < 0) {
-    DpiInspector::block(*dpi_rt_, opts_.id, p, pm.payload_len, o);
+    DpiInspector::block(*dpi_rt_, cx_.opts.id, p, pm.payload_len, o);
   } else {
     DpiDir& d = dpi_dirs_[size_t(pos) * 2 + (b.dir[i] & 1)];
     if (pm.l4_proto == kProtoTcpNum) {
@@ -68,9 +112,9 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
         if (fin && http_rt_ != nullptr) httpFin(m, b, i, pos);
         return;
       }
-      // --- http --- HTTP flows: parsed, bodies scanned as files (http_path.cc).
+      // --- http --- HTTP flows: parsed, bodies scanned as files (dpi_http.cc).
       if (http_rt_ != nullptr && !httpStage(m, b, i, pos, p + b.st_off[i], b.st_len[i])) return;
-      DpiInspector::tcp(*dpi_rt_, opts_.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
+      DpiInspector::tcp(*dpi_rt_, cx_.opts.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
                         uint8_t(pm.tcp_flags & ~kTcpSyn), o);
       if (fin && http_rt_ != nullptr) {
         dpiAct(o, b, i, pos);
@@ -78,12 +122,12 @@ void Worker::dpiStage(rte_mbuf* m, Burst& b, uint16_t i) {
         return;
       }
     } else
-      DpiInspector::udp(*dpi_rt_, opts_.id, d, p, pm.payload_len, o);
+      DpiInspector::udp(*dpi_rt_, cx_.opts.id, d, p, pm.payload_len, o);
   }
   dpiAct(o, b, i, pos);
 }
 
-void Worker::dpiCount(const DpiOutcome& o) {
+void DpiStage::dpiCount(const DpiOutcome& o) {
   c_->dpi_bytes.add(o.scanned);
   if (o.depth_reached) c_->dpi_depth.add();
   if (o.no_stream) c_->dpi_no_stream.add();
@@ -94,7 +138,7 @@ void Worker::dpiCount(const DpiOutcome& o) {
   if (o.pf_errors) c_->dpi_pf_errors.add(o.pf_errors);
 }
 
-void Worker::dpiCountRules(const DpiOutcome& o, uint64_t hit_ns) {
+void DpiStage::dpiCountRules(const DpiOutcome& o, uint64_t hit_ns) {
   const rules::CompiledDpi& dpi = dpi_rt_->dpi();
   for (uint32_t k = 0; k < o.nfired; ++k) {
     if (dpi_hits_ != nullptr) {  // per-rule match counters
@@ -110,7 +154,7 @@ void Worker::dpiCountRules(const DpiOutcome& o, uint64_t hit_ns) {
   }
 }
 
-void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
+void DpiStage::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
                     const HttpEventInfo* file) {
   dpiCount(o);
   if (o.nfired == 0 && !o.gap) return;
@@ -155,7 +199,7 @@ void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
   who.in_side = v.in_side;
   who.seq = v.seq;
   who.flow_id = v.flow_id;
-  eventPacket(who, pm);
+  cx_.eventPacket(who, pm);
   const bool gap_alert = o.gap && dpi_rt_->settings().gap_policy == rules::DpiGapPolicy::kAlert;
   dpiAlertEvents(o, gap_alert, verdict, who, file);
   if (verdict == Verdict::kForward) return;
@@ -163,32 +207,32 @@ void Worker::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
   v.stage = Stage::kDpi;
   v.reason = reason;
   v.rule = reason == DropReason::kDpiGap ? kNoRule : best_rule;
-  if (pos >= 0) dpi_block_[pos] = reason == DropReason::kDpiGap ? kNoRule : best_rule + 1;
+  if (pos >= 0) block(pos, reason == DropReason::kDpiGap ? kNoRule : best_rule + 1);
 }
 
-void Worker::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict,
+void DpiStage::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict,
                             const Event& who, const HttpEventInfo* file) {
   const uint32_t nev = o.nfired + (gap_alert ? 1 : 0);
   for (uint32_t k = 0; k < nev; ++k) {
-    Event* ev = newEvent();
+    Event* ev = cx_.newEvent();
     if (ev == nullptr) break;
     std::memcpy(ev, &who, sizeof(Event));
     ev->type = EventType::kDpiAlert;
-    ev->worker = static_cast<uint8_t>(opts_.id);
+    ev->worker = static_cast<uint8_t>(cx_.opts.id);
     ev->stage = Stage::kDpi;
     ev->rule = k < o.nfired ? o.fired[k] : kNoRule;
     ev->reason = k < o.nfired ? DropReason::kNone : DropReason::kDpiGap;
     ev->verdict = verdict;
-    ev->generation = generation_;
+    ev->generation = cx_.generation;
     if (file != nullptr) httpAlertInfo(*ev, *file);  // --- http --- the file it matched in
-    postEvent(ev);
+    cx_.postEvent(ev);
   }
 }
 
-uint32_t Worker::dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file, bool held) {
+uint32_t DpiStage::dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file, bool held) {
   dpiCount(o);
   if (o.nfired == 0) return 0;
-  dpiCountRules(o, now_ns_);
+  dpiCountRules(o, cx_.now_ns);
   // With a packet of the flow held back, the strongest action acts on it (drop; a reset
   // sends nothing: the flow has ended).
   uint32_t block = 0;
@@ -199,17 +243,17 @@ uint32_t Worker::dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file
   }
   Event who;
   std::memset(&who, 0, sizeof(who));
-  who.ts_ns = now_ns_;
-  who.end_reason = flow_end_why_;  // raised at the flow's end; httpAlertInfo adds the flow
+  who.ts_ns = cx_.now_ns;
+  who.end_reason = cx_.flow_end_why;  // raised at the flow's end; httpAlertInfo adds the flow
   dpiAlertEvents(o, false, block ? Verdict::kDrop : Verdict::kForward, who, &file);
   return block;
 }
 
-void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {
-  if (dpi_block_ == nullptr || pos < 0 || dpi_block_[pos] == 0) return;
+void DpiStage::flowVerdict(int32_t pos, Event& ev) const {
+  if (pos < 0 || dpi_block_[pos] == 0) return;
   ev.stage = Stage::kDpi;
   ev.verdict = Verdict::kDrop;
-  ev.generation = generation_;  // the DPI rule indices are those of the running rules
+  ev.generation = cx_.generation;  // the DPI rule indices are those of the running rules
   if (dpi_block_[pos] == kNoRule) {  // a gap under gap_policy DROP
     ev.rule = kNoRule;
     ev.reason = DropReason::kDpiGap;
@@ -230,8 +274,10 @@ void Worker::dpiFlowEndVerdict(int32_t pos, Event& ev) const {
   }
 }
 
-void Worker::dpiFlowEnded(int32_t pos) {
+void DpiStage::flowEnded(int32_t pos) {
+  httpFlowEnded(pos);  // the files end before the flow's streams
   dpi_block_[pos] = 0;
+  cx_.closed[pos] &= uint8_t(~kClosedByDpi);
   // The flow is still in the table (called before its removal): its identity for the alerts
   // its streams' ends raise.
   const FlowKey* k = flows_->keyAt(pos);
@@ -242,29 +288,29 @@ void Worker::dpiFlowEnded(int32_t pos) {
       continue;
     }
     DpiOutcome o;
-    DpiInspector::end(*dpi_rt_, opts_.id, d, o);
+    DpiInspector::end(*dpi_rt_, cx_.opts.id, d, o);
     dpiCount(o);
     if (o.nfired == 0) continue;
     // Matches at the stream's end (`$` regexes, fullword at the last byte, ...): counted by
     // action and rule like any match, and an alert event each about the flow direction whose
     // bytes made them true (the flow has ended: nothing left to drop).
-    dpiCountRules(o, now_ns_);
+    dpiCountRules(o, cx_.now_ns);
     Event who;
     std::memset(&who, 0, sizeof(who));
-    who.ts_ns = now_ns_;
-    who.end_reason = flow_end_why_;  // marks the alert as raised at the flow's end
+    who.ts_ns = cx_.now_ns;
+    who.end_reason = cx_.flow_end_why;  // marks the alert as raised at the flow's end
     if (k != nullptr) dpiFlowDirection(flows_->entry(pos), *k, dir, who);
     dpiAlertEvents(o, false, Verdict::kForward, who);
   }
 }
 
-void Worker::dpiFlowDirection(const FlowEntry& e, const FlowKey& k, int dir, Event& who) const {
+void DpiStage::dpiFlowDirection(const FlowEntry& e, const FlowKey& k, int dir, Event& who) const {
   const bool init_b = (e.flags & kFlowInitiatorSideB) != 0;
   const bool init_hi = (e.flags & kFlowInitiatorIsHi) != 0;
   // Direction 0: initiator -> responder; the sender of direction `dir` is the source.
   const bool src_hi = dir == 0 ? init_hi : !init_hi;
   who.in_side = (dir == 0) == init_b ? kSideB : kSideA;
-  who.flow_id = flowId(e);
+  who.flow_id = cx_.flowId(e);
   who.ip_ver = k.ip_ver;
   who.proto = k.proto;
   who.vlan = k.vlan;

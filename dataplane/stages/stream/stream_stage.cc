@@ -1,4 +1,4 @@
-// TCP stream normalization in the packet path (Worker members; the engine is
+// TCP stream normalization in the packet path (stream_stage.h; the engine is
 // dataplane/normalize/tcp_stream.h, docs/tcp-stream.md).
 //
 // Which segments: TCP segments of tracked flows that a stage inspects - every TCP flow when
@@ -18,45 +18,65 @@
 // Accepted bytes are not given back when a later stage drops the segment: a retransmission
 // of them is then an identical overlap, passed unread. That forwards nothing uninspected
 // because every DNS or DPI drop ends the connection for the stages (dns_tcp_closed,
-// dpi_block_: the flow's later packets are dropped, and skipped here), and the stages after
+// PathContext::closed: the flow's later packets are dropped, and skipped here), and the stages after
 // them (load balancer) only drop bytes they already judged forward (docs/tcp-stream.md,
 // "Bytes taken, then dropped by a stage").
 #include <rte_mbuf.h>
 
 #include <algorithm>
 
-#include "dataplane/pipeline/burst.h"
-#include "dataplane/pipeline/worker.h"
+#include "dataplane/stages/stream/stream_stage.h"
 
 namespace dpu::dp {
 
-void Worker::streamInit(const rules::DataplaneSettings& s) {
-  tcp_dirs_.reset(new TcpStreamDir[size_t(flows_->capacity()) * 2]);
-  tcp_pool_ = std::make_unique<TcpStreamPool>(s.tcp_window_bytes, s.tcp_windows_per_worker);
+StreamStage::StreamStage(PathContext& cx, const rules::DataplaneSettings& s)
+    : PathStage(cx, "stream", kCyStream), c_(cx.c) {
+  dirs_.reset(new TcpStreamDir[size_t(cx.flows->capacity()) * 2]);
+  pool_ = std::make_unique<TcpStreamPool>(s.tcp_window_bytes, s.tcp_windows_per_worker);
 }
 
-void Worker::streamFlowEnded(int32_t pos) {
-  if (pos < 0 || !tcp_dirs_) return;
-  tcpStreamRelease(*tcp_pool_, tcp_dirs_[size_t(pos) * 2]);
-  tcpStreamRelease(*tcp_pool_, tcp_dirs_[size_t(pos) * 2 + 1]);
+absl::StatusOr<std::unique_ptr<PathStage>> StreamStage::make(PathContext& cx,
+                                                             const rules::DataplaneSettings& s) {
+  return std::make_unique<StreamStage>(cx, s);
 }
 
-void Worker::streamEvent(const Burst& b, uint16_t i, DropReason why) {
+bool StreamStage::refresh() {
+  dns_ = cx_.snap ? cx_.snap->dns.get() : nullptr;
+  dpi_ = cx_.state->dpi != nullptr;
+  return dns_ != nullptr || dpi_;
+}
+
+void StreamStage::run(uint16_t from, uint16_t to) {
+  Burst& b = *cx_.burst;
+  for (uint16_t i = from; i < to; ++i) {
+    b.st_read[i] = false;
+    if (b.v[i].verdict == Verdict::kForward) segment(b.work[i], b, i);
+  }
+}
+
+void StreamStage::flowEnded(int32_t pos) {
+  tcpStreamRelease(*pool_, dirs_[size_t(pos) * 2]);
+  tcpStreamRelease(*pool_, dirs_[size_t(pos) * 2 + 1]);
+}
+
+void StreamStage::event(const Burst& b, uint16_t i, DropReason why) {
   PacketVerdict v = b.v[i];
   v.stage = Stage::kFlow;
   v.reason = why;
-  emitDrop(&b.meta[i], v, b.ts[i]);  // verdict forward: an event, not a drop
+  cx_.emitDrop(&b.meta[i], v, b.ts[i]);  // verdict forward: an event, not a drop
 }
 
-void Worker::streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::CompiledDns* dns) {
+void StreamStage::segment(rte_mbuf* m, Burst& b, uint16_t i) {
+  const rules::CompiledDns* dns = dns_;
   const PacketMeta& pm = b.meta[i];
   const int32_t pos = b.pos[i];
   if (pos < 0 || pm.l4_proto != 6 || !pm.has_l4 || pm.is_fragment) return;
   const bool dns_flow = dns != nullptr && (dns->isDnsPort(pm.dport) || dns->isDnsPort(pm.sport));
-  if (!dns_flow && dpi_rt_ == nullptr) return;
-  if (dpi_block_[pos] != 0 || (dns_flow && dns_tcp_[size_t(pos) * 2].state == 3)) return;
+  if (!dns_flow && !dpi_) return;
+  // Connections DNS closed or DPI blocked keep their stage's reason.
+  if (cx_.closed[pos] & (kClosedByDpi | (dns_flow ? kClosedByDns : 0))) return;
   PacketVerdict& v = b.v[i];
-  TcpStreamDir* pair = &tcp_dirs_[size_t(pos) * 2];
+  TcpStreamDir* pair = &dirs_[size_t(pos) * 2];
   auto drop = [&](DropReason r) {
     v.verdict = Verdict::kDrop;
     v.stage = Stage::kFlow;
@@ -68,7 +88,7 @@ void Worker::streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::Compile
     return;
   }
   c_->tcp_stream[kTcpSegments].add();
-  const rules::DataplaneSettings& dps = snap_->dataplane;
+  const rules::DataplaneSettings& dps = cx_.snap->dataplane;
   const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
   if (dps.tcp_verify_checksum) {
     const uint64_t ck = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
@@ -88,7 +108,7 @@ void Worker::streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::Compile
     }
   }
   const bool fail_closed = (dns_flow && dps.tcp_dns_fail == rules::Policy::kDrop) ||
-                           (dpi_rt_ != nullptr && dps.tcp_dpi_fail == rules::Policy::kDrop);
+                           (dpi_ && dps.tcp_dpi_fail == rules::Policy::kDrop);
   TcpSegment s;
   s.seq = pm.tcp_seq;
   s.ack = pm.tcp_ack;
@@ -96,16 +116,16 @@ void Worker::streamStage(rte_mbuf* m, Burst& b, uint16_t i, const rules::Compile
   s.payload = frame + pm.payload_offset;
   s.len = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
   const uint8_t d = b.dir[i] & 1;
-  const TcpSegResult r = tcpStreamSegment(*tcp_pool_, pair[d], pair[d ^ 1], s, fail_closed);
+  const TcpSegResult r = tcpStreamSegment(*pool_, pair[d], pair[d ^ 1], s, fail_closed);
   if (r.no_window) {
     c_->tcp_stream[kTcpNoWindow].add();
-    if (r.verdict == TcpSegVerdict::kAccept) streamEvent(b, i, DropReason::kTcpStreamExhausted);
+    if (r.verdict == TcpSegVerdict::kAccept) event(b, i, DropReason::kTcpStreamExhausted);
   }
   switch (r.verdict) {
     case TcpSegVerdict::kAccept:
       if (r.unverified) {
         c_->tcp_stream[kTcpUnverified].add();
-        streamEvent(b, i, DropReason::kTcpStreamExhausted);
+        event(b, i, DropReason::kTcpStreamExhausted);
       }
       if ((pm.tcp_flags & kTcpSyn) && r.len != 0) c_->tcp_stream[kTcpSynData].add();
       b.st_read[i] = true;

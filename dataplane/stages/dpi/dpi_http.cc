@@ -1,5 +1,5 @@
-// --- http --- HTTP in the packet path (Worker members; docs/http.md). Called by the DPI stage
-// for the new in-order bytes of a TCP segment (stream_path.cc) before the raw-stream scan:
+// HTTP in the DPI stage (dpi_stage.h; docs/http.md), for the new in-order bytes of a TCP
+// segment (the stream stage's) before the raw-stream scan:
 // flows on a configured port (or, with detect_on_other_ports, whose client's first bytes are
 // an HTTP request line) get a libhtp connection parser (dataplane/normalize/http.h); their
 // request and response bodies are scanned as files, and a rule firing on a file acts on the
@@ -20,19 +20,19 @@
 
 #include "dataplane/packet/parser.h"
 
-#include "dataplane/pipeline/burst.h"
-#include "dataplane/pipeline/worker.h"
+#include "dataplane/stages/dpi/dpi_stage.h"
+#include "dataplane/stages/dpi/file_extract.h"
 
 namespace dpu::dp {
 
 // What libhtp found while one packet (or the flow's end) was parsed: acted upon by the worker.
 struct HttpPathSink final : HttpSink {
-  HttpPathSink(Worker* w_, rte_mbuf* m_, Worker::Burst* b_, uint16_t i_, int32_t pos_,
+  HttpPathSink(DpiStage* w_, rte_mbuf* m_, Burst* b_, uint16_t i_, int32_t pos_,
                const HttpFlowIdent* id_)
       : w(w_), m(m_), b(b_), i(i_), pos(pos_), id(id_) {}
-  Worker* w;
+  DpiStage* w;
   rte_mbuf* m;
-  Worker::Burst* b;  // null at flow end
+  Burst* b;  // null at flow end
   uint16_t i;
   int32_t pos;
   const HttpFlowIdent* id;
@@ -40,27 +40,27 @@ struct HttpPathSink final : HttpSink {
     if (b != nullptr) {
       w->dpiAct(o, *b, i, pos, &f);
     } else {
-      const bool held = w->held_n_ != 0 && (w->hold_of_[size_t(pos) * 2] != Worker::kNoHold ||
-                                            w->hold_of_[size_t(pos) * 2 + 1] != Worker::kNoHold);
+      const bool held = w->held_n_ != 0 && (w->hold_of_[size_t(pos) * 2] != DpiStage::kNoHold ||
+                                            w->hold_of_[size_t(pos) * 2 + 1] != DpiStage::kNoHold);
       const uint32_t blk = w->dpiFileEndAlerts(o, f, held);
       if (blk != 0 && w->hold_end_block_ == 0) w->hold_end_block_ = blk;
     }
   }
   void fileBytes(const HttpEventInfo& f, const uint8_t* p, size_t n) override {
-    if (w->shared_.extract != nullptr) w->shared_.extract->data(w->opts_.id, pos, f.file_dir, p, n);
+    if (w->cx_.shared.extract != nullptr) w->cx_.shared.extract->data(w->cx_.opts.id, pos, f.file_dir, p, n);
   }
   void fileClosed(const HttpEventInfo& f) override {
-    if (w->shared_.extract != nullptr) w->shared_.extract->close(w->opts_.id, pos, f);
+    if (w->cx_.shared.extract != nullptr) w->cx_.shared.extract->close(w->cx_.opts.id, pos, f);
     if (w->http_rt_->settings().fileinfo_events)
-      w->httpEvent(EventType::kFileInfo, f, *id, b != nullptr ? b->ts[i] : w->now_ns_);
+      w->httpEvent(EventType::kFileInfo, f, *id, b != nullptr ? b->ts[i] : w->cx_.now_ns);
   }
   void transaction(const HttpEventInfo& t) override {
-    w->httpEvent(EventType::kHttp, t, *id, b != nullptr ? b->ts[i] : w->now_ns_);
+    w->httpEvent(EventType::kHttp, t, *id, b != nullptr ? b->ts[i] : w->cx_.now_ns);
   }
 };
 
-void Worker::httpCounters() {
-  uint64_t* hc = http_rt_->worker(opts_.id).counters;
+void DpiStage::httpCounters() {
+  uint64_t* hc = http_rt_->worker(cx_.opts.id).counters;
   for (int k = 0; k < kHttpCounterCount; ++k) {
     if (hc[k] != 0) {
       c_->http[k].add(hc[k]);
@@ -83,36 +83,36 @@ void flowIdentity(Event& ev, const HttpFlowIdent& id) {
 }
 }  // namespace
 
-void Worker::httpAlertInfo(Event& ev, const HttpEventInfo& file) const {
+void DpiStage::httpAlertInfo(Event& ev, const HttpEventInfo& file) const {
   ev.http = file;
   if (ev.ip_ver == 0 && http_ident_ != nullptr) flowIdentity(ev, *http_ident_);
 }
 
-void Worker::httpUninspected(const Burst& b, uint16_t i, DropReason why) {
-  Event* ev = uninspectedEvent(b, i, Stage::kDpi, why);
+void DpiStage::httpUninspected(const Burst& b, uint16_t i, DropReason why) {
+  Event* ev = cx_.uninspectedEvent(i, Stage::kDpi, why);
   if (ev == nullptr) return;
   ev->flow_id = b.v[i].flow_id;
-  eventPacket(*ev, b.meta[i]);  // an HTTP flow: its packets have their IP layer
-  postEvent(ev);
+  cx_.eventPacket(*ev, b.meta[i]);  // an HTTP flow: its packets have their IP layer
+  cx_.postEvent(ev);
 }
 
-void Worker::httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id,
+void DpiStage::httpEvent(EventType type, const HttpEventInfo& info, const HttpFlowIdent& id,
                        uint64_t ts) {
-  Event* ev = newEvent();
+  Event* ev = cx_.newEvent();
   if (ev == nullptr) return;
   ev->type = type;
-  ev->worker = static_cast<uint8_t>(opts_.id);
+  ev->worker = static_cast<uint8_t>(cx_.opts.id);
   ev->stage = Stage::kDpi;
   ev->verdict = Verdict::kForward;
   ev->rule = kNoRule;
-  ev->generation = generation_;
+  ev->generation = cx_.generation;
   ev->ts_ns = ts;
   flowIdentity(*ev, id);
   ev->http = info;
-  postEvent(ev);
+  cx_.postEvent(ev);
 }
 
-bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uint8_t* p,
+bool DpiStage::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uint8_t* p,
                        uint32_t n) {
   HttpFlow& f = http_flows_[pos];
   if (f.rt_id != http_rt_->id()) {  // a flow from before this runtime (its slot is gone)
@@ -139,11 +139,11 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
     else http = false;
     if (!http) {
       f.state = HttpFlow::kNotHttp;
-      http_rt_->worker(opts_.id).counters[kHttpNotHttp]++;
+      http_rt_->worker(cx_.opts.id).counters[kHttpNotHttp]++;
       httpCounters();
       return true;
     }
-    if (!HttpInspector::open(*http_rt_, opts_.id, f)) {
+    if (!HttpInspector::open(*http_rt_, cx_.opts.id, f)) {
       httpCounters();
       // Exhaustion follows the DPI stage's fail policy (dataplane.tcp.dpi_fail): fail open
       // inspects the flow's raw stream with every rule (as a flow that is not HTTP), with an
@@ -156,7 +156,7 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
       f.state = HttpFlow::kNotHttp;
       return true;
     }
-    HttpFlowIdent& id = http_rt_->worker(opts_.id).slots[f.slot].ident;
+    HttpFlowIdent& id = http_rt_->worker(cx_.opts.id).slots[f.slot].ident;
     const bool from_client = dir == f.client_dir;
     id = HttpFlowIdent{};
     id.src = from_client ? pm.src : pm.dst;
@@ -178,53 +178,53 @@ bool Worker::httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uin
     }
   }
   if (f.state != HttpFlow::kHttp) return true;
-  HttpPathSink sink(this, m, &b, i, pos, &http_rt_->worker(opts_.id).slots[f.slot].ident);
-  const bool ok = HttpInspector::data(*http_rt_, opts_.id, f, dir == f.client_dir, p, n, b.ts[i], sink);
+  HttpPathSink sink(this, m, &b, i, pos, &http_rt_->worker(cx_.opts.id).slots[f.slot].ident);
+  const bool ok = HttpInspector::data(*http_rt_, cx_.opts.id, f, dir == f.client_dir, p, n, b.ts[i], sink);
   if (!ok) {
     // libhtp stopped (error, tunnel): the raw streams report every rule from now on.
     for (int d = 0; d < 2; ++d) dpi_dirs_[size_t(pos) * 2 + d].flags &= uint8_t(~DpiDir::kMaskHttpStream);
   } else if (http_rt_->holdsFiles() && v.verdict == Verdict::kForward &&
-             HttpInspector::fileOpen(*http_rt_, opts_.id, f, dir == f.client_dir)) {
+             HttpInspector::fileOpen(*http_rt_, cx_.opts.id, f, dir == f.client_dir)) {
     b.hold[i] |= Burst::kHoldWanted;  // the file's end may still decide: held (holdFinish)
   }
   httpCounters();
   return v.verdict == Verdict::kForward;
 }
 
-void Worker::httpFin(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos) {
+void DpiStage::httpFin(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos) {
   HttpFlow& f = http_flows_[pos];
   // The client's FIN: the response may still come (half close).
   if (f.rt_id != http_rt_->id() || f.state != HttpFlow::kHttp || (b.dir[i] & 1) == f.client_dir)
     return;
-  const HttpFlowIdent id = http_rt_->worker(opts_.id).slots[f.slot].ident;
+  const HttpFlowIdent id = http_rt_->worker(cx_.opts.id).slots[f.slot].ident;
   HttpPathSink sink(this, m, &b, i, pos, &id);
-  HttpInspector::fin(*http_rt_, opts_.id, f, sink);
+  HttpInspector::fin(*http_rt_, cx_.opts.id, f, sink);
   httpCounters();
 }
 
-void Worker::httpFlowEnded(int32_t pos) {
+void DpiStage::httpFlowEnded(int32_t pos) {
   if (!http_flows_) return;
   HttpFlow& f = http_flows_[pos];
   hold_end_block_ = 0;
   if (http_rt_ != nullptr && f.rt_id == http_rt_->id() && f.slot != HttpFlow::kNone) {
-    const HttpFlowIdent id = http_rt_->worker(opts_.id).slots[f.slot].ident;
+    const HttpFlowIdent id = http_rt_->worker(cx_.opts.id).slots[f.slot].ident;
     // No packet: the files' end only alerts, or decides the flow's held packets.
     HttpPathSink sink(this, nullptr, nullptr, 0, pos, &id);
     http_ident_ = &id;
-    HttpInspector::end(*http_rt_, opts_.id, f, sink);
+    HttpInspector::end(*http_rt_, cx_.opts.id, f, sink);
     http_ident_ = nullptr;
     httpCounters();
   }
   HttpInspector::forget(f);
   // Packets still held: dropped when the files' end made a drop / reset rule true, else
   // released (the flow has ended: nothing else will decide them).
-  if (held_n_ != 0) holdFlowEnded(pos, hold_end_block_, now_ns_);
+  if (held_n_ != 0) holdFlowEnded(pos, hold_end_block_, cx_.now_ns);
   hold_end_block_ = 0;
 }
 
 // --- hold-back ------------------------------------------------------------------------------
 
-void Worker::holdInit(uint32_t slots) {
+void DpiStage::holdInit(uint32_t slots) {
   if (slots > kNoHold) slots = kNoHold;
   holds_.reset(new HoldSlot[slots]);
   hold_free_.reset(new uint16_t[slots]);
@@ -235,7 +235,7 @@ void Worker::holdInit(uint32_t slots) {
   for (size_t k = 0; k < dirs; ++k) hold_of_[k] = kNoHold;
 }
 
-void Worker::holdUnlink(uint16_t h) {
+void DpiStage::holdUnlink(uint16_t h) {
   HoldSlot& s = holds_[h];
   if (s.prev != kNoHold) holds_[s.prev].next = s.next; else hold_head_ = s.next;
   if (s.next != kNoHold) holds_[s.next].prev = s.prev; else hold_tail_ = s.prev;
@@ -243,17 +243,18 @@ void Worker::holdUnlink(uint16_t h) {
   hold_free_[hold_nfree_++] = h;
   --held_n_;
   s.m = nullptr;
+  holdPublish();
 }
 
-void Worker::holdRelease(uint16_t h, int counter) {
+void DpiStage::holdRelease(uint16_t h, int counter) {
   rte_mbuf* m = holds_[h].m;
   const PacketVerdict v = holds_[h].v;
   holdUnlink(h);
   c_->http[counter].add();
-  applyVerdict(m, v, v.in_side);  // its verdict, forward, reported now
+  cx_.applyVerdict(m, v, v.in_side);  // its verdict, forward, reported now
 }
 
-void Worker::holdDrop(uint16_t h, uint32_t block, uint64_t at) {
+void DpiStage::holdDrop(uint16_t h, uint32_t block, uint64_t at) {
   rte_mbuf* m = holds_[h].m;
   PacketVerdict v = holds_[h].v;
   holdUnlink(h);
@@ -266,12 +267,12 @@ void Worker::holdDrop(uint16_t h, uint32_t block, uint64_t at) {
                                    : DropReason::kDpiDrop;
   v.rule = block == kNoRule || block == kHoldBlock ? kNoRule : block - 1;
   PacketMeta pm;
-  parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &tun_);
-  emitDrop(&pm, v, at);
-  applyVerdict(m, v, v.in_side);
+  parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &cx_.tun);
+  cx_.emitDrop(&pm, v, at);
+  cx_.applyVerdict(m, v, v.in_side);
 }
 
-void Worker::holdExpire(uint64_t now) {
+void DpiStage::expireHeld(uint64_t now) {
   while (hold_head_ != kNoHold && holds_[hold_head_].deadline <= now) {
     const uint32_t blk = dpi_block_[holds_[hold_head_].key / 2];
     if (blk != 0) holdDrop(hold_head_, blk, now);  // its flow was blocked meanwhile
@@ -279,7 +280,7 @@ void Worker::holdExpire(uint64_t now) {
   }
 }
 
-void Worker::holdFlowEnded(int32_t pos, uint32_t block, uint64_t at) {
+void DpiStage::holdFlowEnded(int32_t pos, uint32_t block, uint64_t at) {
   for (int d = 0; d < 2; ++d) {
     const uint16_t h = hold_of_[size_t(pos) * 2 + d];
     if (h == kNoHold) continue;
@@ -291,7 +292,8 @@ namespace {
 inline bool seqBefore(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 }  // namespace
 
-bool Worker::holdFinish(rte_mbuf* m, uint16_t i, Burst& b) {
+bool DpiStage::finishPacket(rte_mbuf* m, uint16_t i) {
+  Burst& b = *cx_.burst;
   const int32_t pos = b.pos[i];
   const PacketMeta& pm = b.meta[i];
   if (pos < 0 || pm.l4_proto != 6 || !pm.has_l4) return false;
@@ -337,7 +339,7 @@ bool Worker::holdFinish(rte_mbuf* m, uint16_t i, Burst& b) {
       v.stage = Stage::kDpi;
       v.reason = DropReason::kHttpHoldExhausted;
       v.rule = kNoRule;
-      dpi_block_[pos] = kHoldBlock;  // the flow is not passed from here (its bytes were read)
+      block(pos, kHoldBlock);  // the flow is not passed from here (its bytes were read)
       if (held_n_ != 0) holdFlowEnded(pos, kHoldBlock, b.ts[i]);  // nor what it has held
       return false;
     }
@@ -358,6 +360,7 @@ bool Worker::holdFinish(rte_mbuf* m, uint16_t i, Burst& b) {
   hold_tail_ = k;
   hold_of_[key] = k;
   ++held_n_;
+  holdPublish();
   c_->http[kHttpHeld].add();
   return true;
 }

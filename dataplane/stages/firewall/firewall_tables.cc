@@ -1,6 +1,6 @@
 // Cold parts of the firewall stage: building the rte_acl contexts, opening the GeoIP
 // database, and writing reject responses (rare: once per rejected packet).
-#include "dataplane/stages/firewall_stage.h"
+#include "dataplane/stages/firewall/firewall_tables.h"
 #include "dataplane/packet/frame_write.h"
 
 #include <arpa/inet.h>

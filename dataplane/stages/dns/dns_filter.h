@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "dataplane/stages/dns_message.h"
+#include "dataplane/stages/dns/dns_message.h"
 #include "rules/compiled/dns.h"
 
 namespace dpu::dp {

@@ -1,0 +1,12 @@
+// The packet path's built-in stages, in order (stage_list.cc; docs/architecture.md).
+#pragma once
+
+#include <vector>
+
+#include "dataplane/pipeline/stage.h"
+
+namespace dpu::dp {
+
+const std::vector<StageFactory>& builtinStages();
+
+}  // namespace dpu::dp
