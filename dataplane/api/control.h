@@ -199,7 +199,10 @@ class DataplaneControl {
 // The explain logic itself, usable on any snapshot (no DPDK state involved). Firewall rules
 // are matched with rules::referenceMatch; `countries` (optional) resolves the countries of
 // rules that name some (without it every address is of an unknown country).
+// `extra`: stages after the built-in ones (DataplaneOptions::extra_stages) with their parts.
+struct StageSpec;
 ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
-                            uint8_t side, const CountryLookup* countries = nullptr);
+                            uint8_t side, const CountryLookup* countries = nullptr,
+                            const std::vector<StageSpec>* extra = nullptr);
 
 }  // namespace dpu::dp

@@ -562,7 +562,7 @@ uint32_t Dataplane::currentGeneration() const {
 ExplainResult Dataplane::explain(const uint8_t* frame, uint32_t len, uint8_t side) const {
   std::lock_guard<std::mutex> lock(publish_mu_);
   const PublishedState* st = current_.load(std::memory_order_acquire);
-  return explainPacket(*st->snap, frame, len, side, st->geoip.get());
+  return explainPacket(*st->snap, frame, len, side, st->geoip.get(), &opts_.extra_stages);
 }
 
 std::vector<WorkerInfo> Dataplane::workers() const {

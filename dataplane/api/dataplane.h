@@ -53,7 +53,7 @@ struct DataplaneOptions {
   FileExtractor* extract = nullptr;     // replay --extract-files: decoded HTTP files
   // Stages each worker runs after the built-in ones, in this order (tests, extensions;
   // docs/architecture.md "Adding a stage").
-  std::vector<StageFactory> extra_stages;
+  std::vector<StageSpec> extra_stages;
 };
 
 class Dataplane : public DataplaneControl {

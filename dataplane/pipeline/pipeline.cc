@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
                                                        const rules::DataplaneSettings& settings,
                                                        WorkerCounters* counters,
                                                        rte_ring* events,
-                                                       const std::vector<StageFactory>* extra) {
+                                                       const std::vector<StageSpec>* extra) {
   std::unique_ptr<Worker> w(new Worker());
   PathContext& cx = w->cx_;
   cx.opts = opts;
@@ -73,22 +73,22 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   cx.tsc_hz = rte_get_tsc_hz();
   counters->tsc_hz.set(cx.tsc_hz);
   // The stages, in order: the built-in list (stage_list.cc), then the extra ones.
-  auto add = [&](const StageFactory& f) -> absl::Status {
+  auto add = [&](const StageSpec& spec) -> absl::Status {
     if (w->stages_.size() == kMaxStages) {
       return absl::ResourceExhaustedError(absl::StrCat("worker ", opts.id, ": more than ",
                                                        kMaxStages, " stages"));
     }
-    auto st = f(cx, settings);
+    auto st = spec.make(cx, settings);
     if (!st.ok()) return st.status();
     w->stages_.push_back(std::move(*st));
     return absl::OkStatus();
   };
-  for (const StageFactory& f : builtinStages()) {
-    if (absl::Status s = add(f); !s.ok()) return s;
+  for (const StageSpec& spec : builtinStages()) {
+    if (absl::Status s = add(spec); !s.ok()) return s;
   }
   if (extra != nullptr) {
-    for (const StageFactory& f : *extra) {
-      if (absl::Status s = add(f); !s.ok()) return s;
+    for (const StageSpec& spec : *extra) {
+      if (absl::Status s = add(spec); !s.ok()) return s;
     }
   }
   for (const auto& s : w->stages_) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "dataplane/pipeline/counters.h"
+#include "dataplane/pipeline/explain.h"
 #include "dataplane/pipeline/path_context.h"
 #include "rules/compiled/snapshot.h"
 
@@ -83,5 +84,12 @@ class PathStage {
 // Makes one stage of a worker (at create, with the start-time settings).
 using StageFactory = std::function<absl::StatusOr<std::unique_ptr<PathStage>>(
     PathContext& cx, const rules::DataplaneSettings& settings)>;
+
+// An entry of the stage list: how to make the stage, and its part of explain (explain.h;
+// nullptr: it adds no step).
+struct StageSpec {
+  StageFactory make;
+  StageExplain explain = nullptr;
+};
 
 }  // namespace dpu::dp

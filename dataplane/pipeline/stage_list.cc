@@ -10,13 +10,14 @@
 
 namespace dpu::dp {
 
-const std::vector<StageFactory>& builtinStages() {
-  static const std::vector<StageFactory> list = {
-      FirewallStage::make,  // flow verdicts: fed by the flow step, one rte_acl call per segment
-      StreamStage::make,    // TCP normalization: the bytes DNS and DPI read
-      DnsStage::make,       // DNS filtering (UDP, and TCP from the stream)
-      DpiStage::make,       // YARA rules on streams and HTTP files; the hold-back
-      LbStage::make,        // load balancer: backends pinned per flow, rewrites
+const std::vector<StageSpec>& builtinStages() {
+  static const std::vector<StageSpec> list = {
+      // flow verdicts: fed by the flow step, one rte_acl call per segment
+      {FirewallStage::make, FirewallStage::explain},
+      {StreamStage::make, nullptr},         // TCP normalization: the bytes DNS and DPI read
+      {DnsStage::make, DnsStage::explain},  // DNS filtering (UDP, and TCP from the stream)
+      {DpiStage::make, DpiStage::explain},  // YARA rules on streams and HTTP files; hold-back
+      {LbStage::make, LbStage::explain},    // load balancer: backends pinned per flow, rewrites
   };
   return list;
 }

@@ -7,6 +7,6 @@
 
 namespace dpu::dp {
 
-const std::vector<StageFactory>& builtinStages();
+const std::vector<StageSpec>& builtinStages();
 
 }  // namespace dpu::dp

@@ -37,7 +37,7 @@ class Worker {
   static absl::StatusOr<std::unique_ptr<Worker>> create(
       const WorkerOptions& opts, const WorkerShared& shared,
       const rules::DataplaneSettings& settings, WorkerCounters* counters, rte_ring* events,
-      const std::vector<StageFactory>* extra = nullptr);
+      const std::vector<StageSpec>* extra = nullptr);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -17,6 +17,8 @@ class DnsStage final : public PathStage {
   static absl::StatusOr<std::unique_ptr<PathStage>> make(PathContext& cx,
                                                          const rules::DataplaneSettings& s);
 
+  static bool explain(const ExplainInput& in, ExplainResult& r);  // explain.h
+
   bool refresh() override;  // true while DNS filtering is configured
   void run(uint16_t from, uint16_t to) override;
   void flowEnded(int32_t pos) override;

@@ -30,6 +30,8 @@ class DpiStage final : public PathStage {
   static absl::StatusOr<std::unique_ptr<PathStage>> make(PathContext& cx,
                                                          const rules::DataplaneSettings& s);
 
+  static bool explain(const ExplainInput& in, ExplainResult& r);  // explain.h
+
   bool refresh() override;  // true while DPI has rules
   void run(uint16_t from, uint16_t to) override;
   void flowEnded(int32_t pos) override;

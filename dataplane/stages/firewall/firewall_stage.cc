@@ -4,6 +4,10 @@
 #include <rte_mbuf.h>
 
 #include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "rules/compiled/firewall.h"
 
 namespace dpu::dp {
 
@@ -147,6 +151,91 @@ void FirewallStage::run(uint16_t, uint16_t) {
     if (r >= 0) countRuleHit(static_cast<uint32_t>(r), static_cast<uint8_t>(Stage::kFirewall),
                              pkts[i]->pkt_len, b.ts[i]);
   }
+}
+
+
+namespace {
+
+const char* actionName(rules::FwAction a) {
+  switch (a) {
+    case rules::FwAction::kAllow: return "allow";
+    case rules::FwAction::kDeny: return "deny";
+    case rules::FwAction::kReject: return "reject";
+  }
+  return "unknown";
+}
+
+std::string countryText(const char cc[2]) {
+  return cc[0] ? std::string(cc, 2) : std::string("unknown");
+}
+
+}  // namespace
+
+// Explain: the rule the flow's first packet matches (rules::referenceMatch on the compiled
+// rules), with the countries when rules name some.
+bool FirewallStage::explain(const ExplainInput& in, ExplainResult& r) {
+  const rules::CompiledFirewall* fw = in.snap.firewall.get();
+  const bool fw_active = fw && (!fw->rules.empty() ||
+                                fw->default_action[0] != rules::FwAction::kAllow ||
+                                fw->default_action[1] != rules::FwAction::kAllow);
+  if (!fw_active) return false;
+  const PacketMeta& m = in.meta;
+  const uint8_t side = in.side;
+  const CountryLookup* countries = in.countries;
+  const bool is_tcp = m.l4_proto == 6 && m.has_l4;
+  PacketVerdict& v = r.verdict;
+  // The packet is the flow's first: the initiator is its source, the side its side.
+  rules::FwQuery q;
+  fwQueryForPacket(m, side, q);
+  std::string where;
+  if (fw->uses_countries) {
+    char scc[2] = {0, 0}, dcc[2] = {0, 0};
+    if (countries) {
+      countries->country(m.src, m.l3 == L3Type::kIpv6, scc);
+      countries->country(m.dst, m.l3 == L3Type::kIpv6, dcc);
+    }
+    q.src_cc = fw->countryIndex(scc);
+    q.dst_cc = fw->countryIndex(dcc);
+    where = absl::StrCat(" (source country ", countryText(scc), ", destination country ",
+                         countryText(dcc), countries ? "" : ": no GeoIP database here", ")");
+  }
+  int64_t rule = rules::referenceMatch(*fw, q);
+  rules::FwAction a;
+  std::string detail;
+  if (rule >= 0) {
+    const rules::FwRuleInfo& ri = fw->rules[rule];
+    a = ri.action;
+    detail = absl::StrCat("rule '", ri.id, "' (priority ", ri.priority, ", #", rule, "): ",
+                          actionName(a), where);
+    v.rule = static_cast<uint32_t>(rule);
+  } else {
+    a = fw->default_action[side == kSideB ? 1 : 0];
+    detail = absl::StrCat("no rule matches: default action for flows from side ",
+                          sideName(side), ": ", actionName(a), where);
+  }
+  if (a == rules::FwAction::kAllow) {
+    if (rule >= 0) v.stage = Stage::kFirewall;
+    explainStep(r, Stage::kFirewall, "allow", detail);
+  } else {
+    v.verdict = a == rules::FwAction::kDeny ? Verdict::kDrop : Verdict::kReject;
+    v.stage = Stage::kFirewall;
+    v.reason = a == rules::FwAction::kDeny ? DropReason::kFirewallDeny
+                                           : DropReason::kFirewallReject;
+    if (a == rules::FwAction::kDeny) {
+      absl::StrAppend(&detail, "; dropped");
+    } else if (is_tcp) {
+      absl::StrAppend(&detail, (m.tcp_flags & kTcpRst) ? "; dropped (a reset is not answered)"
+                                                       : "; dropped, TCP RST sent back out of side ",
+                      (m.tcp_flags & kTcpRst) ? "" : sideName(side));
+    } else {
+      absl::StrAppend(&detail, "; dropped, ICMP", m.l3 == L3Type::kIpv6 ? "v6" : "",
+                      " destination unreachable (administratively prohibited) sent back out "
+                      "of side ", sideName(side));
+    }
+    explainStep(r, Stage::kFirewall, a == rules::FwAction::kDeny ? "deny" : "reject", detail);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace dpu::dp

@@ -19,6 +19,8 @@ class FirewallStage final : public PathStage {
   static absl::StatusOr<std::unique_ptr<PathStage>> make(PathContext& cx,
                                                          const rules::DataplaneSettings& s);
 
+  static bool explain(const ExplainInput& in, ExplainResult& r);  // explain.h
+
   bool refresh() override;  // true when a rule set is active
   void run(uint16_t from, uint16_t to) override;  // classifies the queue (the flow step's)
   void flowCopied(int32_t from, int32_t to) override { flow_uid_[to] = flow_uid_[from]; }

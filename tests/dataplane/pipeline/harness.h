@@ -31,14 +31,17 @@ class Recorder : public VerdictSink {
 
 class Harness {
  public:
-  explicit Harness(const rules::DataplaneSettings& settings)
-      : Harness([&] {
-          auto s = std::make_unique<rules::Snapshot>();
-          s->dataplane = settings;
-          return s;
-        }()) {}
+  // `extra`: stages the worker runs after the built-in ones (DataplaneOptions::extra_stages).
+  explicit Harness(const rules::DataplaneSettings& settings, std::vector<StageSpec> extra = {})
+      : Harness(
+            [&] {
+              auto s = std::make_unique<rules::Snapshot>();
+              s->dataplane = settings;
+              return s;
+            }(),
+            std::move(extra)) {}
   // With a whole snapshot (e.g. a firewall).
-  explicit Harness(std::unique_ptr<rules::Snapshot> snap) {
+  explicit Harness(std::unique_ptr<rules::Snapshot> snap, std::vector<StageSpec> extra = {}) {
     static int instance = 0;
     ++instance;
     std::string tag = std::to_string(instance);
@@ -65,6 +68,7 @@ class Harness {
     o.mbufs = 1023;
     o.rx_desc = 64;
     o.tx_desc = 64;
+    o.extra_stages = std::move(extra);
     auto d = Dataplane::create(o, std::move(snap));
     EXPECT_TRUE(d.ok()) << d.status();
     if (d.ok()) dp_ = std::move(*d);
