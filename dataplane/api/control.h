@@ -40,7 +40,7 @@ struct ExplainStep {
   std::string detail;
 };
 
-// --- http --- A rule that matched in an HTTP file (docs/http.md "Explain"): the rule, the
+// A rule that matched in an HTTP file (docs/http.md "Explain"): the rule, the
 // transaction and the file it matched in.
 struct ExplainHttpMatch {
   std::string rule;            // rule id (source:name)
@@ -61,8 +61,8 @@ struct ExplainResult {
   PacketVerdict verdict;
   std::vector<ExplainStep> steps;
   std::string summary;  // parsed headers, one line
-  std::string backend;  // --- lb --- the chosen backend's id ("" = none)
-  std::vector<ExplainHttpMatch> http;  // --- http --- rules that matched in HTTP files
+  std::string backend;  // the chosen backend's id ("" = none)
+  std::vector<ExplainHttpMatch> http;  // rules that matched in HTTP files
 };
 
 // Totals of one firewall rule over all workers, by rule id. Counters of a rule that keeps
@@ -91,7 +91,6 @@ std::vector<DnsListCounters> dnsListCounters(const rules::Snapshot& snap,
 // contexts, the GeoIP database opened, per-rule counters): what can fail has failed in
 // prepare(), so publishing it cannot. Only the DataplaneControl that prepared it may publish
 // it. Implementations extend it with their own objects.
-// --- lb ---
 struct LbBackendStats {
   uint64_t identity = 0;
   uint64_t packets = 0, bytes = 0;
@@ -99,7 +98,7 @@ struct LbBackendStats {
   uint64_t flows_total = 0;   // flows ever pinned to it
 };
 
-// --- dpi --- Matches of one YARA rule of the running set over all workers, by rule id
+// Matches of one YARA rule of the running set over all workers, by rule id
 // ("<source>:<rule>"): a rule that keeps its id across reloads keeps counting.
 // `last_hit_ns` is on the clock of Event::ts_ns (0 = never).
 struct DpiRuleCounters {
@@ -151,17 +150,17 @@ class DataplaneControl {
     (void)generation, (void)stage, (void)rule;
     return "";
   }
-  // --- lb --- The id of backend `backend` of service `service` (PacketVerdict::backend,
+  // The id of backend `backend` of service `service` (PacketVerdict::backend,
   // lb_service) in the snapshot of `generation`; "" when unknown.
   virtual std::string backendName(uint32_t generation, uint16_t service, uint16_t backend) const {
     (void)generation, (void)service, (void)backend;
     return "";
   }
-  // --- lb --- Per-backend counters summed over the workers, keyed by backend identity
+  // Per-backend counters summed over the workers, keyed by backend identity
   // (rules::CompiledLbBackend::identity). Kept across reloads: a backend that keeps its
   // identity keeps counting.
   virtual std::vector<LbBackendStats> lbBackendStats() const { return {}; }
-  // --- dpi --- Per-rule match counters of the running YARA rules (rule order; empty when
+  // Per-rule match counters of the running YARA rules (rule order; empty when
   // DPI is off).
   virtual std::vector<DpiRuleCounters> dpiRuleCounters() const { return {}; }
   // The compiled YARA rules of the snapshot of `generation` (tags, meta and actions of the

@@ -30,7 +30,7 @@ const char* eventTypeName(EventType t) {
     case EventType::kDpiAlert: return "alert";
     case EventType::kDns: return "dns";
     case EventType::kUninspected: return "uninspected";
-    case EventType::kFileInfo: return "fileinfo";  // --- http ---
+    case EventType::kFileInfo: return "fileinfo";
     case EventType::kHttp: return "http";
   }
   return "unknown";
@@ -237,7 +237,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
     }
     auto worker = Worker::create(wo, shared, settings, &dp->counters_[w], r, &opts.extra_stages);
     if (!worker.ok()) return worker.status();
-    (*worker)->attachMailbox(&dp->mail_[w]);  // --- flows view / capture ---
+    (*worker)->attachMailbox(&dp->mail_[w]);
     dp->workers_.push_back(std::move(*worker));
   }
   return dp;
@@ -326,7 +326,7 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
       st->hits.reset(new RuleHitPair[static_cast<size_t>(st->nworkers) * st->hit_pairs]);
     }
   }
-  // --- dpi --- same compiled rules and settings: same runtime (streams of running flows
+  // same compiled rules and settings: same runtime (streams of running flows
   // stay valid); else a new runtime (scratch and stream pools allocated here, off the path).
   if (next->dpi) {
     DpiSettings ds;
@@ -341,7 +341,7 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
     ds.compressed_slot_bytes = m.compressed_slot_bytes;
     ds.full_streams_per_worker = m.full_streams_per_worker;
     ds.prefilter_windows_per_worker = m.prefilter_windows_per_worker;
-    // --- http --- HTTP settings and rule scopes: the runtime built with the DPI runtime
+    // HTTP settings and rule scopes: the runtime built with the DPI runtime
     // (its files use the DPI runtime's stream pools and report masks).
     const rules::DpiHttpModel& hm = m.http;
     const HttpSettings hs = httpSettingsOf(hm, next->dataplane.tcp_dpi_fail == rules::Policy::kDrop);
@@ -360,11 +360,11 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
         cs->prefilter_windows_per_worker == ds.prefilter_windows_per_worker) {
       st->dpi = cur->dpi;
       st->dpi_hits = cur->dpi_hits;  // the counters go with the runtime
-      st->http = cur->http;  // --- http ---
+      st->http = cur->http;
     } else {
       auto rt = DpiRuntime::create(next->dpi, ds, st->nworkers);
       if (!rt.ok()) return rt.status();
-      if (hm.enabled) {  // --- http ---
+      if (hm.enabled) {
         auto h = HttpRuntime::create(hs, *rt, st->nworkers, scope_of_ns);
         if (!h.ok()) return h.status();
         st->http = std::move(*h);
@@ -440,7 +440,7 @@ uint32_t Dataplane::publishLocked(std::unique_ptr<PublishedState> next) {
       b.last_hit_ns = std::max(b.last_hit_ns, h.last_hit_ns.load());
     }
   }
-  // --- dpi --- counters of a DPI rule set being replaced are final too: kept by rule id for
+  // counters of a DPI rule set being replaced are final too: kept by rule id for
   // the rules of the new set.
   if (old->dpi_hits && old->dpi_hits != now->dpi_hits) {
     std::unordered_map<std::string, DpiRuleCounters> kept;
@@ -476,7 +476,6 @@ std::vector<RuleCounters> Dataplane::ruleCounters() const {
   return out;
 }
 
-// --- dpi ---
 std::vector<DpiRuleCounters> Dataplane::dpiTotals(const PublishedState& st) const {
   std::vector<DpiRuleCounters> out;
   if (!st.snap->dpi || !st.dpi_hits) return out;
@@ -529,7 +528,7 @@ std::string Dataplane::ruleNameLocked(uint32_t generation, Stage stage, uint32_t
     if (stage == Stage::kFirewall && it->fw && rule < it->fw->rules.size()) {
       return it->fw->rules[rule].id;
     }
-    if (stage == Stage::kDpi && it->dpi && rule < it->dpi->rules.size()) {  // --- dpi ---
+    if (stage == Stage::kDpi && it->dpi && rule < it->dpi->rules.size()) {
       return it->dpi->rules[rule].id();
     }
     if (stage == Stage::kDns && it->dns && rule < it->dns->lists.size()) {
@@ -541,7 +540,7 @@ std::string Dataplane::ruleNameLocked(uint32_t generation, Stage stage, uint32_t
 }
 
 std::string Dataplane::backendName(uint32_t generation, uint16_t service,
-                                   uint16_t backend) const {  // --- lb ---
+                                   uint16_t backend) const {
   std::lock_guard<std::mutex> lock(publish_mu_);
   for (auto it = names_.rbegin(); it != names_.rend(); ++it) {
     if (it->generation != generation) continue;
@@ -706,7 +705,6 @@ CountersSnapshot Dataplane::counters() const {
   return s;
 }
 
-// --- lb ---
 std::vector<LbBackendStats> Dataplane::lbBackendStats() const {
   std::vector<LbBackendStats> out;
   for (const auto& w : workers_) {

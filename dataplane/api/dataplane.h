@@ -33,7 +33,7 @@ struct rte_ring;
 struct rte_rcu_qsbr;
 
 namespace dpu::dp {
-class FileExtractor;  // --- http --- (dataplane/stages/dpi/file_extract.h)
+class FileExtractor;  // (dataplane/stages/dpi/file_extract.h)
 
 struct DataplaneOptions {
   uint16_t port_a = 0;
@@ -80,7 +80,7 @@ class Dataplane : public DataplaneControl {
   ExplainResult explain(const uint8_t* frame, uint32_t len, uint8_t side) const override;
   std::string ruleName(uint32_t generation, Stage stage, uint32_t rule) const override;
   std::string backendName(uint32_t generation, uint16_t service,
-                          uint16_t backend) const override;  // --- lb ---
+                          uint16_t backend) const override;
   // The running snapshot / state: only for the thread that publishes (or while nothing can
   // publish, e.g. after the API stopped), valid until the next publish. Other threads (API
   // handlers) use currentGeneration() or the accessors that take publish_mu_: the RCU grace
@@ -95,11 +95,10 @@ class Dataplane : public DataplaneControl {
   void stop();
 
   CountersSnapshot counters() const override;
-  std::vector<LbBackendStats> lbBackendStats() const override;  // --- lb ---
-  // --- dpi ---
+  std::vector<LbBackendStats> lbBackendStats() const override;
   std::vector<DpiRuleCounters> dpiRuleCounters() const override;
   std::shared_ptr<const rules::CompiledDpi> dpiRules(uint32_t generation) const override;
-  // --- flows view / capture --- (see DataplaneControl)
+  // (see DataplaneControl)
   absl::StatusOr<FlowListing> listFlows(uint32_t timeout_ms) override;
   absl::Status armCapture(const CaptureSpec& spec) override;
   uint32_t readCapture(std::vector<CapturedPacket>* out, uint32_t max, uint64_t* lost) override;
@@ -139,15 +138,15 @@ class Dataplane : public DataplaneControl {
   struct NamesAt {
     uint32_t generation = 0;
     std::shared_ptr<const rules::CompiledFirewall> fw;
-    std::shared_ptr<const rules::CompiledDpi> dpi;  // --- dpi ---
+    std::shared_ptr<const rules::CompiledDpi> dpi;
     std::shared_ptr<const rules::CompiledDns> dns;  // DNS filtering: list names
-    std::shared_ptr<const rules::CompiledLb> lb;    // --- lb --- backend ids
+    std::shared_ptr<const rules::CompiledLb> lb;    // backend ids
   };
   static constexpr size_t kNamesKept = 64;
   void rememberNames(const rules::Snapshot& s);
   std::string ruleNameLocked(uint32_t generation, Stage stage, uint32_t rule) const;
   std::deque<NamesAt> names_;
-  // --- dpi --- totals of `st`'s DPI rules (base + workers; under publish_mu_), and the
+  // totals of `st`'s DPI rules (base + workers; under publish_mu_), and the
   // counts carried over from replaced rule sets by rule id (under publish_mu_).
   std::vector<DpiRuleCounters> dpiTotals(const PublishedState& st) const;
   std::unordered_map<std::string, DpiRuleCounters> dpi_base_;
@@ -179,7 +178,7 @@ class Dataplane : public DataplaneControl {
   rte_ring* tx_rings_[2] = {nullptr, nullptr};
   uint16_t rx_queues_[2] = {1, 1};
   uint16_t tx_queues_[2] = {1, 1};
-  // --- flows view / capture --- one mailbox per worker (mailbox.h); listings serialized by
+  // one mailbox per worker (mailbox.h); listings serialized by
   // flows_mu_, captures by capture_mu_ (control threads only).
   std::unique_ptr<WorkerMailbox[]> mail_;
   std::vector<std::unique_ptr<CaptureSlot[]>> capture_slots_;

@@ -15,14 +15,14 @@ namespace dpu::dp {
 enum class EventType : uint8_t {
   kDrop = 1,
   kFlowEnd = 2,
-  // --- dpi --- a YARA rule matched (any action; `rule` = index in the snapshot's
+  // a YARA rule matched (any action; `rule` = index in the snapshot's
   // CompiledDpi::rules, kNoRule with reason kDpiGap for a gap under policy alert)
   kDpiAlert = 3,
   kDns = 4,  // DNS filtering: a block
   // A packet forwarded without the inspection it should have had (a fail_open policy):
   // `reason` says why (e.g. kFragNoBuffer), `stage` which layer gave up.
   kUninspected = 5,
-  // --- http --- (docs/http.md) a file (request / response body) ended: `http` describes it;
+  // (docs/http.md) a file (request / response body) ended: `http` describes it;
   // an HTTP transaction completed (opt-in: dpi.http.http_events).
   kFileInfo = 6,
   kHttp = 7,
@@ -60,7 +60,7 @@ struct Event {
   char dns_list[65];
   uint8_t dns_action;
   bool dns_cloaked;
-  // --- http --- kFileInfo / kHttp, and kDpiAlert on a file: the transaction and file.
+  // kFileInfo / kHttp, and kDpiAlert on a file: the transaction and file.
   HttpEventInfo http;
 };
 

@@ -1,4 +1,4 @@
-// --- http --- What an event says about an HTTP transaction and the file (request or response
+// What an event says about an HTTP transaction and the file (request or response
 // body) it carries: `fileinfo` events, `http` events, and DPI alerts on a file
 // (docs/http.md). Plain fixed-size data (part of the Event object); strings are cut to their
 // buffer and NUL-terminated.

@@ -1,8 +1,8 @@
-// --- http --- HTTP/1.x of inspected TCP flows parsed by libhtp (the HTTP normalizer Suricata
+// HTTP/1.x of inspected TCP flows parsed by libhtp (the HTTP normalizer Suricata
 // uses), from the in-order stream bytes of the TCP normalizer (docs/tcp-stream.md), and each
 // request / response body scanned as a file of its own by the DPI engine (docs/http.md).
-// No DPDK here (unit-tested without EAL); the Worker calls it from
-// dataplane/pipeline/http_path.cc.
+// No DPDK here (unit-tested without EAL); the DPI stage calls it from
+// dataplane/stages/dpi/dpi_http.cc.
 //
 // Memory:
 //   - HttpRuntime (built with the DpiRuntime it scans files with, shared and freed like it):
@@ -56,7 +56,6 @@ struct HttpSettings {
   uint32_t hold_timeout_ms = 100;
   bool operator==(const HttpSettings&) const = default;
 };
-
 
 // The settings and the scope of each rule's source (by namespace) a runtime is built with,
 // from the configuration model (Dataplane::prepare; explain). `fail_closed`: dpi_fail DROP.

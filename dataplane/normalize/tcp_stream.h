@@ -1,7 +1,7 @@
 // TCP stream normalization: one engine per flow direction that every inspecting stage (DNS
 // over TCP, DPI, and later decoders) reads from, so that a stage inspects exactly the bytes
 // the receiving host accepts, once, in sequence order. No DPDK here (unit-tested without EAL);
-// the Worker drives it from dataplane/pipeline/stream_path.cc.
+// the stream stage drives it (dataplane/stages/stream/stream_stage.cc).
 //
 // The interface for stages: for each TCP segment of an inspected flow, tcpStreamSegment()
 // says whether the segment may pass and, when it may, which of its payload bytes are new

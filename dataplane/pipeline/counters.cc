@@ -30,14 +30,12 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTxFailed: return "tx_failed";
     case DropReason::kFirewallDeny: return "firewall_deny";
     case DropReason::kFirewallReject: return "firewall_reject";
-    // --- lb ---
     case DropReason::kLbKeyMissing: return "lb_key_missing";
     case DropReason::kLbNoBackend: return "lb_no_backend";
     case DropReason::kLbFlowReset: return "lb_flow_reset";
     case DropReason::kLbNoAddress: return "lb_no_address";
     case DropReason::kLbNoHeadroom: return "lb_no_headroom";
     case DropReason::kLbInTunnel: return "lb_in_tunnel";
-    // --- dpi ---
     case DropReason::kDpiDrop: return "dpi_drop";
     case DropReason::kDpiReset: return "dpi_reset";
     case DropReason::kDpiGap: return "dpi_gap";
@@ -46,16 +44,15 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kDnsCloaked: return "dns_cloaked";
     case DropReason::kDnsMalformed: return "dns_malformed";
     case DropReason::kDnsTcpClosed: return "dns_tcp_closed";
-    // --- tcp stream ---
     case DropReason::kTcpBadChecksum: return "tcp_bad_checksum";
     case DropReason::kTcpOutOfOrder: return "tcp_out_of_order";
     case DropReason::kTcpOverlapDifferent: return "tcp_overlap_different";
     case DropReason::kTcpStreamExhausted: return "tcp_stream_exhausted";
     case DropReason::kTcpStreamReset: return "tcp_stream_reset";
     case DropReason::kDnsNonstandard: return "dns_nonstandard";
-    case DropReason::kHttpNoSlot: return "http_no_slot";  // --- http ---
+    case DropReason::kHttpNoSlot: return "http_no_slot";
     case DropReason::kDnsTcpMidstream: return "dns_tcp_midstream";
-    case DropReason::kHttpHoldExhausted: return "http_hold_exhausted";  // --- http ---
+    case DropReason::kHttpHoldExhausted: return "http_hold_exhausted";
     case DropReason::kHttpHoldDuplicate: return "http_hold_duplicate";
     case DropReason::kWorkerRingFull: return "worker_ring_full";
     default: return "unknown";
@@ -209,7 +206,6 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.fw_icmp_sent = c.fw_icmp_sent.load();
   f.fw_reject_nombuf = c.fw_reject_nombuf.load();
   f.fw_reject_suppressed = c.fw_reject_suppressed.load();
-  // --- dpi ---
   f.dpi_bytes = c.dpi_bytes.load();
   f.dpi_alerts = c.dpi_alerts.load();
   f.dpi_drops = c.dpi_drops.load();
@@ -237,7 +233,7 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.lb_fragments_followed = c.lb_fragments_followed.load();
   for (int i = 0; i < kDnsCounterCount; ++i) f.dns[i] = c.dns[i].load();
   for (int i = 0; i < kTcpStreamCounterCount; ++i) f.tcp_stream[i] = c.tcp_stream[i].load();
-  for (int i = 0; i < kHttpCounterCount; ++i) f.http[i] = c.http[i].load();  // --- http ---
+  for (int i = 0; i < kHttpCounterCount; ++i) f.http[i] = c.http[i].load();
   for (int i = 0; i < kDnsActions; ++i) f.dns_action[i] = c.dns_action[i].load();
   for (int i = 0; i < kDnsListSlots; ++i) {
     f.dns_list_blocked[i] = c.dns_list_blocked[i].load();
@@ -300,7 +296,6 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.fw_icmp_sent += w.fw_icmp_sent;
   a.fw_reject_nombuf += w.fw_reject_nombuf;
   a.fw_reject_suppressed += w.fw_reject_suppressed;
-  // --- dpi ---
   a.dpi_bytes += w.dpi_bytes;
   a.dpi_alerts += w.dpi_alerts;
   a.dpi_drops += w.dpi_drops;
@@ -328,7 +323,7 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.lb_fragments_followed += w.lb_fragments_followed;
   for (int i = 0; i < kDnsCounterCount; ++i) a.dns[i] += w.dns[i];
   for (int i = 0; i < kTcpStreamCounterCount; ++i) a.tcp_stream[i] += w.tcp_stream[i];
-  for (int i = 0; i < kHttpCounterCount; ++i) a.http[i] += w.http[i];  // --- http ---
+  for (int i = 0; i < kHttpCounterCount; ++i) a.http[i] += w.http[i];
   for (int i = 0; i < kDnsActions; ++i) a.dns_action[i] += w.dns_action[i];
   for (int i = 0; i < kDnsListSlots; ++i) {
     a.dns_list_blocked[i] += w.dns_list_blocked[i];

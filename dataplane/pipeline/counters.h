@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/api/http_event.h"  // --- http --- HttpCounter
+#include "dataplane/api/http_event.h"  // HttpCounter
 #include "dataplane/pipeline/verdict.h"
 
 namespace dpu::dp {
@@ -39,7 +39,7 @@ enum DnsCounter : uint8_t {
   kDnsCounterCount
 };
 const char* dnsCounterName(int c);
-// --- tcp stream --- TCP normalization of inspected flows (dataplane/normalize/tcp_stream.h).
+// TCP normalization of inspected flows (dataplane/normalize/tcp_stream.h).
 enum TcpStreamCounter : int {
   kTcpSegments = 0,         // segments of inspected flows read by the stream engine
   kTcpChecksumSoftware,     // of those, TCP checksums verified in software
@@ -57,10 +57,10 @@ const char* tcpStreamCounterName(int c);
 inline constexpr int kDnsListSlots = 256;   // rules::kDnsCounterSlots
 inline constexpr int kDnsActions = 8;       // by rules::DnsAction value
 
-// --- perf --- Where a worker's cycles go (TSC cycles, read once per burst segment and stage,
+// Where a worker's cycles go (TSC cycles, read once per burst segment and stage,
 // published once per loop): rx and tx are the PMD calls, parse .. finish the packet path,
 // aging the flow and fragment sweeps, idle whole loops that received nothing; stream: TCP
-// checksum verification + stream normalization of inspected flows (stream_path.cc);
+// checksum verification + stream normalization of inspected flows (stages/stream);
 // distribute: software distribution's parse, hash and hand-off of received packets
 // (distribute.cc; the receiving worker's judging is in the other buckets).
 enum CycleBucket : uint8_t {
@@ -123,7 +123,7 @@ struct alignas(64) WorkerCounters {
   Counter fw_allowed, fw_denied, fw_rejected;
   Counter fw_rst_sent, fw_icmp_sent, fw_reject_nombuf, fw_reject_suppressed;
   Counter geoip_lookups;            // GeoIP lookups (two per flow whose countries are needed)
-  // --- lb --- flows given a backend, re-hashed / reset after their backend went away,
+  // flows given a backend, re-hashed / reset after their backend went away,
   // flows whose service went away, key fields missing (fallback applied), untracked
   // packets balanced, NAT answers translated back, NAT pairs without a reverse entry,
   // backends beyond the per-worker counter table.
@@ -131,7 +131,7 @@ struct alignas(64) WorkerCounters {
   Counter lb_key_missing, lb_untracked, lb_nat_reversed, lb_nat_no_reverse, lb_counters_full;
   Counter lb_nat_reverse_created;  // NAT reverse entries the LB created (in flows_created too)
   Counter lb_fragments_followed;  // later IP fragments given their first fragment's backend
-  // --- dpi --- bytes scanned, rules that fired by action, gaps (out-of-order bytes beyond the
+  // bytes scanned, rules that fired by action, gaps (out-of-order bytes beyond the
   // buffer), directions that reached the depth limit, streams not inspected (pool empty).
   Counter dpi_bytes, dpi_alerts, dpi_drops, dpi_resets, dpi_gaps, dpi_depth, dpi_no_stream;
   Counter dpi_overflow;  // compressed streams that did not fit their slot (moved to full streams)
@@ -139,8 +139,8 @@ struct alignas(64) WorkerCounters {
   // Prefilter (HS_FLAG_PREFILTER) candidates confirmed / rejected by PCRE2 / not decided
   // (match limit), and flow directions that got no history window.
   Counter dpi_pf_confirmed, dpi_pf_rejected, dpi_pf_errors, dpi_no_window;
-  Counter tcp_stream[kTcpStreamCounterCount];  // --- tcp stream ---
-  Counter http[kHttpCounterCount];  // --- http --- (dataplane/normalize/http.h)
+  Counter tcp_stream[kTcpStreamCounterCount];
+  Counter http[kHttpCounterCount];  // (dataplane/normalize/http.h)
   // DNS filtering.
   Counter dns[kDnsCounterCount];
   Counter dns_action[kDnsActions];        // blocks by action
@@ -151,7 +151,6 @@ struct alignas(64) WorkerCounters {
   Counter dist_handed_off, dist_handed_in;
   Counter loops, busy_loops;
   Counter generation;               // snapshot generation the worker runs
-  // --- perf ---
   Counter cycles[kCyCount];         // by CycleBucket
   Counter latency[kLatencyBuckets]; // forwarded packets by latency bucket
   Counter latency_max_ns;
@@ -182,13 +181,12 @@ struct CountersSnapshot {
     uint64_t lb_service_gone = 0, lb_key_missing = 0, lb_untracked = 0, lb_nat_reversed = 0;
     uint64_t lb_nat_no_reverse = 0, lb_counters_full = 0, lb_fragments_followed = 0;
     uint64_t lb_nat_reverse_created = 0;
-    // --- dpi ---
     uint64_t dpi_bytes = 0, dpi_alerts = 0, dpi_drops = 0, dpi_resets = 0, dpi_gaps = 0;
     uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0;
     uint64_t dpi_rst_sent = 0;
     uint64_t dpi_pf_confirmed = 0, dpi_pf_rejected = 0, dpi_pf_errors = 0, dpi_no_window = 0;
-    uint64_t tcp_stream[kTcpStreamCounterCount]{};  // --- tcp stream ---
-    uint64_t http[kHttpCounterCount]{};  // --- http ---
+    uint64_t tcp_stream[kTcpStreamCounterCount]{};
+    uint64_t http[kHttpCounterCount]{};
     // DNS filtering.
     uint64_t dns[kDnsCounterCount]{};
     uint64_t dns_action[kDnsActions]{};
@@ -196,7 +194,6 @@ struct CountersSnapshot {
     uint64_t dns_list_allowed[kDnsListSlots]{};
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
     uint64_t dist_handed_off = 0, dist_handed_in = 0;
-    // --- perf ---
     uint64_t cycles[kCyCount]{};
     uint64_t latency[kLatencyBuckets]{};
     uint64_t latency_max_ns = 0;

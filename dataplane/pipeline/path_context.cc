@@ -49,7 +49,7 @@ void PathContext::sendReject(rte_mbuf* m, const PacketMeta& pm, uint8_t in_side,
     r->pkt_len = len;
     queueGenerated(r, out_side, m);
     if (tcp) {
-      (dpi ? c->dpi_rst_sent : c->fw_rst_sent).add();  // --- dpi --- its own counter
+      (dpi ? c->dpi_rst_sent : c->fw_rst_sent).add();  // its own counter
     } else {
       c->fw_icmp_sent.add();
     }

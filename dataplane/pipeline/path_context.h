@@ -89,7 +89,7 @@ enum FlowClosed : uint8_t {
 
 class PathContext {
  public:
-  // --- fixed at create ---
+  // Fixed at create.
   WorkerOptions opts;
   WorkerShared shared;
   WorkerCounters* c = nullptr;
@@ -102,7 +102,7 @@ class PathContext {
   uint8_t* closed = nullptr;              // per flow position: FlowClosed bits
   uint32_t frag_slots = 0;                // datagrams the fragment tracker holds (slots)
   const std::vector<std::unique_ptr<PathStage>>* stages = nullptr;  // the worker's, in order
-  // --- per loop: the snapshot (Worker::refreshSnapshot), then what the stages' refresh
+  // Per loop: the snapshot (Worker::refreshSnapshot), then what the stages' refresh
   // asks of the loop (reset before they run) ---
   const PublishedState* state = nullptr;
   const rules::Snapshot* snap = nullptr;
@@ -116,7 +116,7 @@ class PathContext {
   // base + pos * stride): prefetched by the flow step with the flow entry. Null: none.
   const uint8_t* prefetch_base = nullptr;
   uint32_t prefetch_stride = 0;
-  // --- time and loop bookkeeping ---
+  // Time and loop bookkeeping.
   uint64_t now_ns = 0;
   uint64_t cy[kCyCount] = {};             // cycles by CycleBucket in the current loop
   uint64_t tx_queued = 0;                 // forwarded packets queued for tx so far
@@ -131,7 +131,7 @@ class PathContext {
   uint32_t held = 0;
   uint64_t hold_deadline = UINT64_MAX;
 
-  // --- services ---
+  // Services.
   Event* newEvent();          // from the event pool, zeroed; nullptr (counted) when empty
   void postEvent(Event* ev);  // to this worker's ring; lost (counted) when full
   void emitDrop(const PacketMeta* meta, const PacketVerdict& v, uint64_t now);

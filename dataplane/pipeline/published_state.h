@@ -19,13 +19,13 @@
 #include "dataplane/pipeline/counters.h"
 #include "dataplane/pipeline/distribute.h"
 #include "dataplane/pipeline/verdict.h"
-#include "dataplane/normalize/http.h"  // --- http ---
+#include "dataplane/normalize/http.h"
 #include "dataplane/stages/dpi/dpi_runtime.h"
 #include "dataplane/stages/firewall/firewall_tables.h"
 
 namespace dpu::dp {
 
-// --- dpi --- Per-rule match counters of one DPI runtime (one CompiledDpi): worker w's
+// Per-rule match counters of one DPI runtime (one CompiledDpi): worker w's
 // counter of rule r is of(w)[r]; each worker writes only its own block (relaxed stores),
 // control threads read. Shared by the states that share the runtime.
 struct DpiRuleHit {
@@ -62,11 +62,11 @@ struct PublishedState : PreparedSnapshot {
   std::vector<std::pair<uint32_t, uint32_t>> uid_index;  // (uid, rule index)
   // Totals carried over from earlier rule sets for rules that kept their id (control only).
   std::vector<RuleCounters> base;
-  // --- dpi --- Hyperscan database, per-worker scratch and stream pools (null: no DPI). Shared
+  // Hyperscan database, per-worker scratch and stream pools (null: no DPI). Shared
   // with the previous state when the compiled rules and the settings did not change.
   std::shared_ptr<const DpiRuntime> dpi;
   std::shared_ptr<const DpiRuleHits> dpi_hits;  // with `dpi` (null: no DPI)
-  // --- http --- libhtp and file scanning on `dpi` (null: none); built and shared with it.
+  // libhtp and file scanning on `dpi` (null: none); built and shared with it.
   std::shared_ptr<const HttpRuntime> http;
 
   // Software distribution: the NAT services' addresses as the hash reads them (empty

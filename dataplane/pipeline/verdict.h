@@ -48,7 +48,6 @@ enum class DropReason : uint8_t {
   kFirewallDeny,       // firewall: a deny rule or a deny default action
   kFirewallReject,     // firewall: reject (the original is dropped; a TCP RST / ICMP
                        // unreachable goes back out of the ingress port)
-  // --- lb ---
   kLbKeyMissing,       // a hash-key field is missing and the service's fallback is drop
   kLbNoBackend,        // the service has no backend in its table (all down / draining / 0)
   kLbFlowReset,        // the flow's backend is gone and the service's orphan policy is reset
@@ -56,7 +55,6 @@ enum class DropReason : uint8_t {
   kLbNoHeadroom,       // IPIP: no room in the mbuf for the outer header
   kLbInTunnel,         // the packet is inside a tunnel and the service's mode is L2 or IPIP
                        // (only NAT rewrites tunneled packets, docs/tunnels.md)
-  // --- dpi ---
   kDpiDrop,            // a YARA rule with action drop matched in the flow
   kDpiReset,           // a YARA rule with action reset matched (TCP RST both ways)
   kDpiGap,             // out-of-order bytes beyond the DPI buffer, gap policy drop
@@ -67,7 +65,7 @@ enum class DropReason : uint8_t {
   kDnsCloaked,         // resolver answer whose CNAME chain reached a blocked name
   kDnsMalformed,       // DNS message that does not parse, policy drop
   kDnsTcpClosed,       // TCP DNS connection closed by the appliance after an answer
-  // --- tcp stream --- (stage flow) TCP normalization of inspected flows: a bad TCP
+  // (stage flow) TCP normalization of inspected flows: a bad TCP
   // checksum; a segment beyond a gap; bytes repeating inspected bytes with different
   // content (overlap policy); stream state exhausted under a fail_closed stage (no window,
   // retransmission older than the window); later packets of a connection reset for an overlap.
@@ -77,9 +75,9 @@ enum class DropReason : uint8_t {
   kTcpStreamExhausted,
   kTcpStreamReset,
   kDnsNonstandard,     // DNS message with opcode != QUERY or QDCOUNT != 1, policy drop
-  kHttpNoSlot,         // --- http --- no free HTTP flow slot, dpi fail policy DROP
+  kHttpNoSlot,         // no free HTTP flow slot, dpi fail policy DROP
   kDnsTcpMidstream,    // DNS over TCP picked up mid-stream (cannot be framed), dns.tcp_midstream DROP
-  // --- http --- hold-back (docs/http.md "Verdicts"): no free hold slot under dpi_fail DROP
+  // hold-back (docs/http.md "Verdicts"): no free hold slot under dpi_fail DROP
   // (the packet, and the flow from then on); a retransmission of bytes being held back.
   kHttpHoldExhausted,
   kHttpHoldDuplicate,
@@ -113,8 +111,8 @@ struct PacketVerdict {
   uint8_t in_side : 1 = kSideA;
   bool flow_new : 1 = false;
   uint32_t rule = kNoRule;     // rule index in the judging snapshot's stage
-  uint16_t backend = kNoBackend;       // --- lb --- backend index in its service
-  uint16_t lb_service = kNoLbService;  // --- lb --- that service's index (names the backend)
+  uint16_t backend = kNoBackend;       // backend index in its service
+  uint16_t lb_service = kNoLbService;  // that service's index (names the backend)
 };
 static_assert(sizeof(PacketVerdict) == 32, "PacketVerdict: one per packet in every burst");
 

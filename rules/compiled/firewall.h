@@ -1,7 +1,7 @@
 // The compiled firewall: rules expanded into ACL entries (one per combination of the
 // rule's protocols, prefixes, port ranges, VLAN and countries), each with the rank of its
 // rule. Pure data, built by rules/compile/firewall_compiler; the dataplane builds its
-// rte_acl contexts from v4 / v6 (dataplane/stages/firewall_stage), and tests compare that
+// rte_acl contexts from v4 / v6 (dataplane/stages/firewall/firewall_tables), and tests compare that
 // engine with referenceMatch() below.
 #pragma once
 

@@ -268,7 +268,7 @@ void DnsStage::dnsUdp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDn
   uint32_t len = std::min<uint32_t>(pm.payload_len, m->data_len - pm.payload_offset);
   uint8_t* answer = dns_buf_.get();
   const DnsBurstScratch<kBurst>& bs = *dns_burst_;
-  const int sl = bs.slot[i];  // prepared by dnsPrepare (always, from ruleStages)
+  const int sl = bs.slot[i];  // prepared by dnsPrepare (always, by run())
   DnsDecision d;
   if (sl >= 0) {
     const bool looked_up = bs.nlabels[sl] > 0;

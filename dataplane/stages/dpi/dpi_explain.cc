@@ -24,7 +24,7 @@ std::string dpiRuleList(const rules::CompiledDpi& dpi, const uint32_t* idx, uint
   return s;
 }
 
-// --- http --- What libhtp and the file scans found while explain fed the packet (the
+// What libhtp and the file scans found while explain fed the packet (the
 // Worker's HttpPathSink acts; this one records): the files the packet carried, with the
 // file bytes it added, and every rule that fired in one.
 struct ExplainFileSink final : HttpSink {
@@ -151,7 +151,7 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
   DpiOutcome o;
   DpiDir dir;
   std::string how;
-  // --- http --- the packet as the first bytes of an HTTP connection's direction.
+  // the packet as the first bytes of an HTTP connection's direction.
   std::shared_ptr<HttpRuntime> hrt;
   HttpFlow hf;
   ExplainFileSink fsink;
@@ -209,7 +209,7 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
   }
   // The outcome's rule list lives in the runtime's per-worker array, which end() reuses.
   std::vector<uint32_t> fired(o.fired, o.fired + o.nfired);
-  fired.insert(fired.end(), fsink.fired.begin(), fsink.fired.end());  // --- http --- in files
+  fired.insert(fired.end(), fsink.fired.begin(), fsink.fired.end());  // in files
   if (hrt) {  // the files' end if the flow ended here (bodies not complete: truncated)
     fsink.at_end = true;
     HttpInspector::end(*hrt, 0, hf, fsink);
@@ -242,7 +242,7 @@ bool explainDpi(const rules::Snapshot& snap, const uint8_t* frame, uint32_t len,
     }
   }
   absl::StrAppend(&detail, ": matching ", dpiRuleList(dpi, fired.data(), uint32_t(fired.size())));
-  for (const ExplainHttpMatch& hm : r.http) {  // --- http --- where each file match was
+  for (const ExplainHttpMatch& hm : r.http) {  // where each file match was
     if (hm.at_flow_end) continue;
     absl::StrAppend(&detail, "; '", hm.rule, "' in file '", hm.filename, "' (", hm.direction,
                     " of ", hm.method, " ", hm.host, hm.url, ", file bytes ", hm.offset_from, "..",

@@ -259,7 +259,7 @@ void DpiStage::holdDrop(uint16_t h, uint32_t block, uint64_t at) {
   PacketVerdict v = holds_[h].v;
   holdUnlink(h);
   c_->http[kHttpHoldDropped].add();
-  // The flow's block decides it, as it decides the flow's later packets (dpiStage).
+  // The flow's block decides it, as it decides the flow's later packets (packet()).
   v.verdict = Verdict::kDrop;
   v.stage = Stage::kDpi;
   v.reason = block == kNoRule     ? DropReason::kDpiGap

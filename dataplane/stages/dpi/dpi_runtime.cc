@@ -60,7 +60,7 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
     w.block_ms.reset(new uint8_t[rt->ms_stride_]());
     w.fired.reset(new uint32_t[d.rules.empty() ? 1 : d.rules.size()]);
     w.dirty.reset(new uint64_t[d.dirtyWords() + 1]());
-    w.mask_tmp.reset(new uint8_t[(d.rules.size() + 7) / 8 + 1]());  // --- http ---
+    w.mask_tmp.reset(new uint8_t[(d.rules.size() + 7) / 8 + 1]());
     const size_t ob = s.ooo_buffer_bytes;
     w.ooo_data.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ob]);
     w.ooo_bits.reset(new uint8_t[size_t(s.ooo_slots_per_worker) * ((ob + 7) / 8)]());
@@ -79,7 +79,6 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
   return rt;
 }
 
-// --- http ---
 const uint8_t* DpiRuntime::reportMask(uint8_t flags) const {
   const std::vector<uint8_t>* m = nullptr;
   if (flags & DpiDir::kMaskSizePending) m = &masks_[2];
@@ -120,7 +119,7 @@ void evaluateFire(const Ctx& c, const uint64_t* since = nullptr) {
   const uint32_t room = uint32_t(dpi.rules.size()) - c.out.nfired;
   uint8_t* fired = c.ms + dpi.matchStateBytes();
   const uint8_t* skip = fired;
-  if (const uint8_t* mask = c.rt.reportMask(c.d.flags)) {  // --- http --- rules not reported here
+  if (const uint8_t* mask = c.rt.reportMask(c.d.flags)) {  // rules not reported here
     uint8_t* t = c.w.mask_tmp.get();
     for (size_t k = 0, nb = (dpi.rules.size() + 7) / 8; k < nb; ++k) t[k] = fired[k] | mask[k];
     skip = t;

@@ -1,6 +1,6 @@
 // DPI stage: per flow direction one Hyperscan stream, TCP payload fed in sequence order,
 // conditions of the YARA rules evaluated on the stream's match state. No DPDK here (tested
-// without EAL); the Worker calls it from dataplane/pipeline/dpi_path.cc.
+// without EAL); the DPI stage calls it (dataplane/stages/dpi/dpi_stage.cc).
 //
 // Memory, all allocated off the packet path:
 //   - DpiRuntime (built by Dataplane::prepare for one CompiledDpi + settings, shared by the
@@ -20,7 +20,7 @@
 // first copy of overlapping bytes wins. Out-of-order bytes beyond the buffer (or with no free
 // buffer) are a gap: the gap policy says stop inspecting, alert, or drop.
 // The packet path hands tracked TCP flows' bytes in order from the stream engine
-// (stream_path.cc), so the out-of-order buffer only ever waits for bytes a stage between the
+// (the stream stage), so the out-of-order buffer only ever waits for bytes a stage between the
 // engine and DPI dropped, which never come again (docs/dpi.md, "the inspector's own
 // out-of-order buffer").
 #pragma once
@@ -98,10 +98,10 @@ class DpiRuntime {
     // rule; set by the match callback, cleared by every evaluation: see
     // CompiledDpi::evaluateChanged).
     std::unique_ptr<uint64_t[]> dirty;
-    std::unique_ptr<uint8_t[]> mask_tmp;    // --- http --- fired | report mask (rule bits)
+    std::unique_ptr<uint8_t[]> mask_tmp;    // fired | report mask (rule bits)
   };
 
-  // --- http --- Report masks (docs/http.md): one bit per rule that a direction does not
+  // Report masks (docs/http.md): one bit per rule that a direction does not
   // report, chosen by its DpiDir mask flags: kMaskHttpStream (the raw stream of an HTTP flow:
   // rules scoped to files), kMaskFile (an HTTP file: rules scoped to the stream), plus
   // kMaskSizePending (a file whose final size is not known yet: rules reading filesize).
@@ -140,7 +140,7 @@ class DpiRuntime {
   size_t ms_stride_ = 0;
   bool compressed_ = false;
   mutable std::vector<PerWorker> workers_;
-  mutable std::vector<uint8_t> masks_[3];  // --- http ---
+  mutable std::vector<uint8_t> masks_[3];
 };
 
 // Per flow direction (indexed pos * 2 + dir by the Worker).
@@ -155,7 +155,7 @@ struct DpiDir {
   // kFull: `slot` is a full stream (in kCompressed mode: moved there because its compressed
   // stream did not fit a compact slot); else a compact slot.
   static constexpr uint8_t kSeqKnown = 1, kDone = 2, kGap = 4, kFull = 8;
-  // --- http --- report masks (DpiRuntime::reportMask), set by the HTTP layer.
+  // report masks (DpiRuntime::reportMask), set by the HTTP layer.
   static constexpr uint8_t kMaskHttpStream = 32, kMaskFile = 64, kMaskSizePending = 128;
 };
 

@@ -81,7 +81,7 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
   if (pm.l4_proto != kProtoTcpNum && pm.l4_proto != kProtoUdpNum) return;
   // A SYN without payload still tells where the direction's byte stream starts.
   const bool syn = pm.l4_proto == kProtoTcpNum && (pm.tcp_flags & kTcpSyn);
-  // --- http --- what the hold-back needs to know of a tracked TCP segment the stream engine
+  // what the hold-back needs to know of a tracked TCP segment the stream engine
   // read (dpi_http.cc): new stream bytes; a FIN at the direction's next sequence number
   // (the direction's real end: the server's ends a body delimited by the close).
   const bool read = pos >= 0 && pm.l4_proto == kProtoTcpNum && b.st_read[i];
@@ -104,7 +104,7 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
   } else {
     DpiDir& d = dpi_dirs_[size_t(pos) * 2 + (b.dir[i] & 1)];
     if (pm.l4_proto == kProtoTcpNum) {
-      // The stream engine's new in-order bytes (stream_path.cc): never a retransmission,
+      // The stream engine's new in-order bytes (the stream stage): never a retransmission,
       // never out of order; a SYN's data is already placed after its ISN. (Every TCP packet
       // of a tracked flow that reaches DPI was read by the engine.)
       if (!b.st_read[i]) return;
@@ -112,7 +112,7 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
         if (fin && http_rt_ != nullptr) httpFin(m, b, i, pos);
         return;
       }
-      // --- http --- HTTP flows: parsed, bodies scanned as files (dpi_http.cc).
+      // HTTP flows: parsed, bodies scanned as files (dpi_http.cc).
       if (http_rt_ != nullptr && !httpStage(m, b, i, pos, p + b.st_off[i], b.st_len[i])) return;
       DpiInspector::tcp(*dpi_rt_, cx_.opts.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
                         uint8_t(pm.tcp_flags & ~kTcpSyn), o);
@@ -224,7 +224,7 @@ void DpiStage::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdi
     ev->reason = k < o.nfired ? DropReason::kNone : DropReason::kDpiGap;
     ev->verdict = verdict;
     ev->generation = cx_.generation;
-    if (file != nullptr) httpAlertInfo(*ev, *file);  // --- http --- the file it matched in
+    if (file != nullptr) httpAlertInfo(*ev, *file);  // the file it matched in
     cx_.postEvent(ev);
   }
 }
@@ -259,7 +259,7 @@ void DpiStage::flowVerdict(int32_t pos, Event& ev) const {
     ev.reason = DropReason::kDpiGap;
     return;
   }
-  if (dpi_block_[pos] == kHoldBlock) {  // --- http --- no hold slot under dpi_fail DROP
+  if (dpi_block_[pos] == kHoldBlock) {  // no hold slot under dpi_fail DROP
     ev.rule = kNoRule;
     ev.reason = DropReason::kHttpHoldExhausted;
     return;

@@ -68,7 +68,7 @@ class DpiStage final : public PathStage {
     cx_.closed[pos] |= kClosedByDpi;
   }
 
-  // --- HTTP (dpi_http.cc) --- HTTP of TCP packet i's new stream bytes `p[0, n)`: parsed,
+  // HTTP (dpi_http.cc): HTTP of TCP packet i's new stream bytes `p[0, n)`: parsed,
   // bodies scanned as files, verdicts applied. False when the packet got a drop verdict (the
   // stream scan is skipped).
   bool httpStage(rte_mbuf* m, Burst& b, uint16_t i, int32_t pos, const uint8_t* p, uint32_t n);
@@ -84,7 +84,7 @@ class DpiStage final : public PathStage {
   // An alert on a file: the file, and the flow's identity when no packet gave it (flow end).
   void httpAlertInfo(Event& ev, const HttpEventInfo& file) const;
 
-  // --- hold-back (dpi_http.cc). A pool of hold slots, each one packet held with its
+  // Hold-back (dpi_http.cc): a pool of hold slots, each one packet held with its
   // verdict; per flow position and direction (pos * 2 + dir) the slot holding its packet
   // (kNoHold: none); the slots in use in a list, oldest first (the timeout).
   struct HoldSlot {

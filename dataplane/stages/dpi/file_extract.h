@@ -1,4 +1,4 @@
-// --- http --- Opt-in extraction of the decoded HTTP files (docs/http.md, "Extracting the
+// Opt-in extraction of the decoded HTTP files (docs/http.md, "Extracting the
 // files"): `dpu-appliance replay --extract-files DIR` writes every file the DPI scanned (a
 // request or response body after de-chunking and decompression, a multipart part) to
 // DIR/<sha256>, the bytes exactly as the YARA rules saw them; the name is the sha256 of the

@@ -217,7 +217,7 @@ DropReason LbStage::lbApply(rte_mbuf* m, const PacketMeta& pm, const LbFragRewri
 }
 
 // Sends the packet to backend `be` of `svc` (forward direction). False: dropped (reason set).
-// Inlined into lbStage (every packet of a balanced flow): in L2 mode, outside tunnels, with no
+// Inlined into packet() (every packet of a balanced flow): in L2 mode, outside tunnels, with no
 // datagram to follow the packet, the rewrite comes down to the backend's MAC as destination
 // and no drop reason applies; everything else builds a rewrite record (lbForwardRewrite).
 __attribute__((always_inline)) inline bool LbStage::lbForward(rte_mbuf* m, Burst& b, uint16_t i,
