@@ -306,8 +306,7 @@ absl::StatusOr<std::unique_ptr<PublishedState>> Dataplane::prepareLocked(
         st->geoip = std::move(*g);
       }
     }
-    st->fw_active = !fw->rules.empty() || fw->default_action[0] != rules::FwAction::kAllow ||
-                    fw->default_action[1] != rules::FwAction::kAllow;
+    st->fw_active = fw->judges();
     st->nrules = static_cast<uint32_t>(fw->rules.size());
     st->rule_uid.resize(st->nrules);
     st->uid_index.resize(st->nrules);

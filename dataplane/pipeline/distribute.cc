@@ -207,7 +207,7 @@ void Distributor::dropUndelivered(rte_mbuf* m) {
   cx_.c->rx_packets[side].add();
   cx_.c->rx_bytes[side].add(m->pkt_len);
   PacketVerdict v;
-  v.seq = cx_.shared.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(m, cx_.shared.seq_dynfield, uint64_t*) : 0;
+  v.seq = cx_.seqOf(m);
   v.generation = cx_.generation;
   v.in_side = side;
   v.verdict = Verdict::kDrop;

@@ -163,8 +163,7 @@ ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, u
   }
 
   const rules::CompiledFirewall* fw = snap.firewall.get();
-  bool fw_active = fw && (!fw->rules.empty() || fw->default_action[0] != rules::FwAction::kAllow ||
-                          fw->default_action[1] != rules::FwAction::kAllow);
+  const bool fw_active = fw && fw->judges();
   bool is_tcp = m.l4_proto == 6 && m.has_l4;
   if (is_tcp && !(m.tcp_flags & kTcpSyn)) {
     if (m.tcp_flags & kTcpRst) {

@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::create(const WorkerOptions& opts
   w->closed_.reset(new uint8_t[w->flows_->capacity()]());
   cx.closed = w->closed_.get();
   cx.stages = &w->stages_;
-  auto fr = FragStage::create(cx, settings, &w->stages_);
+  auto fr = FragStage::create(cx, settings);
   if (!fr.ok()) return fr.status();
   w->frag_ = std::move(*fr);
   cx.frag_slots = w->frag_->capacity();

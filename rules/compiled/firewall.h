@@ -60,6 +60,12 @@ struct CompiledFirewall {
   std::string geoip_database;
   bool uses_countries = false;
 
+  // Whether the firewall judges anything: a rule, or a default action that is not allow.
+  bool judges() const {
+    return !rules.empty() || default_action[0] != FwAction::kAllow ||
+           default_action[1] != FwAction::kAllow;
+  }
+
   uint16_t countryIndex(const char cc[2]) const {
     if (cc[0] < 'A' || cc[0] > 'Z' || cc[1] < 'A' || cc[1] > 'Z') return 0;
     return country_index[(cc[0] - 'A') * 26 + (cc[1] - 'A')];

@@ -175,10 +175,7 @@ std::string countryText(const char cc[2]) {
 // rules), with the countries when rules name some.
 bool FirewallStage::explain(const ExplainInput& in, ExplainResult& r) {
   const rules::CompiledFirewall* fw = in.snap.firewall.get();
-  const bool fw_active = fw && (!fw->rules.empty() ||
-                                fw->default_action[0] != rules::FwAction::kAllow ||
-                                fw->default_action[1] != rules::FwAction::kAllow);
-  if (!fw_active) return false;
+  if (fw == nullptr || !fw->judges()) return false;
   const PacketMeta& m = in.meta;
   const uint8_t side = in.side;
   const CountryLookup* countries = in.countries;

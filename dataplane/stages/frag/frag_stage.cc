@@ -11,10 +11,8 @@
 namespace dpu::dp {
 
 absl::StatusOr<std::unique_ptr<FragStage>> FragStage::create(
-    PathContext& cx, const rules::DataplaneSettings& settings,
-    const std::vector<std::unique_ptr<PathStage>>* stages) {
+    PathContext& cx, const rules::DataplaneSettings& settings) {
   std::unique_ptr<FragStage> f(new FragStage(cx));
-  f->stages_ = stages;
   FragOptions fr;
   fr.name = absl::StrCat("frags_w", cx.opts.id);
   fr.max_datagrams = settings.frag_max_datagrams;
@@ -66,7 +64,7 @@ bool FragStage::followStages(rte_mbuf* m, int32_t slot, PacketVerdict& v, uint64
   if (!cx_.follow_fragments) return true;
   PacketMeta pm;
   parsePacket(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, pm, &cx_.tun);
-  for (const auto& s : *stages_) {
+  for (const auto& s : *cx_.stages) {
     if (!s->followFragment(m, pm, slot, v)) {
       cx_.emitDrop(&pm, v, now);
       return false;
@@ -320,7 +318,7 @@ bool FragStage::reasmExhausted(rte_mbuf* m, uint16_t i, int32_t slot, DropReason
   PacketMeta& pm = b.meta[i];
   parsePacket(rte_pktmbuf_mtod(first, const uint8_t*), first->data_len, pm, &cx_.tun);
   PacketVerdict& v = b.v[i];
-  if (cx_.shared.seq_dynfield >= 0) v.seq = *RTE_MBUF_DYNFIELD(first, cx_.shared.seq_dynfield, uint64_t*);
+  if (cx_.shared.seq_dynfield >= 0) v.seq = cx_.seqOf(first);
   v.in_side = cx_.sideOf(first);
   b.work[i] = first;
   b.judge[i] = Burst::kJudgeFirstFragment;
@@ -342,9 +340,7 @@ void FragStage::finishDatagram(rte_mbuf* m, uint16_t i) {
   PacketVerdict& v = b.v[i];
   const int32_t slot = b.reasm_slot[i];
   rte_mbuf* r = b.work[i];
-  FragVerdict fv{static_cast<uint8_t>(v.verdict), static_cast<uint8_t>(v.stage), v.rule,
-                 static_cast<uint8_t>(v.reason), v.flow_id};
-  frags_->setVerdict(slot, fv);
+  setVerdict(slot, v);
   if (v.verdict == Verdict::kDrop || v.verdict == Verdict::kReject) {
     cx_.emitDrop(&b.meta[i], v, b.ts[i]);
   }
@@ -367,8 +363,7 @@ void FragStage::releaseFragments(int32_t slot, const PacketVerdict& first, uint6
 void FragStage::followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& first,
                             uint64_t now) {
   PacketVerdict hv = first;
-  hv.seq = cx_.shared.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, cx_.shared.seq_dynfield, uint64_t*)
-                                     : 0;
+  hv.seq = cx_.seqOf(hm);
   hv.in_side = cx_.sideOf(hm);
   hv.flow_new = false;
   if (hv.verdict == Verdict::kForward) {
@@ -387,7 +382,7 @@ void FragStage::followFragment(rte_mbuf* hm, int32_t slot, const PacketVerdict& 
 void FragStage::dropHeld(void* p, uint64_t now, bool reassembled) {
   rte_mbuf* hm = static_cast<rte_mbuf*>(p);
   PacketVerdict hv;
-  hv.seq = cx_.shared.seq_dynfield >= 0 ? *RTE_MBUF_DYNFIELD(hm, cx_.shared.seq_dynfield, uint64_t*) : 0;
+  hv.seq = cx_.seqOf(hm);
   hv.generation = cx_.generation;
   hv.in_side = cx_.sideOf(hm);
   hv.verdict = Verdict::kDrop;

@@ -24,10 +24,9 @@ namespace dpu::dp {
 
 class FragStage {
  public:
-  // `stages`: the worker's stage list (their followFragment).
-  static absl::StatusOr<std::unique_ptr<FragStage>> create(
-      PathContext& cx, const rules::DataplaneSettings& s,
-      const std::vector<std::unique_ptr<PathStage>>* stages);
+  // The stages' followFragment is called on the worker's list (cx.stages).
+  static absl::StatusOr<std::unique_ptr<FragStage>> create(PathContext& cx,
+                                                           const rules::DataplaneSettings& s);
   ~FragStage();  // forgets the datagrams (their held fragments freed, buffers given back)
 
   // Packet i of the burst is a fragment (classify): tracked, held or reassembled. True when
@@ -69,7 +68,6 @@ class FragStage {
   void dropHeld(void* pkt, uint64_t now, bool reassembled);
 
   PathContext& cx_;
-  const std::vector<std::unique_ptr<PathStage>>* stages_ = nullptr;
   std::unique_ptr<DatagramReassembler> dgram_;  // before frags_: frags_ gives buffers back
   std::unique_ptr<FragTracker> frags_;
 };

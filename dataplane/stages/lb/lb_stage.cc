@@ -43,10 +43,11 @@ bool LbStage::refresh() {
   lbc_ = s && s->lb ? s->lb.get() : nullptr;
   lb_active_ = lbc_ != nullptr && !lbc_->services.empty();
   if (lb_active_) lb_seen_ = true;
-  if (!lb_active_) cx_.new_flow_flags |= kFlowNoLb;  // decided: not balanced
   if (lb_active_) {  // its record, read for every packet of a balanced flow
     cx_.prefetch_base = reinterpret_cast<const uint8_t*>(lb_flow_.get());
     cx_.prefetch_stride = sizeof(LbFlow);
+  } else {
+    cx_.new_flow_flags |= kFlowNoLb;  // a flow created now is decided: not balanced
   }
   cx_.follow_fragments |= lb_seen_;  // later fragments take the first one's backend
   return lb_seen_;
