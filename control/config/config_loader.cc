@@ -584,6 +584,9 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   d.tcp_overlap_reset = dp.tcp().overlap() == v1::OVERLAP_RESET;
   setIf(dp.tcp().overlap_window_bytes(), d.tcp_window_bytes);
   setIf(dp.tcp().overlap_windows_per_worker(), d.tcp_windows_per_worker);
+  setIf(dp.tcp().reorder_bytes(), d.tcp_reorder_bytes);
+  if (dp.tcp().drop_out_of_order()) d.tcp_reorder_bytes = 0;
+  setIf(dp.tcp().reorder_buffers_per_worker(), d.tcp_reorder_buffers_per_worker);
   d.tcp_dns_fail = policyOr(dp.tcp().dns_fail(), d.tcp_dns_fail);
   d.tcp_dpi_fail = policyOr(dp.tcp().dpi_fail(), d.tcp_dpi_fail);
   d.tcp_verify_checksum = !dp.tcp().skip_checksum();

@@ -47,6 +47,9 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
       {"dataplane.tcp.overlap_window_bytes", was.tcp_window_bytes, now.tcp_window_bytes},
       {"dataplane.tcp.overlap_windows_per_worker", was.tcp_windows_per_worker,
        now.tcp_windows_per_worker},
+      {"dataplane.tcp.reorder_bytes", was.tcp_reorder_bytes, now.tcp_reorder_bytes},
+      {"dataplane.tcp.reorder_buffers_per_worker", was.tcp_reorder_buffers_per_worker,
+       now.tcp_reorder_buffers_per_worker},
   };
   for (const F& f : fields) {
     if (f.was == f.now) continue;

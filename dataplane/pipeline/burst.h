@@ -36,14 +36,20 @@ struct Burst {
   int32_t reasm_slot[kBurst];
   uint8_t judge[kBurst];
   uint64_t ts[kBurst];
-  // Set by the stream stage: the packet's new in-order stream bytes are
-  // payload[st_off, st_off + st_len) at sequence number st_seq (st_read), else unset; the
-  // other direction's next sequence number when this packet was read (st_peer_known): the
-  // stages run after the engine has read the whole burst segment, so a stage answering on
-  // the connection takes it from here, not from the engine's current state.
+  // Set by the stream stage: the new in-order stream bytes packet i carries are
+  // st_data[0, st_len) at sequence number st_seq (st_read), else unset - a part of its
+  // payload, or, when it filled a hole (st_kept), its bytes and the kept ones behind it out
+  // of the engine's reorder buffer (valid until the stream stage's next run); st_fin: the
+  // direction's FIN is at st_seq + st_len; st_gap: bytes before st_seq reached the receiver
+  // uninspected (fail open). The other direction's next sequence number when this packet
+  // was read (st_peer_known): the stages run after the engine has read the whole burst
+  // segment, so a stage answering on the connection takes it from here, not from the
+  // engine's current state.
   bool st_read[kBurst];
   bool st_peer_known[kBurst];
-  uint16_t st_off[kBurst], st_len[kBurst];
+  bool st_kept[kBurst], st_fin[kBurst], st_gap[kBurst];
+  const uint8_t* st_data[kBurst];
+  uint32_t st_len[kBurst];
   uint32_t st_seq[kBurst];
   uint32_t st_peer_next[kBurst];
   // Hold-back flags of packet i (reset by the loop; set by a stage that holds packets back,

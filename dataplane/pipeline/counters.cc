@@ -95,6 +95,12 @@ const char* tcpStreamCounterName(int c) {
     case kTcpNoWindow: return "no_window";
     case kTcpFailClosed: return "fail_closed";
     case kTcpSynData: return "syn_data";
+    case kTcpReorderKept: return "reorder_kept";
+    case kTcpReorderFilled: return "reorder_filled";
+    case kTcpReorderBytes: return "reorder_bytes";
+    case kTcpReorderFull: return "reorder_full";
+    case kTcpReorderUnkept: return "reorder_unkept";
+    case kTcpGaps: return "gaps";
     default: return "unknown";
   }
 }

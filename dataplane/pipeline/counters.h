@@ -44,12 +44,18 @@ enum TcpStreamCounter : int {
   kTcpSegments = 0,         // segments of inspected flows read by the stream engine
   kTcpChecksumSoftware,     // of those, TCP checksums verified in software
   kTcpBadChecksums,         // dropped: bad TCP checksum
-  kTcpOutOfOrderSegments,   // dropped: beyond a gap (the sender retransmits)
+  kTcpOutOfOrderSegments,   // beyond a hole (kept; dropped when reorder_bytes is 0)
   kTcpOverlapDiffering,     // refused: repeating inspected bytes with different content
   kTcpUnverified,           // passed (fail_open) with overlapping bytes not compared
   kTcpNoWindow,             // flow directions that found no free comparison window
   kTcpFailClosed,           // dropped: stream state exhausted, fail_closed
   kTcpSynData,              // SYNs whose data entered the stream (TCP Fast Open)
+  kTcpReorderKept,          // segments beyond a hole forwarded with their bytes kept
+  kTcpReorderFilled,        // segments that filled a hole: kept bytes handed out with them
+  kTcpReorderBytes,         // kept bytes handed out that way
+  kTcpReorderFull,          // segments beyond a hole with no room to keep them (fail policy)
+  kTcpReorderUnkept,        // of those, passed unkept (fail open)
+  kTcpGaps,                 // streams resumed past bytes the receiver got uninspected
   kTcpStreamCounterCount
 };
 const char* tcpStreamCounterName(int c);

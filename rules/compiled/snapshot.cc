@@ -33,6 +33,7 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
       {"fragments.max_held_fragments", s.frag_max_held, 16, 1u << 20},
       {"tcp.overlap_window_bytes", s.tcp_window_bytes, 64, 65536},
       {"tcp.overlap_windows_per_worker", s.tcp_windows_per_worker, 16, 1u << 20},
+      {"tcp.reorder_buffers_per_worker", s.tcp_reorder_buffers_per_worker, 1, 1u << 16},
   };
   for (const R& r : ranges) {
     if (r.v >= r.lo && r.v <= r.hi) continue;
@@ -85,6 +86,13 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
         }
       }
     }
+  }
+  if (s.tcp_reorder_bytes != 0 && (s.tcp_reorder_bytes < 1024 || s.tcp_reorder_bytes > (16u << 20))) {
+    ConfigError e;
+    e.section = "dataplane";
+    e.field = "dataplane.tcp.reorder_bytes";
+    e.reason = absl::StrCat(s.tcp_reorder_bytes, " is out of range [1024, 16777216]");
+    errors.push_back(std::move(e));
   }
   if (s.tcp_window_bytes & (s.tcp_window_bytes - 1)) {
     ConfigError e;

@@ -52,6 +52,11 @@ struct DataplaneSettings {
   // Comparison windows: bytes per window (power of two) and windows per worker (start only).
   uint32_t tcp_window_bytes = 4096;
   uint32_t tcp_windows_per_worker = 8192;
+  // Reorder buffers (bytes beyond a hole kept until it fills): bytes per flow direction
+  // (0 = none: segments beyond a hole are dropped, dataplane.tcp.drop_out_of_order) and
+  // buffers per worker (start only).
+  uint32_t tcp_reorder_bytes = 262144;
+  uint32_t tcp_reorder_buffers_per_worker = 256;
   // Stream state that cannot be had (no free window, overlap beyond the window), per stage
   // reading the stream: kForward = fail open, kDrop = fail closed.
   Policy tcp_dns_fail = Policy::kDrop;

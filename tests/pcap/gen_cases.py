@@ -1842,8 +1842,8 @@ DPI with YARA rules (rules.yar, indices in evaluation order): 0 split_drop (meta
 "EVIL-PAYLOAD-SPLIT"), 1 ooo_alert ("OUT-OF-ORDER-MARKER", alert), 2 udp_alert ("UDP-BAD",
 alert), 3 hex_drop ({ 13 37 ?? 42 [0-4] FE }, drop), 4 server_count (#a >= 3 of "tick", alert).
 Matches are found across TCP segments (one Hyperscan stream per flow direction); the TCP
-stream engine hands DPI each byte once in sequence order: a segment beyond a gap is dropped
-(tcp_out_of_order) and scanned when retransmitted in order, a retransmission with other bytes
+stream engine hands DPI each byte once in sequence order: a segment beyond a hole is forwarded
+and kept, and scanned with the segment that fills the hole, a retransmission with other bytes
 is dropped (tcp_overlap_different, first copy wins); UDP datagrams are scanned one by one. A drop rule drops the packet where the
 match completes and every later packet of the flow (both directions); alerts are events
 (event_type "alert", rule = index above).""")
@@ -1868,10 +1868,11 @@ match completes and every later packet of the flow (both directions); alerts are
     second = b"ORDER-MARKER bye"
     base = t.cseq
     t.cseq = base + len(first)
-    t.c("PA", "D tcp_out_of_order t2", "t2: second segment first (beyond a gap): dropped", data=second)
+    t.c("PA", note="t2: second segment first (beyond a hole): forwarded, kept", data=second)
     t.cseq = base
-    t.c("PA", note="t2: first segment: forwarded", data=first)
-    t.c("PA", note="t2: second segment retransmitted, in order: alert (rule 1)", data=second)
+    t.c("PA", note="t2: first segment: fills the hole, scanned with the kept bytes: alert (rule 1)",
+        data=first)
+    t.c("PA", note="t2: second segment retransmitted: nothing new", data=second)
     t.s("PA", note="t2: server answer forwarded (alert only)", data=b"ok")
     # t3: retransmission with other bytes: the first copy was scanned, the new bytes are not.
     t = Tcp(c, eth_a, eth_b, lambda: IP(src="10.1.0.12", dst="10.2.0.80"),
@@ -2464,8 +2465,9 @@ def case_evasion_tcp_dns():
 DNS over TCP against the stream tricks of issue 16. Blocked: www.ads.example (ads list,
 NXDOMAIN); clean: www.abc.example (same length) and news.example. Every blocked query must be
 answered (dns_answered: NXDOMAIN to the client, RST to the server), every clean byte forwarded
-unchanged. o1/o2: a query in two segments, second first: the early segment is dropped
-(tcp_out_of_order, the sender retransmits it), inspected in order once the gap is filled.
+unchanged. o1/o2: a query in two segments, second first: the early segment is forwarded and
+kept (the server cannot read past the hole), inspected with the segment that fills the hole:
+the blocked query is answered there.
 v1: overlap with different data: the clean query, then the blocked one at the same sequence
 numbers: dropped (tcp_overlap_different; the receiver keeps the first copy). r1: repacketized
 retransmission: the clean query again plus a blocked query after it in one segment: the new
@@ -2499,18 +2501,18 @@ x1: IPv6, blocked query out of order.""")
     t = conn(43001, "o1")
     t.handshake("to :53")
     base = t.cseq
-    tcp_at(t, True, "PA", base + 9, blocked[9:], "D tcp_out_of_order o1",
-           "o1: second part first (beyond a gap): dropped")
-    tcp_at(t, True, "PA", base, blocked[:9], None, "o1: first part: forwarded (incomplete)")
-    tcp_at(t, True, "PA", base + 9, blocked[9:], "D dns_answered o1",
-           "o1: second part retransmitted: completes www.ads.example: answered")
+    tcp_at(t, True, "PA", base + 9, blocked[9:], None,
+           "o1: second part first (beyond a hole): forwarded, kept")
+    tcp_at(t, True, "PA", base, blocked[:9], "D dns_answered o1",
+           "o1: first part fills the hole: with the kept part, www.ads.example: answered")
+    tcp_at(t, True, "PA", base + 9, blocked[9:], "D dns_tcp_closed o1",
+           "o1: second part retransmitted: the connection is closed")
     # o2: clean query, out of order.
     t = conn(43002, "o2")
     t.handshake("to :53")
     base = t.cseq
-    tcp_at(t, True, "PA", base + 9, clean[9:], "D tcp_out_of_order o2",
-           "o2: second part first: dropped")
-    tcp_at(t, True, "PA", base, clean[:9], None, "o2: first part: forwarded")
+    tcp_at(t, True, "PA", base + 9, clean[9:], None, "o2: second part first: forwarded, kept")
+    tcp_at(t, True, "PA", base, clean[:9], None, "o2: first part fills the hole: forwarded")
     tcp_at(t, True, "PA", base + 9, clean[9:], None, "o2: second part retransmitted: forwarded")
     t.cseq = base + len(clean)
     t.s("PA", "F o2", "o2: server answer", data=framed(dns_resp("www.abc.example", [], 0x0702)))
@@ -2580,9 +2582,9 @@ x1: IPv6, blocked query out of order.""")
     t = conn(43014, "x1", v6=True)
     t.handshake("to :53 (IPv6)")
     base = t.cseq
-    tcp_at(t, True, "PA", base + 5, blocked[5:], "D tcp_out_of_order x1", "x1: second part first: dropped")
-    tcp_at(t, True, "PA", base, blocked[:5], None, "x1: first part: forwarded")
-    tcp_at(t, True, "PA", base + 5, blocked[5:], "D dns_answered x1", "x1: retransmitted: answered")
+    tcp_at(t, True, "PA", base + 5, blocked[5:], None, "x1: second part first: forwarded, kept")
+    tcp_at(t, True, "PA", base, blocked[:5], "D dns_answered x1", "x1: first part fills the hole: answered")
+    tcp_at(t, True, "PA", base + 5, blocked[5:], "D dns_tcp_closed x1", "x1: retransmitted: closed")
     return c
 
 
@@ -2596,7 +2598,8 @@ def case_evasion_tcp_dpi():
 DPI against the stream tricks of issue 16. rules.yar: 0 split_drop ("EVIL-PAYLOAD-SPLIT",
 action drop). Every delivery of the payload must be dropped (dpi_drop, the flow blocked
 after it), every clean byte forwarded unchanged. d1: the payload in two segments, second first
-(tcp_out_of_order), then retransmitted in order: dropped where it completes. d2: overlap with
+(forwarded, kept beyond the hole): the first half fills the hole and is dropped (the match is
+in it with the kept bytes), the retransmitted second half with the blocked flow. d2: overlap with
 different data: 18 harmless bytes, then the payload at the same sequence numbers
 (tcp_overlap_different). d3: repacketized retransmission: harmless bytes, then the same bytes
 followed by the payload in one segment: the new bytes are scanned. d4: bad-checksum decoy
@@ -2620,8 +2623,8 @@ d7: the payload across the sequence-number wrap. Clean flows k1..k4: the same de
         t = conn(n, flow)
         t.handshake("out of order")
         base = t.cseq
-        tcp_at(t, True, "PA", base + 9, data[9:], f"D tcp_out_of_order {flow}", f"{flow}: second half first: dropped")
-        tcp_at(t, True, "PA", base, data[:9], None, f"{flow}: first half: forwarded")
+        tcp_at(t, True, "PA", base + 9, data[9:], None, f"{flow}: second half first: forwarded, kept")
+        tcp_at(t, True, "PA", base, data[:9], done, f"{flow}: first half fills the hole")
         tcp_at(t, True, "PA", base + 9, data[9:], done, f"{flow}: second half retransmitted")
     t = conn(2, "d2")
     t.handshake("overlap with different data")
@@ -3356,6 +3359,124 @@ later). The generator checks each body with Python before writing this intent.""
     return c
 
 
+REORDER_RULES = r"""
+rule stream_marker { meta: action = "drop" strings: $a = "REORDERED-STREAM-MARKER-0123456789" condition: $a }
+rule eicar { meta: action = "drop" strings: $e = "X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*" condition: $e }
+"""
+
+
+def case_tcp_reorder():
+    c = FwCase("tcp_reorder", {"dns": DNS_LISTS,
+                               "dpi": {"rule_files": ["rules.yar"], "http": {"ports": [80]}}}, """
+Sessions delivered out of order, as captured (no retransmission follows), issue 30: a segment
+beyond a hole is forwarded and its bytes kept (the receiver cannot hand them to its
+application before the hole fills); the segment that fills the hole is inspected together
+with the kept bytes behind it, in order, once, and the verdict acts on it. Each reordered
+session has an in-order twin with the same bytes: the same thing is found, one packet per
+flow dropped where the stream first holds the whole match. rules.yar: stream_marker
+("REORDERED-STREAM-MARKER-0123456789", drop; raw stream of non-HTTP flows) and eicar (the
+EICAR string, drop; files of HTTP flows). DNS: www.ads.example is blocked (NXDOMAIN).
+r1/i1: raw-stream DPI, four segments, order 3 1 2 0 / 0 1 2 3. r2/i2: a blocked DNS query
+over TCP in three segments, reversed / in order. r3/i3: an HTTP response with a gzip EICAR
+file in four segments, order 2 3 1 0 / in order. k1..k3: clean twins of r1..r3, reordered:
+forwarded whole. v1: a hole filler that repeats kept bytes with other content (the marker
+written over harmless kept bytes): dropped (tcp_overlap_different, the kept copy was
+forwarded first), then the true filler: forwarded.""")
+    os.makedirs(os.path.join(HERE, "tcp_reorder"), exist_ok=True)
+    with open(os.path.join(HERE, "tcp_reorder", "rules.yar"), "w") as f:
+        f.write(REORDER_RULES.lstrip())
+    n = [0]
+
+    def conn(label, port, note):
+        n[0] += 1
+        ipc = lambda k=n[0]: IP(src=f"10.1.30.{k}", dst="10.2.30.80")
+        ips = lambda k=n[0]: IP(src="10.2.30.80", dst=f"10.1.30.{k}")
+        t = Tcp(c, eth_a, eth_b, ipc, ips, 45000 + n[0], port, label, side_c="A", side_s="B")
+        t.handshake(note)
+        return t
+
+    def split(data, cuts):
+        out, prev = [], 0
+        for x in list(cuts) + [len(data)]:
+            out.append((prev, data[prev:x]))
+            prev = x
+        return out
+
+    def send(t, from_client, base, segs, order, exps, what):
+        """Segments `segs` ((offset, bytes)) at base + offset in `order`; exps[k]: the
+        expectation of the k-th one sent."""
+        for k, idx in enumerate(order):
+            off, d = segs[idx]
+            tcp_at(t, from_client, "PA", base + off, d, exps[k],
+                   f"{t.flow}: {what} segment {idx} ({len(d)} bytes at +{off})")
+
+    marker = b"REORDERED-STREAM-MARKER-0123456789"
+    evil = b"some prefix bytes, then " + marker + b" and a tail"
+    good = b"some prefix bytes, then " + b"reordered-stream-harmless-01234567" + b" and a tail"
+    assert len(evil) == len(good)
+    cuts = (10, 30, 45)  # the marker (24 .. 58) spans segments 1, 2 and 3
+    # r1 / k1: order 3 1 2 0: three kept, the filler completes the match with them.
+    for label, data, last in (("r1", evil, "D dpi_drop r1"), ("k1", good, None)):
+        t = conn(label, 9000, f"{label}: raw stream, reordered")
+        base = t.cseq
+        send(t, True, base, split(data, cuts), [3, 1, 2, 0], [None, None, None, last], "stream")
+        if last:
+            tcp_at(t, True, "PA", base, data[:10], "D dpi_drop r1",
+                   "r1: the filler retransmitted: the flow is blocked")
+        else:
+            t.cseq = base + len(data)
+            t.s("A", "F k1", "k1: the server acknowledges every byte")
+    # i1: in order: dropped where the marker completes (segment 3).
+    t = conn("i1", 9000, "i1: raw stream, in order")
+    send(t, True, t.cseq, split(evil, cuts), [0, 1, 2, 3], [None, None, None, "D dpi_drop i1"], "stream")
+
+    def framed(m):
+        return struct.pack("!H", len(m)) + m
+
+    blocked = framed(dns_q("www.ads.example", ident=0x3001))
+    clean = framed(dns_q("www.abc.example", ident=0x3002))
+    dcuts = (7, 20)
+    for label, q, last in (("r2", blocked, "D dns_answered r2"), ("k2", clean, None)):
+        t = conn(label, 53, f"{label}: DNS over TCP, reversed")
+        base = t.cseq
+        send(t, True, base, split(q, dcuts), [2, 1, 0], [None, None, last], "query")
+        if last:
+            tcp_at(t, True, "PA", base + 7, q[7:20], "D dns_tcp_closed r2",
+                   "r2: a kept segment retransmitted: the connection is closed")
+        else:
+            t.cseq = base + len(q)
+            t.s("PA", "F k2", "k2: server answer", data=framed(dns_resp("www.abc.example", [], 0x3002)))
+    t = conn("i2", 53, "i2: DNS over TCP, in order")
+    send(t, True, t.cseq, split(blocked, dcuts), [0, 1, 2], [None, None, "D dns_answered i2"], "query")
+
+    payload_ = http_gzip(b"eicar test file: " + EICAR + b" end")
+    clean_ = http_gzip(b"plain test file: " + b"no virus here, just a long enough line" * 2 + b" end")
+    for label, body, order, exps in (
+            ("r3", payload_, [2, 3, 1, 0], [None, None, None, "D dpi_drop r3"]),
+            ("k3", clean_, [2, 3, 1, 0], [None, None, None, None]),
+            ("i3", payload_, [0, 1, 2, 3], [None, None, None, "D dpi_drop i3"])):
+        t = conn(label, 80, f"{label}: HTTP gzip file, order {' '.join(map(str, order))}")
+        t.c("PA", note=f"{label}: GET", data=b"GET /" + label.encode() + b".txt HTTP/1.1\r\nHost: files.test\r\n\r\n")
+        msg = (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
+        if body is payload_:
+            http_file_check("eicar", msg, b"eicar test file: " + EICAR + b" end")
+        h = msg.index(b"\r\n\r\n") + 4
+        rest = len(msg) - h
+        segs = split(msg, (h, h + rest // 3, h + 2 * rest // 3))
+        send(t, False, t.sseq, segs, order, exps, "response")
+        t.sseq += len(msg)
+        t.c("A", f"D dpi_drop {label}" if exps[-1] else f"F {label}",
+            f"{label}: client ACK" + (": the flow is blocked" if exps[-1] else ""))
+    # v1: the filler repeats kept bytes with other content.
+    t = conn("v1", 9000, "v1: filler overlapping kept bytes with other bytes")
+    base = t.cseq
+    tcp_at(t, True, "PA", base + 24, good[24:], None, "v1: harmless bytes beyond a hole: kept")
+    tcp_at(t, True, "PA", base, evil[:40], "D tcp_overlap_different v1",
+           "v1: a filler whose tail differs from the kept bytes (the marker): dropped")
+    tcp_at(t, True, "PA", base, good[:24], None, "v1: the true filler: forwarded with the kept bytes")
+    return c
+
+
 CASES = {
     "tcp_session": case_tcp_session,
     "udp_icmp": case_udp_icmp,
@@ -3407,6 +3528,7 @@ CASES = {
     "http_no_slot_drop": lambda: case_http_no_slot("DROP"),
     "http_hold": case_http_hold,  # --- http --- hold-back of a file's last packet
     "tunnels": case_tunnels,  # issue 16: tunnels opened, inner packets judged
+    "tcp_reorder": case_tcp_reorder,  # issue 30: out-of-order sessions inspected, not dropped
 }
 
 

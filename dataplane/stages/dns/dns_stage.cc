@@ -355,8 +355,15 @@ void DnsStage::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDn
   DnsTcpFlow& f = pair[resp ? 1 : 0];
   if (f.state == 2) return;
   c_->dns[kDnsTcpSegments].add();
-  const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*) + pm.payload_offset + b.st_off[i];
+  const uint8_t* p = b.st_data[i];
   const uint32_t n = b.st_len[i];
+  if (b.st_gap[i]) {
+    // Bytes before these reached the server uninspected (fail open, no room to keep bytes
+    // beyond a hole): the message framing is lost; the connection passes unread.
+    c_->dns[kDnsTcpUnsynced].add();
+    f.state = 2;
+    return;
+  }
   // The stream is read from its first data byte; a connection picked up mid-stream may be
   // inside a message: not followed.
   bool midstream_drop = false;
@@ -539,7 +546,9 @@ void DnsStage::dnsTcp(rte_mbuf* m, uint16_t i, Burst& b, const rules::CompiledDn
            : !blocked ? malformed_reason
                       : (resp ? DropReason::kDnsCloaked
                               : (answers_len ? DropReason::kDnsAnswered : DropReason::kDnsDropped));
-  if (!blocked || (resp && !at_boundary)) answers_len = 0;
+  // A response segment that filled a hole carries kept bytes the client already has, past
+  // the hole: a replacement cannot take their place, so the client gets a RST instead.
+  if (!blocked || (resp && (!at_boundary || b.st_kept[i]))) answers_len = 0;
   v.rule = first_list >= 0 ? static_cast<uint32_t>(first_list) : kNoRule;
   if (answers_len) {
     // Sequence numbers from the stream engine: an answer to the client continues the

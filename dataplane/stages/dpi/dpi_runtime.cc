@@ -476,14 +476,22 @@ bool bufferOoo(const Ctx& c, uint32_t seq, const uint8_t* p, uint32_t n) {
 
 }  // namespace
 
-void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
-                       uint32_t len, uint32_t seq, uint8_t tcp_flags, DpiOutcome& out) {
+// A direction's state as of runtime `rt` (state of an older runtime forgotten), the outcome
+// begun: the worker's part of the runtime.
+DpiRuntime::PerWorker& DpiInspector::enter(const DpiRuntime& rt, uint32_t worker, DpiDir& d,
+                                           DpiOutcome& out) {
   if (d.rt_id != rt.id()) {
     forget(d);
     d.rt_id = rt.id();
   }
   DpiRuntime::PerWorker& w = rt.worker(worker);
   beginOutcome(w, out);
+  return w;
+}
+
+void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
+                       uint32_t len, uint32_t seq, uint8_t tcp_flags, DpiOutcome& out) {
+  DpiRuntime::PerWorker& w = enter(rt, worker, d, out);
   if (d.flags & DpiDir::kDone) return;
   if (tcp_flags & 0x02) {  // SYN: the sequence number of the first payload byte is seq + 1
     if (!(d.flags & DpiDir::kSeqKnown)) {
@@ -525,6 +533,16 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
     releaseStream(rt, w, d, nullptr);
     releaseWindow(w, d);
   }
+}
+
+void DpiInspector::gap(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out) {
+  DpiRuntime::PerWorker& w = enter(rt, worker, d, out);
+  if (d.flags & DpiDir::kDone) return;
+  out.gap = true;
+  d.flags |= DpiDir::kGap | DpiDir::kDone;
+  releaseOoo(w, rt, d);
+  releaseStream(rt, w, d, nullptr);
+  releaseWindow(w, d);
 }
 
 void DpiInspector::udp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,

@@ -185,6 +185,10 @@ class DpiInspector {
   // TCP segment of flow direction `d` (payload may be empty: SYN / FIN / ACK).
   static void tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const uint8_t* payload,
                   uint32_t len, uint32_t seq, uint8_t tcp_flags, DpiOutcome& out);
+  // Bytes of direction `d` reached the receiver uninspected (the stream engine's gap: fail
+  // open with no room to keep bytes beyond a hole): a gap (DpiOutcome::gap, the gap
+  // policy), nothing more scanned in the direction.
+  static void gap(const DpiRuntime& rt, uint32_t worker, DpiDir& d, DpiOutcome& out);
   // One packet scanned on its own (untracked packets, UDP datagrams by default).
   static void block(const DpiRuntime& rt, uint32_t worker, const uint8_t* payload, uint32_t len,
                     DpiOutcome& out);
@@ -198,6 +202,10 @@ class DpiInspector {
                   uint8_t* final_ms = nullptr);
   // Forgets state of a runtime that is gone (no pool access).
   static void forget(DpiDir& d) { d = DpiDir{}; }
+
+ private:
+  static DpiRuntime::PerWorker& enter(const DpiRuntime& rt, uint32_t worker, DpiDir& d,
+                                      DpiOutcome& out);
 };
 
 }  // namespace dpu::dp

@@ -85,8 +85,7 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
   // read (dpi_http.cc): new stream bytes; a FIN at the direction's next sequence number
   // (the direction's real end: the server's ends a body delimited by the close).
   const bool read = pos >= 0 && pm.l4_proto == kProtoTcpNum && b.st_read[i];
-  const bool fin = read && (pm.tcp_flags & (kTcpFin | kTcpSyn | kTcpRst)) == kTcpFin &&
-                   pm.tcp_seq + pm.payload_len == b.st_seq[i] + b.st_len[i];
+  const bool fin = read && b.st_fin[i];
   if (read) {
     b.hold[i] |= uint8_t(Burst::kHoldRead | (b.st_len[i] ? Burst::kHoldNewBytes : 0) |
                          (fin ? Burst::kHoldFin : 0));
@@ -108,13 +107,18 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
       // never out of order; a SYN's data is already placed after its ISN. (Every TCP packet
       // of a tracked flow that reaches DPI was read by the engine.)
       if (!b.st_read[i]) return;
+      if (b.st_gap[i]) {  // bytes before these reached the receiver uninspected
+        DpiInspector::gap(*dpi_rt_, cx_.opts.id, d, o);
+        dpiAct(o, b, i, pos);
+        return;
+      }
       if (b.st_len[i] == 0) {
         if (fin && http_rt_ != nullptr) httpFin(m, b, i, pos);
         return;
       }
       // HTTP flows: parsed, bodies scanned as files (dpi_http.cc).
-      if (http_rt_ != nullptr && !httpStage(m, b, i, pos, p + b.st_off[i], b.st_len[i])) return;
-      DpiInspector::tcp(*dpi_rt_, cx_.opts.id, d, p + b.st_off[i], b.st_len[i], b.st_seq[i],
+      if (http_rt_ != nullptr && !httpStage(m, b, i, pos, b.st_data[i], b.st_len[i])) return;
+      DpiInspector::tcp(*dpi_rt_, cx_.opts.id, d, b.st_data[i], b.st_len[i], b.st_seq[i],
                         uint8_t(pm.tcp_flags & ~kTcpSyn), o);
       if (fin && http_rt_ != nullptr) {
         dpiAct(o, b, i, pos);

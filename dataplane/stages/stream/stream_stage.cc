@@ -9,11 +9,13 @@
 // Per segment, before DNS and DPI: the TCP checksum is verified (the port's RX L4 checksum
 // flag when it offloads it, else in software over pseudo-header + segment): a bad one is
 // dropped (tcp_bad_checksum) - the receiver would discard it, so its bytes must not enter
-// the stream either. Then the engine: out of order (tcp_out_of_order), overlapping bytes
-// that differ (tcp_overlap_different; policy tcp.overlap RESET also resets the connection
-// both ways and drops its later packets, tcp_stream_reset), stream state that cannot be had
-// under a fail_closed stage (tcp_stream_exhausted) drop the segment; accepted, its new
-// in-order bytes are handed to the stages through Burst::st_*.
+// the stream either. Then the engine: a segment beyond a hole is forwarded with its bytes
+// kept (tcp.drop_out_of_order: dropped, tcp_out_of_order); overlapping bytes that differ
+// (tcp_overlap_different; policy tcp.overlap RESET also resets the connection both ways and
+// drops its later packets, tcp_stream_reset), stream state that cannot be had under a
+// fail_closed stage (tcp_stream_exhausted) drop the segment; accepted, its new in-order
+// bytes - with the kept bytes behind them when it filled a hole - are handed to the stages
+// through Burst::st_*, so a verdict on any of them acts on this segment.
 //
 // Accepted bytes are not given back when a later stage drops the segment: a retransmission
 // of them is then an identical overlap, passed unread. That forwards nothing uninspected
@@ -32,7 +34,8 @@ namespace dpu::dp {
 StreamStage::StreamStage(PathContext& cx, const rules::DataplaneSettings& s)
     : PathStage(cx, "stream", kCyStream), c_(cx.c) {
   dirs_.reset(new TcpStreamDir[size_t(cx.flows->capacity()) * 2]);
-  pool_ = std::make_unique<TcpStreamPool>(s.tcp_window_bytes, s.tcp_windows_per_worker);
+  pool_ = std::make_unique<TcpStreamPool>(s.tcp_window_bytes, s.tcp_windows_per_worker,
+                                          s.tcp_reorder_bytes, s.tcp_reorder_buffers_per_worker);
 }
 
 absl::StatusOr<std::unique_ptr<PathStage>> StreamStage::make(PathContext& cx,
@@ -48,6 +51,7 @@ bool StreamStage::refresh() {
 
 void StreamStage::run(uint16_t from, uint16_t to) {
   Burst& b = *cx_.burst;
+  pool_->beginRun();  // the stages have read what the last run handed out
   for (uint16_t i = from; i < to; ++i) {
     b.st_read[i] = false;
     if (b.v[i].verdict == Verdict::kForward) segment(b.work[i], b, i);
@@ -121,17 +125,37 @@ void StreamStage::segment(rte_mbuf* m, Burst& b, uint16_t i) {
     c_->tcp_stream[kTcpNoWindow].add();
     if (r.verdict == TcpSegVerdict::kAccept) event(b, i, DropReason::kTcpStreamExhausted);
   }
+  if (r.reorder_full) {
+    c_->tcp_stream[kTcpOutOfOrderSegments].add();
+    c_->tcp_stream[kTcpReorderFull].add();
+  }
   switch (r.verdict) {
+    case TcpSegVerdict::kKept:  // forwarded; read by the engine, nothing new yet
+      c_->tcp_stream[kTcpOutOfOrderSegments].add();
+      c_->tcp_stream[kTcpReorderKept].add();
+      [[fallthrough]];
     case TcpSegVerdict::kAccept:
       if (r.unverified) {
         c_->tcp_stream[kTcpUnverified].add();
         event(b, i, DropReason::kTcpStreamExhausted);
       }
+      if (r.unkept) {  // beyond a hole, no room to keep it, fail open: passed unread
+        c_->tcp_stream[kTcpReorderUnkept].add();
+        event(b, i, DropReason::kTcpStreamExhausted);
+      }
+      if (r.kept) {
+        c_->tcp_stream[kTcpReorderFilled].add();
+        c_->tcp_stream[kTcpReorderBytes].add(r.kept);
+      }
+      if (r.gap) c_->tcp_stream[kTcpGaps].add();
       if ((pm.tcp_flags & kTcpSyn) && r.len != 0) c_->tcp_stream[kTcpSynData].add();
       b.st_read[i] = true;
-      b.st_off[i] = static_cast<uint16_t>(r.off);
-      b.st_len[i] = static_cast<uint16_t>(r.len);
+      b.st_data[i] = r.data;
+      b.st_len[i] = r.len;
       b.st_seq[i] = r.seq;
+      b.st_kept[i] = r.kept != 0;
+      b.st_fin[i] = r.fin;
+      b.st_gap[i] = r.gap;
       b.st_peer_known[i] = (pair[d ^ 1].flags & TcpStreamDir::kSeqKnown) != 0;
       b.st_peer_next[i] = pair[d ^ 1].next_seq;
       return;
@@ -147,7 +171,7 @@ void StreamStage::segment(rte_mbuf* m, Burst& b, uint16_t i) {
         pair[0].flags |= TcpStreamDir::kReset;
       }
       return;
-    case TcpSegVerdict::kFailClosed:
+    case TcpSegVerdict::kFailClosed:  // (reorder_full too when it had no room to keep it)
       c_->tcp_stream[kTcpFailClosed].add();
       drop(DropReason::kTcpStreamExhausted);
       return;

@@ -83,6 +83,20 @@ TEST(ConfigLoader, TcpStreamSettings) {
   EXPECT_NE(r.status().message().find("dataplane.tcp.overlap_windows_per_worker"),
             std::string::npos)
       << r.status();
+  // Reorder buffers: on by default; sized; off (segments beyond a hole dropped); range.
+  EXPECT_EQ(d->dataplane.tcp_reorder_bytes, 262144u);
+  EXPECT_EQ(d->dataplane.tcp_reorder_buffers_per_worker, 256u);
+  auto o = load(R"({"dataplane": {"tcp": {"reorderBytes": 4096, "reorderBuffersPerWorker": 16}}})");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->dataplane.tcp_reorder_bytes, 4096u);
+  EXPECT_EQ(o->dataplane.tcp_reorder_buffers_per_worker, 16u);
+  auto off = load(R"({"dataplane": {"tcp": {"dropOutOfOrder": true}}})");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->dataplane.tcp_reorder_bytes, 0u);
+  auto small = load(R"({"dataplane": {"tcp": {"reorderBytes": 100}}})");
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("dataplane.tcp.reorder_bytes"), std::string::npos)
+      << small.status();
 }
 
 TEST(ConfigLoader, ProtoFieldNamesAreAcceptedToo) {

@@ -468,6 +468,35 @@ TEST(DnsPipeline, TcpSplitLongResponseReassembled) {
   EXPECT_EQ(h.counters().dns[kDnsCloaked], 1u);
 }
 
+// A cloaked response whose segments arrive out of order: the later part is forwarded and
+// kept (the client cannot read past the hole); the hole's filler completes the response.
+// A replacement cannot take the place of bytes the client already holds, so the client gets
+// a RST instead of an answer at those sequence numbers, and the server one too.
+TEST(DnsPipeline, TcpCloakedResponseThatFillsAHoleIsResetNotReplaced) {
+  Harness h(snapWith(model()));
+  handshake(h, 42005);
+  auto q = framed(test::dnsQuery("news.example", kTypeA, 9));
+  h.send(0, tcpSeg(42005, kTcpAck | kTcpPsh, 1000, 5000, q));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 1u);
+  auto r = framed(test::dnsCnameResponse("news.example", {"cdn.net", "pixel.ads.example"}, 9));
+  const uint32_t ack = 1000 + static_cast<uint32_t>(q.size());
+  std::vector<uint8_t> r1(r.begin(), r.begin() + 20), r2(r.begin() + 20, r.end());
+  h.send(1, tcpSeg(42005, kTcpAck | kTcpPsh, 5020, ack, r2, false));
+  h.poll();
+  EXPECT_EQ(h.out(0).size(), 1u);  // beyond the hole: forwarded, kept
+  h.send(1, tcpSeg(42005, kTcpAck | kTcpPsh, 5000, ack, r1, false));
+  h.poll();
+  auto to_a = h.out(0), to_b = h.out(1);
+  ASSERT_EQ(to_a.size(), 1u);
+  EXPECT_EQ(parseFrame(to_a[0]).tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(parseFrame(to_a[0]).payload_len, 0u);  // no replacement answer
+  ASSERT_EQ(to_b.size(), 1u);
+  EXPECT_EQ(parseFrame(to_b[0]).tcp_flags & kTcpRst, kTcpRst);
+  EXPECT_EQ(h.counters().dns[kDnsCloaked], 1u);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpReorderFilled], 1u);
+}
+
 // A split response longer than the reassembly buffer (4094 bytes): counted, and the malformed
 // policy decides: forward passes it unread (the stream is still followed), drop drops the
 // segment and closes the connection.

@@ -383,7 +383,8 @@ TEST(FragFlood, OverlappingTinyAndTooManyMixed) {
 // and once the flows end the windows are back (later flows get one each).
 constexpr uint32_t kWindows = 64, kFarAhead = 4096;
 
-std::unique_ptr<rules::Snapshot> dpiSnapshot(rules::Policy dpi_fail) {
+std::unique_ptr<rules::Snapshot> dpiSnapshot(rules::Policy dpi_fail, uint32_t reorder_bytes = 0,
+                                             uint32_t reorder_buffers = 0) {
   rules::DpiModel m;
   m.enabled = true;
   m.sources.push_back({"t", R"(
@@ -401,37 +402,48 @@ rule noisy { strings: $a = "xyzzy" condition: $a }
   s->dataplane.tcp_syn_s = 30;
   s->dataplane.tcp_windows_per_worker = kWindows;
   s->dataplane.tcp_dpi_fail = dpi_fail;
+  s->dataplane.tcp_reorder_bytes = reorder_bytes;  // 0: segments beyond a hole are dropped
+  if (reorder_buffers) s->dataplane.tcp_reorder_buffers_per_worker = reorder_buffers;
   if (c.ok()) s->dpi = *c;
   s->dpi_settings = m;
   s->dpi_settings.sources.clear();
   return s;
 }
 
-class TcpOooFlood : public ::testing::TestWithParam<rules::Policy> {};
-
-TEST_P(TcpOooFlood, HolesThatNeverFillHoldNothingAndAreAccounted) {
-  const bool fail_closed = GetParam() == rules::Policy::kDrop;
-  Harness h(dpiSnapshot(GetParam()));
-  Driver d(h);
-  uint64_t t = 1000000;
-  const std::string srv = "192.0.2.80";
-  auto handshake = [&](const std::string& cli, uint16_t sport, uint32_t isn) {
+// TCP clients of server 192.0.2.80:80 on side A (the server answers on side B).
+struct TcpClients {
+  TcpClients(Driver& d, uint64_t& t) : d(d), t(t) {}
+  void handshake(const std::string& cli, uint16_t sport, uint32_t isn) {
     d.send(0, PacketBuilder().ipv4(cli, srv).tcp(sport, 80, kTcpSyn, isn).build(), ++t);
     d.send(1, PacketBuilder().ipv4(srv, cli).tcp(80, sport, kTcpSyn | kTcpAck, 7000, isn + 1)
                   .build(), ++t);
     d.send(0, PacketBuilder().ipv4(cli, srv).tcp(sport, 80, kTcpAck, isn + 1, 7001).build(), ++t);
     // The worker polls side A's ring before side B's: without this the SYN+ACK would be
-    // judged after the data below.
+    // judged after the data that follows.
     d.flush();
-  };
-  auto data = [&](const std::string& cli, uint16_t sport, uint32_t seq, const std::string& p) {
+  }
+  void data(const std::string& cli, uint16_t sport, uint32_t seq, const std::string& p) {
     d.send(0, PacketBuilder().ipv4(cli, srv).tcp(sport, 80, kTcpAck, seq, 7001).payload(p).build(),
            ++t);
-  };
+  }
+  Driver& d;
+  uint64_t& t;
+  const std::string srv = "192.0.2.80";
+};
+
+class TcpOooFlood : public ::testing::TestWithParam<rules::Policy> {};
+
+// (Without reorder buffers, dataplane.tcp.reorder_bytes 0: segments beyond a hole dropped.)
+TEST_P(TcpOooFlood, HolesThatNeverFillHoldNothingAndAreAccounted) {
+  const bool fail_closed = GetParam() == rules::Policy::kDrop;
+  Harness h(dpiSnapshot(GetParam()));
+  Driver d(h);
+  uint64_t t = 1000000;
+  TcpClients cl(d, t);
   // A session opened before the flood: it sends the drop pattern in order during it (its
   // bytes are acknowledged by nobody: it holds a window from its first segment on).
-  handshake("10.7.0.1", 5000, 100);
-  data("10.7.0.1", 5000, 101, "hello ");
+  cl.handshake("10.7.0.1", 5000, 100);
+  cl.data("10.7.0.1", 5000, 101, "hello ");
   d.flush();
 
   // The flood: kFlows flows; flow i uses isn 1000 * i (wrapping), three shapes by i % 3:
@@ -448,14 +460,14 @@ TEST_P(TcpOooFlood, HolesThatNeverFillHoldNothingAndAreAccounted) {
     const std::string cli = "10.8." + std::to_string(i / 250) + "." + std::to_string(1 + i % 250);
     const uint16_t sport = static_cast<uint16_t>(20000 + i);
     const uint32_t isn = 1000u * static_cast<uint32_t>(i) + 0xfffff000u;  // some wrap past 2^32
-    handshake(cli, sport, isn);
+    cl.handshake(cli, sport, isn);
     const uint32_t s0 = isn + 1;
     switch (i % 3) {
       case 0:
       case 1: {
         uint32_t base = s0;
         if (i % 3 == 1) {
-          data(cli, sport, s0, "in order xyzz");  // "xyzzy" only when the 'y' arrives
+          cl.data(cli, sport, s0, "in order xyzz");  // "xyzzy" only when the 'y' arrives
           base += 13;
           ++in_order;
           if (windows_left) {
@@ -466,20 +478,20 @@ TEST_P(TcpOooFlood, HolesThatNeverFillHoldNothingAndAreAccounted) {
           }
         }
         const std::string held(100, 'h');
-        data(cli, sport, base + 200, held);
-        data(cli, sport, base + 200, held);                    // retransmit
-        data(cli, sport, base + 250, std::string(100, 'o'));   // overlap, other bytes
+        cl.data(cli, sport, base + 200, held);
+        cl.data(cli, sport, base + 200, held);                    // retransmit
+        cl.data(cli, sport, base + 250, std::string(100, 'o'));   // overlap, other bytes
         ooo_packets += 3;
         break;
       }
       default:
-        data(cli, sport, s0 + kFarAhead, "beyond the buffer");
-        data(cli, sport, s0 + kFarAhead, "beyond the buffer");
+        cl.data(cli, sport, s0 + kFarAhead, "beyond the buffer");
+        cl.data(cli, sport, s0 + kFarAhead, "beyond the buffer");
         ooo_packets += 2;
     }
     if (i == 500) {  // mid-flood, the window pool long exhausted: in-order inspection works
-      data("10.7.0.1", 5000, 107, "GET /EVIL");
-      data("10.7.0.1", 5000, 116, "PAYLOAD HTTP/1.1\r\n");
+      cl.data("10.7.0.1", 5000, 107, "GET /EVIL");
+      cl.data("10.7.0.1", 5000, 116, "PAYLOAD HTTP/1.1\r\n");
     }
     if (i == kFlows / 4) {
       d.flush();
@@ -515,10 +527,10 @@ TEST_P(TcpOooFlood, HolesThatNeverFillHoldNothingAndAreAccounted) {
   EXPECT_EQ(c2.flows_expired, static_cast<uint64_t>(kFlows + 1));
   for (int k = 0; k < static_cast<int>(kWindows); ++k) {  // every window is free again
     const std::string cli = "10.9.0." + std::to_string(1 + k);
-    handshake(cli, 6000, 50);
-    data(cli, 6000, 51 + 4, "PAYLOAD");   // beyond the hole: dropped
-    data(cli, 6000, 51, "EVIL");          // fills it (takes a window)
-    data(cli, 6000, 51 + 4, "PAYLOAD");   // retransmitted in order: EVILPAYLOAD
+    cl.handshake(cli, 6000, 50);
+    cl.data(cli, 6000, 51 + 4, "PAYLOAD");   // beyond the hole: dropped
+    cl.data(cli, 6000, 51, "EVIL");          // fills it (takes a window)
+    cl.data(cli, 6000, 51 + 4, "PAYLOAD");   // retransmitted in order: EVILPAYLOAD
   }
   d.flush();
   const auto c3 = h.counters();
@@ -533,6 +545,78 @@ TEST_P(TcpOooFlood, HolesThatNeverFillHoldNothingAndAreAccounted) {
   EXPECT_EQ(d.out[0] + d.out[1], d.forwarded);
   EXPECT_EQ(c3.totalDrops(), d.dropped);
   EXPECT_EQ(c3.rx_packets[0] + c3.rx_packets[1], d.sent);
+  EXPECT_EQ(rte_mempool_in_use_count(h.pool()), 0u);
+}
+
+// A flood of holes that never fill, with reorder buffers (the default mode): at most the
+// pool's buffers are held (one per direction with a hole), the directions beyond it follow
+// the DPI fail policy (fail open: forwarded unread, counted and evented; fail closed:
+// dropped), memory does not grow, in-order inspection keeps working, and once the flows end
+// the buffers are back: later flows keep bytes beyond a hole and find a match in them.
+constexpr uint32_t kReorderBuffers = 32;
+
+TEST_P(TcpOooFlood, HolesThatNeverFillHoldAtMostTheReorderPool) {
+  const bool fail_closed = GetParam() == rules::Policy::kDrop;
+  Harness h(dpiSnapshot(GetParam(), 4096, kReorderBuffers));
+  Driver d(h);
+  uint64_t t = 1000000;
+  TcpClients cl(d, t);
+  cl.handshake("10.7.0.1", 5000, 100);
+  const int kFlows = 600;
+  size_t dpdk_mid = 0, c_mid = 0;
+  for (int i = 0; i < kFlows; ++i) {
+    const std::string cli = "10.8." + std::to_string(i / 250) + "." + std::to_string(1 + i % 250);
+    const uint16_t sport = static_cast<uint16_t>(20000 + i);
+    const uint32_t isn = 1000u * static_cast<uint32_t>(i) + 0xfffff000u;
+    cl.handshake(cli, sport, isn);
+    cl.data(cli, sport, isn + 1 + 100, std::string(200, 'k'));  // beyond a 100-byte hole
+    if (i == 300) {  // the pool long exhausted: in-order inspection works
+      cl.data("10.7.0.1", 5000, 101, "GET /EVIL");
+      cl.data("10.7.0.1", 5000, 110, "PAYLOAD HTTP/1.1\r\n");
+    }
+    if (i == kFlows / 4) {
+      d.flush();
+      dpdk_mid = dpdkHeapBytes();
+      c_mid = cHeapBytes();
+    }
+  }
+  d.flush();
+  const uint64_t beyond = kFlows - kReorderBuffers;
+  const auto c1 = h.counters();
+  EXPECT_EQ(c1.tcp_stream[kTcpOutOfOrderSegments], uint64_t(kFlows));
+  EXPECT_EQ(c1.tcp_stream[kTcpReorderKept], uint64_t(kReorderBuffers));
+  EXPECT_EQ(c1.tcp_stream[kTcpReorderFull], beyond);
+  EXPECT_EQ(c1.tcp_stream[kTcpReorderUnkept], fail_closed ? 0u : beyond);
+  EXPECT_EQ(drops(c1, DropReason::kTcpStreamExhausted), fail_closed ? beyond : 0u);
+  EXPECT_EQ(drops(c1, DropReason::kTcpOutOfOrder), 0u);
+  EXPECT_EQ(c1.dpi_drops, 1u);  // the session's EVILPAYLOAD, in order
+  EXPECT_EQ(dpdkHeapBytes(), dpdk_mid);
+  EXPECT_LT(cHeapBytes(), c_mid + 64 * 1024);
+
+  // The flows age out: every buffer is back. New flows keep bytes beyond a hole and the
+  // match completed by the filler with them drops the filler.
+  t += 31 * 1000000;
+  for (int i = 0; i < 64; ++i) {
+    d.send(0, PacketBuilder().arp(1, "192.0.2.1", "192.0.2.2").build(), ++t);
+    if (i % 8 == 7) d.flush();
+  }
+  EXPECT_EQ(h.counters().flows_active, 0u);
+  for (uint32_t k = 0; k < kReorderBuffers; ++k) {
+    const std::string cli = "10.9.0." + std::to_string(1 + k);
+    cl.handshake(cli, 6000, 50);
+    cl.data(cli, 6000, 51 + 4, "PAYLOAD");  // beyond the hole: forwarded, kept
+    cl.data(cli, 6000, 51, "EVIL");         // fills it: EVILPAYLOAD, dropped
+  }
+  d.flush();
+  const auto c2 = h.counters();
+  EXPECT_EQ(c2.tcp_stream[kTcpReorderKept], 2u * kReorderBuffers);
+  EXPECT_EQ(c2.tcp_stream[kTcpReorderFull], beyond);
+  EXPECT_EQ(c2.tcp_stream[kTcpReorderFilled], uint64_t(kReorderBuffers));
+  EXPECT_EQ(c2.dpi_drops, 1u + kReorderBuffers);
+  EXPECT_EQ(drops(c2, DropReason::kDpiDrop), 1u + kReorderBuffers);
+  EXPECT_EQ(d.verdicts, d.sent);
+  EXPECT_EQ(d.forwarded + d.dropped, d.sent);
+  EXPECT_EQ(c2.totalDrops(), d.dropped);
   EXPECT_EQ(rte_mempool_in_use_count(h.pool()), 0u);
 }
 

@@ -65,8 +65,53 @@ void handshake(Harness& h, uint16_t sport) {
 
 uint64_t drops(Harness& h, DropReason r) { return h.counters().drops[static_cast<int>(r)]; }
 
-TEST(TcpStreamPipeline, OutOfOrderQueryIsDroppedThenInspectedInOrder) {
+TEST(TcpStreamPipeline, OutOfOrderQueryIsKeptAndAnsweredWhenTheHoleFills) {
   Harness h(snap());
+  handshake(h, 44000);
+  const Bytes q = framed("www.ads.example", 0x101);
+  h.send(0, seg(44000, kTcpAck | kTcpPsh, 1009, 5000, part(q, 9, q.size())));
+  h.poll();
+  // Forwarded: the server cannot read past the hole; its bytes are kept.
+  EXPECT_EQ(h.out(1).size(), 1u);
+  EXPECT_EQ(drops(h, DropReason::kTcpOutOfOrder), 0u);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpReorderKept], 1u);
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 0u);
+  // The first part fills the hole: the query, whole with the kept part, is blocked there.
+  h.send(0, seg(44000, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 9)));
+  h.poll();
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+  EXPECT_EQ(drops(h, DropReason::kDnsAnswered), 1u);
+  EXPECT_EQ(h.out(1).size(), 1u);  // only the RST to the server: it never gets the hole
+  ASSERT_EQ(h.out(0).size(), 1u);  // the answer
+  EXPECT_EQ(h.counters().tcp_stream[kTcpReorderFilled], 1u);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpReorderBytes], q.size() - 9);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpOutOfOrderSegments], 1u);
+  // Its retransmission: the connection is closed.
+  h.send(0, seg(44000, kTcpAck | kTcpPsh, 1009, 5000, part(q, 9, q.size())));
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 0u);
+  EXPECT_EQ(drops(h, DropReason::kDnsTcpClosed), 1u);
+}
+
+TEST(TcpStreamPipeline, FillerAndKeptSegmentsInOneBurstAreReadInOrder) {
+  Harness h(snap());
+  handshake(h, 44020);
+  const Bytes q = framed("www.ads.example", 0x121);
+  // Three segments in one burst, last first.
+  h.send(0, seg(44020, kTcpAck | kTcpPsh, 1000 + 20, 5000, part(q, 20, q.size())));
+  h.send(0, seg(44020, kTcpAck | kTcpPsh, 1000 + 7, 5000, part(q, 7, 20)));
+  h.send(0, seg(44020, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 7)));
+  h.poll();
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpReorderKept], 2u);
+  EXPECT_EQ(h.out(1).size(), 3u);  // the two kept segments, the RST
+  EXPECT_EQ(h.out(0).size(), 1u);  // the answer
+}
+
+TEST(TcpStreamPipeline, WithoutReorderBuffersAnOutOfOrderQueryIsDroppedThenInspectedInOrder) {
+  rules::DataplaneSettings ds;
+  ds.tcp_reorder_bytes = 0;
+  Harness h(snap(&ds));
   handshake(h, 44000);
   const Bytes q = framed("www.ads.example", 0x101);
   h.send(0, seg(44000, kTcpAck | kTcpPsh, 1009, 5000, part(q, 9, q.size())));
@@ -81,6 +126,28 @@ TEST(TcpStreamPipeline, OutOfOrderQueryIsDroppedThenInspectedInOrder) {
   ASSERT_EQ(h.out(0).size(), 1u);  // the answer
   EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
   EXPECT_EQ(h.counters().tcp_stream[kTcpOutOfOrderSegments], 1u);
+}
+
+TEST(TcpStreamPipeline, NoRoomToKeepFollowsTheDnsFailPolicy) {
+  for (rules::Policy fail : {rules::Policy::kDrop, rules::Policy::kForward}) {
+    rules::DataplaneSettings ds;
+    ds.tcp_reorder_bytes = 1024;
+    ds.tcp_dns_fail = fail;
+    Harness h(snap(&ds));
+    handshake(h, 44030);
+    // Beyond reorder_bytes past the hole: it cannot be kept.
+    h.send(0, seg(44030, kTcpAck | kTcpPsh, 1000 + 2000, 5000, framed("www.abc.example", 0x131)));
+    h.poll();
+    EXPECT_EQ(h.counters().tcp_stream[kTcpReorderFull], 1u);
+    if (fail == rules::Policy::kDrop) {
+      EXPECT_EQ(drops(h, DropReason::kTcpStreamExhausted), 1u);
+      EXPECT_EQ(h.out(1).size(), 0u);
+    } else {
+      EXPECT_EQ(h.counters().tcp_stream[kTcpReorderUnkept], 1u);
+      EXPECT_EQ(h.out(1).size(), 1u);  // passed unread: an event, not a drop
+      EXPECT_EQ(drops(h, DropReason::kTcpStreamExhausted), 0u);
+    }
+  }
 }
 
 TEST(TcpStreamPipeline, BadChecksumDecoyNeverEntersTheStream) {
