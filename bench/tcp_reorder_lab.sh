@@ -7,7 +7,8 @@
 # issue 30). Prints MB/s per run, the median per mode, the ratio to pass-through and the
 # appliance's tcp_stream counters.
 #
-#   sudo bench/tcp_reorder_lab.sh [--runs N] [--mb MB] [--build DIR]
+#   sudo bench/tcp_reorder_lab.sh [--runs N] [--mb MB] [--build DIR] [--impair "none reorder loss"]
+#                                 [--modes "passthrough inspect drop"]
 #
 # This kernel has no netem qdisc and no random classifier (basic/matchall) or drop action
 # (act_gact), so the impairment is built from what it has: an htb qdisc on the server's side
@@ -21,12 +22,14 @@
 # Needs root; leaves nothing behind (scripts/lab.sh down).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-runs=4 mb=30 build=$root/build
+runs=4 mb=30 build=$root/build impairs="none reorder loss" modes="passthrough inspect drop"
 while (($#)); do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --mb) mb=$2; shift 2 ;;
     --build) build=$(readlink -f "$2"); shift 2 ;;
+    --impair) impairs=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
     *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
 done
@@ -66,10 +69,10 @@ impair() {  # impair MODE: on dpu-lab-b eth0 (server -> appliance)
 
 printf '%-12s %-8s %s\n' mode impair "MB/s per run | median | out_of_order reorder_kept reorder_filled reorder_full drops(tcp_out_of_order)" >"$work/table"
 declare -A med
-for mode in passthrough inspect drop; do
+for mode in $modes; do
   "$root/scripts/lab.sh" up --config "$work/$mode.json" --build "$build" >/dev/null
   head -c $((mb * 1024 * 1024)) /dev/urandom >"$DPU_LAB_DIR/www/big.bin"
-  for imp in none reorder loss; do
+  for imp in $impairs; do
     impair $imp
     speeds=()
     for _ in $(seq 1 "$runs"); do
@@ -96,7 +99,7 @@ done
 cat "$work/table"
 echo
 echo "ratio to pass-through (median MB/s), counters are cumulative per appliance run:"
-for imp in none reorder loss; do
-  awk -v i=$imp -v p="${med[passthrough,$imp]}" -v a="${med[inspect,$imp]}" -v d="${med[drop,$imp]}" \
-    'BEGIN{printf "  %-8s inspect %.2fx   drop_out_of_order: %.2fx\n", i, (p>0?a/p:0), (p>0?d/p:0)}'
+for imp in $impairs; do
+  awk -v i=$imp -v p="${med[passthrough,$imp]:-}" -v a="${med[inspect,$imp]:-}" -v d="${med[drop,$imp]:-}" \
+    'BEGIN{printf "  %-8s inspect %.2fx   drop_out_of_order: %.2fx\n", i, (p>0&&a!=""?a/p:0), (p>0&&d!=""?d/p:0)}'
 done

@@ -264,14 +264,15 @@ void keepOutOfOrder(TcpStreamPool& pool, TcpStreamDir& self, const TcpSegment& s
     return;
   }
   if (end - R.base > W) {
-    // Move the kept bytes down to next_seq - unless bytes were handed out of the buffer in
-    // this run: the stages have not read them yet.
-    if (R.epoch == pool.epoch()) {
+    // Move the kept bytes down to next_seq (only the kept span, up to the last run's end) -
+    // unless bytes were handed out of the buffer in this run: the stages have not read them
+    // yet. Nothing to gain when the buffer already starts at next_seq.
+    const uint32_t sh = self.next_seq - R.base;  // (a gap may have moved next_seq past W)
+    if (sh == 0 || R.epoch == pool.epoch()) {
       full();
       return;
     }
-    const uint32_t sh = self.next_seq - R.base;  // (a gap may have moved next_seq past W)
-    if (sh < W) std::memmove(mem, mem + sh, W - sh);
+    if (R.n != 0) std::memmove(mem, mem + sh, R.hi[R.n - 1] - self.next_seq);
     R.base = self.next_seq;
   }
   if (!addRun(R, seq, end)) {

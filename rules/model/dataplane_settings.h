@@ -55,8 +55,8 @@ struct DataplaneSettings {
   // Reorder buffers (bytes beyond a hole kept until it fills): bytes per flow direction
   // (0 = none: segments beyond a hole are dropped, dataplane.tcp.drop_out_of_order) and
   // buffers per worker (start only).
-  uint32_t tcp_reorder_bytes = 262144;
-  uint32_t tcp_reorder_buffers_per_worker = 256;
+  uint32_t tcp_reorder_bytes = 2097152;
+  uint32_t tcp_reorder_buffers_per_worker = 128;
   // Stream state that cannot be had (no free window, overlap beyond the window), per stage
   // reading the stream: kForward = fail open, kDrop = fail closed.
   Policy tcp_dns_fail = Policy::kDrop;

@@ -84,8 +84,8 @@ TEST(ConfigLoader, TcpStreamSettings) {
             std::string::npos)
       << r.status();
   // Reorder buffers: on by default; sized; off (segments beyond a hole dropped); range.
-  EXPECT_EQ(d->dataplane.tcp_reorder_bytes, 262144u);
-  EXPECT_EQ(d->dataplane.tcp_reorder_buffers_per_worker, 256u);
+  EXPECT_EQ(d->dataplane.tcp_reorder_bytes, 2097152u);
+  EXPECT_EQ(d->dataplane.tcp_reorder_buffers_per_worker, 128u);
   auto o = load(R"({"dataplane": {"tcp": {"reorderBytes": 4096, "reorderBuffersPerWorker": 16}}})");
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->dataplane.tcp_reorder_bytes, 4096u);
