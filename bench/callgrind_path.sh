@@ -24,7 +24,7 @@ if [[ ! -f $dir/cfg/full_imix.json ]]; then
   mkdir -p "$dir/cfg"
   cov=$(dirname "$bin")/../rules/dpi-coverage
   [[ -x $cov ]] || cov=$root/build/rules/dpi-coverage
-  "$cov" "$yara" 2>/dev/null | sed -n 's/^  rejected file \(.*\):.*/\1/p' >"$dir/cfg/yara_rejected.txt" || true
+  "$cov" "$yara" 2>/dev/null | sed -n 's/^  rejected file \([^:]*\):.*/\1/p' >"$dir/cfg/yara_rejected.txt" || true
   /usr/bin/python3 "$root/bench/gen_suite_configs.py" "$dir/cfg" "$yara" >/dev/null
 fi
 [[ -f $dir/t60.pcap ]] || /usr/bin/python3 "$root/bench/gen_traffic.py" -o "$dir/t60.pcap" --flows 1000 --packets 20000 --size 60 >/dev/null
