@@ -456,6 +456,11 @@ std::string formatSummary(const SummaryInput& in) {
                             "  forwarded without a flow: non-IP %u, malformed %u, untracked %u\n",
                             t.non_ip_forwarded, t.malformed_forwarded, t.untracked_forwarded));
   }
+  if (t.vxlan_not_parsed || t.geneve_not_parsed) {
+    absl::StrAppend(&s, absl::StrFormat(
+                            "  plain UDP on a tunnel port (not the tunnel): VXLAN %u, Geneve %u\n",
+                            t.vxlan_not_parsed, t.geneve_not_parsed));
+  }
   absl::StrAppend(&s, "\ndrops by reason\n");
   bool any = false;
   for (int r = 1; r < static_cast<int>(dp::DropReason::kCount); ++r) {
@@ -621,6 +626,12 @@ std::string summaryJson(const SummaryInput& in) {
   absl::StrAppend(&s, "},\"forwarded_without_flow\":{\"non_ip\":", t.non_ip_forwarded,
                   ",\"malformed\":", t.malformed_forwarded, ",\"untracked\":",
                   t.untracked_forwarded, "}");
+  // --- tunnels --- only when a datagram on a tunnel port was not the tunnel (other cases'
+  // summaries stay as they are)
+  if (t.vxlan_not_parsed || t.geneve_not_parsed) {
+    absl::StrAppend(&s, ",\"tunnel_not_parsed\":{\"vxlan\":", t.vxlan_not_parsed,
+                    ",\"geneve\":", t.geneve_not_parsed, "}");
+  }
   // --- lb --- (only when the load balancer did something: other cases keep their output)
   if (t.lb_flows_balanced || t.lb_untracked || t.lb_key_missing || t.lb_nat_reversed ||
       t.lb_flows_reset || t.lb_flows_rehashed) {

@@ -609,6 +609,7 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
     d.geneve_ports.assign(tun.geneve_ports().begin(), tun.geneve_ports().end());
   }
   setIf(tun.max_depth(), d.tunnel_max_depth);
+  d.tunnels_strict = tun.strict();
   switch (dp.distribution()) {
     case v1::DISTRIBUTION_DEFAULT:
     case v1::AUTO: d.distribution = rules::Distribution::kAuto; break;

@@ -162,6 +162,8 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.non_ip_forwarded", As::kCounter, nullptr, "Non-IP frames forwarded by policy."},
   {"dpu.v1.CounterSet.malformed_forwarded", As::kCounter, nullptr, "Malformed frames forwarded by policy."},
   {"dpu.v1.CounterSet.untracked_forwarded", As::kCounter, nullptr, "Packets forwarded without a flow (table full, stray RST)."},
+  {"dpu.v1.CounterSet.vxlan_not_parsed", As::kCounter, "tunnel_not_parsed_total", "UDP datagrams to a tunnel port that are not that tunnel, judged as plain UDP (dataplane.tunnels.strict off), by encapsulation.", "encapsulation=vxlan"},
+  {"dpu.v1.CounterSet.geneve_not_parsed", As::kCounter, "tunnel_not_parsed_total", "UDP datagrams to a tunnel port that are not that tunnel, judged as plain UDP (dataplane.tunnels.strict off), by encapsulation.", "encapsulation=geneve"},
   {"dpu.v1.CounterSet.events_lost", As::kCounter, nullptr, "Events lost because the worker's event ring or pool was full."},
   {"dpu.v1.CounterSet.handed_off", As::kCounter, "distribution_handed_off_total", "Software distribution: packets this worker received from a port and handed to the worker of their flow."},
   {"dpu.v1.CounterSet.handed_in", As::kCounter, "distribution_handed_in_total", "Software distribution: packets other workers handed to this worker (counted in its rx)."},

@@ -307,6 +307,10 @@ inline ParseStatus parseIpv6(const uint8_t* data, uint32_t off, uint32_t n, Pack
 constexpr uint32_t kMaxTunnelPorts = 8;
 struct TunnelParseConfig {
   bool inspect = false;
+  // A UDP datagram to a VXLAN / Geneve port that does not carry that tunnel's header: false
+  // (default) judges it as the plain datagram (PacketMeta::tunnel_not_parsed), true returns
+  // the malformation (truncated_vxlan, bad_vxlan, truncated_geneve, bad_geneve).
+  bool strict = false;
   uint8_t max_depth = 0;  // 1 .. kMaxTunnelDepth
   uint8_t n_vxlan = 0;
   uint8_t n_geneve = 0;
@@ -456,20 +460,34 @@ inline ParseStatus decapsulate(const uint8_t* data, PacketMeta& m, const TunnelP
         const uint8_t* u = data + m.payload_offset;
         end = uint32_t(m.payload_offset) + m.payload_len;
         layer.hdr_off = m.l4_offset;
+        // The port alone names the tunnel: a payload that is not its header is a plain UDP
+        // datagram (a client that picked port 6081, the answers to it), judged as such and
+        // counted, unless tunnels are strict. `m` still describes that datagram here.
+        auto notTunnel = [&](TunnelType t, ParseStatus bad) {
+          if (tc.strict) return bad;
+          m.tunnel_not_parsed = t;
+          return ParseStatus::kOk;
+        };
         if (portIn(m.dport, tc.vxlan_ports, tc.n_vxlan)) {
           layer.type = TunnelType::kVxlan;
-          if (m.payload_len < kVxlanHeaderLen) return ParseStatus::kTruncatedVxlan;
-          if (!(u[0] & kVxlanFlagI)) return ParseStatus::kBadVxlan;
+          if (m.payload_len < kVxlanHeaderLen) {
+            return notTunnel(TunnelType::kVxlan, ParseStatus::kTruncatedVxlan);
+          }
+          if (!(u[0] & kVxlanFlagI)) return notTunnel(TunnelType::kVxlan, ParseStatus::kBadVxlan);
           inner = m.payload_offset + kVxlanHeaderLen;
           inner_type = kEtherTypeTeb;
           has_id = true;
           id = loadBe32(u + 4) >> 8;
         } else {
           layer.type = TunnelType::kGeneve;
-          if (m.payload_len < kGeneveHeaderLen) return ParseStatus::kTruncatedGeneve;
-          if ((u[0] >> 6) != 0) return ParseStatus::kBadGeneve;
+          if (m.payload_len < kGeneveHeaderLen) {
+            return notTunnel(TunnelType::kGeneve, ParseStatus::kTruncatedGeneve);
+          }
+          if ((u[0] >> 6) != 0) return notTunnel(TunnelType::kGeneve, ParseStatus::kBadGeneve);
           const uint32_t hlen = kGeneveHeaderLen + (u[0] & 0x3F) * 4u;
-          if (hlen > m.payload_len) return ParseStatus::kTruncatedGeneve;
+          if (hlen > m.payload_len) {
+            return notTunnel(TunnelType::kGeneve, ParseStatus::kTruncatedGeneve);
+          }
           inner = m.payload_offset + hlen;
           inner_type = loadBe16(u + 2);
           has_id = true;
@@ -603,7 +621,8 @@ inline ParseStatus parseOuter(const uint8_t* data, uint32_t len, PacketMeta& m) 
 // whose headers are consistent, kNonIp for a non-IP frame, or the malformation reason.
 //
 // With `tc` in inspect mode the parser also opens tunnels (docs/tunnels.md): VXLAN and Geneve
-// (UDP to a configured port), GRE version 0 (checksum / key / sequence fields; Ethernet
+// (UDP to a configured destination port; a payload that is not the tunnel's header is the
+// plain datagram, m.tunnel_not_parsed, unless tc->strict), GRE version 0 (checksum / key / sequence fields; Ethernet
 // 0x6558, IPv4, IPv6 or MPLS inside), IPv4 / IPv6 in IPv4 / IPv6 (protocols 4 and 41), and MPLS
 // (ethertype 0x8847 / 0x8848, and GRE carrying it: the label stack, then IPv4 / IPv6 by the
 // first nibble). Nested up to tc->max_depth layers; the innermost packet is described in `m`.

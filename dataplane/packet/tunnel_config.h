@@ -16,6 +16,7 @@ static_assert(rules::kMaxTunnelPortsSetting == kMaxTunnelPorts, "port list size"
 inline TunnelParseConfig toTunnelParseConfig(const rules::DataplaneSettings& s) {
   TunnelParseConfig c;
   c.inspect = s.tunnels_inspect;
+  c.strict = s.tunnels_strict;
   c.max_depth = static_cast<uint8_t>(std::min<uint32_t>(s.tunnel_max_depth, kMaxTunnelDepth));
   c.n_vxlan = static_cast<uint8_t>(std::min<size_t>(s.vxlan_ports.size(), kMaxTunnelPorts));
   c.n_geneve = static_cast<uint8_t>(std::min<size_t>(s.geneve_ports.size(), kMaxTunnelPorts));

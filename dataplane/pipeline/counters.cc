@@ -184,6 +184,8 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.malformed_forwarded = c.malformed_forwarded.load();
   f.non_ip_forwarded = c.non_ip_forwarded.load();
   f.untracked_forwarded = c.untracked_forwarded.load();
+  f.vxlan_not_parsed = c.vxlan_not_parsed.load();
+  f.geneve_not_parsed = c.geneve_not_parsed.load();
   f.flows_created = c.flows_created.load();
   f.flows_expired = c.flows_expired.load();
   f.flows_active = c.flows_active.load();
@@ -274,6 +276,8 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.malformed_forwarded += w.malformed_forwarded;
   a.non_ip_forwarded += w.non_ip_forwarded;
   a.untracked_forwarded += w.untracked_forwarded;
+  a.vxlan_not_parsed += w.vxlan_not_parsed;
+  a.geneve_not_parsed += w.geneve_not_parsed;
   a.flows_created += w.flows_created;
   a.flows_expired += w.flows_expired;
   a.flows_active += w.flows_active;

@@ -112,6 +112,9 @@ struct alignas(64) WorkerCounters {
   Counter malformed_forwarded;      // malformed frames passed on by policy
   Counter non_ip_forwarded;
   Counter untracked_forwarded;      // forwarded without a flow (table full, stray RST)
+  // UDP datagrams to a VXLAN / Geneve port that are not that tunnel, judged as plain UDP
+  // (PacketMeta::tunnel_not_parsed; dataplane.tunnels.strict false).
+  Counter vxlan_not_parsed, geneve_not_parsed;
   Counter flows_created, flows_expired, flows_active, flows_midstream;
   Counter flow_table_full;          // new flows that found the table full (either policy)
   Counter flow_cache_hits;          // packets judged by the verdict cached in their flow
@@ -163,6 +166,16 @@ struct alignas(64) WorkerCounters {
   Counter tsc_hz;                   // the worker's TSC frequency (cycles per second)
 };
 
+// A UDP datagram on a tunnel port judged as plain UDP (PacketMeta::tunnel_not_parsed): counted
+// where the packet (or the datagram a reassembly completed) is classified, once.
+inline void countTunnelNotParsed(WorkerCounters& c, const PacketMeta& m) {
+  if (m.tunnel_not_parsed == TunnelType::kVxlan) {
+    c.vxlan_not_parsed.add();
+  } else if (m.tunnel_not_parsed == TunnelType::kGeneve) {
+    c.geneve_not_parsed.add();
+  }
+}
+
 // Aggregated view over all workers (plus per-worker copies), for summaries and stats.
 struct CountersSnapshot {
   struct Flat {
@@ -172,6 +185,7 @@ struct CountersSnapshot {
     uint64_t stage_packets[static_cast<int>(Stage::kCount)]{};
     uint64_t stage_drops[static_cast<int>(Stage::kCount)]{};
     uint64_t malformed_forwarded = 0, non_ip_forwarded = 0, untracked_forwarded = 0;
+    uint64_t vxlan_not_parsed = 0, geneve_not_parsed = 0;
     uint64_t flows_created = 0, flows_expired = 0, flows_active = 0, flows_midstream = 0;
     uint64_t flow_table_full = 0, flow_cache_hits = 0;
     uint64_t frag_packets = 0, frag_held = 0, frag_overlaps = 0, frag_timeouts = 0;

@@ -58,6 +58,13 @@ std::string summarize(const PacketMeta& m) {
 
 
 
+// A tunnel header error that only dataplane.tunnels.strict makes a malformation.
+const char* strictNote(ParseStatus ps, const TunnelParseConfig& tun) {
+  const bool by_port = ps == ParseStatus::kTruncatedVxlan || ps == ParseStatus::kBadVxlan ||
+                       ps == ParseStatus::kTruncatedGeneve || ps == ParseStatus::kBadGeneve;
+  return by_port && tun.strict ? " (dataplane.tunnels.strict = true)" : "";
+}
+
 }  // namespace
 
 std::string explainAddr(const IpAddr& a, L3Type l3) {
@@ -124,15 +131,26 @@ ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, u
   if (ps != ParseStatus::kOk) {
     if (d.malformed == rules::Policy::kDrop) {
       drop(Stage::kParse, dropReasonFromParse(ps),
-           absl::StrCat(parseStatusName(ps), "; policy dataplane.malformed = DROP"));
+           absl::StrCat(parseStatusName(ps), strictNote(ps, tun),
+                        "; policy dataplane.malformed = DROP"));
     } else {
       v.verdict = Verdict::kForward;
       step(Stage::kParse, "forward",
-           absl::StrCat(parseStatusName(ps), "; policy dataplane.malformed = FORWARD (no flow)"));
+           absl::StrCat(parseStatusName(ps), strictNote(ps, tun),
+                        "; policy dataplane.malformed = FORWARD (no flow)"));
     }
     return r;
   }
-  step(Stage::kParse, "pass", r.summary);
+  if (m.tunnel_not_parsed != TunnelType::kNone) {
+    // The classify step's story: a datagram on a tunnel port that is not the tunnel.
+    step(Stage::kParse, "pass",
+         absl::StrCat(r.summary, "; UDP to the ", tunnelTypeName(m.tunnel_not_parsed),
+                      " port ", m.dport, " without a valid ", tunnelTypeName(m.tunnel_not_parsed),
+                      " header: judged as plain UDP (dataplane.tunnels.strict = false; counted ",
+                      tunnelTypeName(m.tunnel_not_parsed), "_not_parsed)"));
+  } else {
+    step(Stage::kParse, "pass", r.summary);
+  }
 
   // An IPv6 atomic fragment is a whole datagram, judged like any packet (RFC 6946).
   if (m.is_fragment && m.frag_offset == 0 && !m.more_fragments) m.is_fragment = false;

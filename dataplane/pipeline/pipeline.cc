@@ -409,6 +409,7 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i) {
     }
     return false;
   }
+  if (pm.tunnel_not_parsed != TunnelType::kNone) [[unlikely]] countTunnelNotParsed(*cx_.c, pm);
   if (pm.is_fragment && pm.frag_offset == 0 && !pm.more_fragments) {
     // An IPv6 atomic fragment is a whole datagram, processed on its own (RFC 6946): no
     // tracking, every stage reads it like any packet.

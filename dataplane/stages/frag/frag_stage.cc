@@ -262,6 +262,7 @@ bool FragStage::reasmJudge(rte_mbuf* m, uint16_t i, int32_t slot) {
     }
     return true;
   }
+  countTunnelNotParsed(*cx_.c, pm);
   pm.is_fragment = false;  // an IPv6 datagram keeps its (now atomic) fragment header
   return false;
 }

@@ -678,12 +678,15 @@ TEST(ConfigLoader, TunnelSettings) {
   EXPECT_EQ(dm->dataplane.vxlan_ports, std::vector<uint32_t>{4789});
   EXPECT_EQ(dm->dataplane.geneve_ports, std::vector<uint32_t>{6081});
   EXPECT_EQ(dm->dataplane.tunnel_max_depth, 3u);
+  // Issue 30: a datagram on a tunnel port that is not the tunnel is plain UDP by default.
+  EXPECT_FALSE(dm->dataplane.tunnels_strict);
 
   auto ok = parseConfig(R"({"dataplane": {"tunnels": {"mode": "OUTER_ONLY", "vxlanPorts": [4789, 8472],
-                           "genevePorts": [6081], "maxDepth": 4}}})", ConfigFormat::kJson, "t.json");
+                           "genevePorts": [6081], "maxDepth": 4, "strict": true}}})", ConfigFormat::kJson, "t.json");
   ASSERT_TRUE(ok.ok()) << ok.status();
   auto om = toModel(*ok);
   ASSERT_TRUE(om.ok()) << om.status();
+  EXPECT_TRUE(om->dataplane.tunnels_strict);
   EXPECT_FALSE(om->dataplane.tunnels_inspect);
   EXPECT_EQ(om->dataplane.vxlan_ports, (std::vector<uint32_t>{4789, 8472}));
   EXPECT_EQ(om->dataplane.tunnel_max_depth, 4u);

@@ -270,9 +270,12 @@ TEST(TunnelParser, MplsLabelStack) {
   EXPECT_EQ(m.tunnel[1].type, TunnelType::kMpls);
 }
 
-TEST(TunnelParser, VxlanGeneveMalformed) {
+// dataplane.tunnels.strict: a payload on a VXLAN / Geneve port that is not the tunnel's header
+// is malformed (the behaviour before strict existed).
+TEST(TunnelParser, VxlanGeneveMalformedWhenStrict) {
   const Frame inner = innerTcp();
-  const TunnelParseConfig tc = inspectAll();
+  TunnelParseConfig tc = inspectAll();
+  tc.strict = true;
   PacketMeta m;
   // Fewer than 8 bytes of VXLAN.
   Frame f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(1, 4789).payload("abc").build();
@@ -295,6 +298,104 @@ TEST(TunnelParser, VxlanGeneveMalformed) {
   // An ARP frame inside VXLAN is non-IP (the non_ip policy judges it).
   const Frame arp = PacketBuilder().arp(1, "10.0.0.1", "10.0.0.2").build();
   EXPECT_EQ(parse(test::vxlanFrame(arp, 1), m, &tc), ParseStatus::kNonIp);
+}
+
+// The UDP datagram `m` describes: 192.0.2.1:sport -> 192.0.2.2:dport, not in a tunnel.
+void expectPlainUdp(const PacketMeta& m, uint16_t sport, uint16_t dport, size_t payload) {
+  EXPECT_EQ(m.tunnel_depth, 0);
+  EXPECT_EQ(m.l3, L3Type::kIpv4);
+  EXPECT_EQ(m.l4_proto, 17);
+  EXPECT_TRUE(m.has_l4);
+  EXPECT_EQ(m.sport, sport);
+  EXPECT_EQ(m.dport, dport);
+  EXPECT_EQ(m.l3_offset, 14);
+  EXPECT_EQ(m.payload_offset, 14 + 20 + 8);
+  EXPECT_EQ(m.payload_len, payload);
+}
+
+// Default (strict off): the port alone names the tunnel, so a datagram to 4789 / 6081 whose
+// payload is not that tunnel's header is the plain UDP datagram it is (an LB NAT backend's
+// answers to a client that picked port 6081), marked tunnel_not_parsed for its counter.
+TEST(TunnelParser, NotATunnelOnATunnelPortIsPlainUdp) {
+  const Frame inner = innerTcp();
+  const TunnelParseConfig tc = inspectAll();
+  PacketMeta m;
+  Frame f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(443, 4789).payload("abc").build();
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  expectPlainUdp(m, 443, 4789, 3);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kVxlan);
+  // I flag clear: 8 bytes that are not VXLAN.
+  f = test::vxlanFrame(inner, 1, test::Outer(), 4789, 49152, 0x00);
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  expectPlainUdp(m, 49152, 4789, f.size() - 14 - 20 - 8);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kVxlan);
+  // Geneve: short, options past the payload, version 1.
+  f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(53, 6081).payload("abcd").build();
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  expectPlainUdp(m, 53, 6081, 4);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kGeneve);
+  f = test::geneveFrame(Frame{}, 1, test::Outer(), 0x6558, 0);
+  f[14 + 20 + 8] = 0x3f;
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kGeneve);
+  EXPECT_EQ(m.tunnel_depth, 0);
+  EXPECT_EQ(m.dport, 6081);
+  // What the NAT backend sent: application bytes (first byte 0x5a: version 1).
+  f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(8080, 6081)
+          .payload("Z answer from the backend").build();
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  expectPlainUdp(m, 8080, 6081, 25);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kGeneve);
+  // A valid tunnel is still opened and not marked.
+  ASSERT_EQ(parse(test::vxlanFrame(inner, 7), m, &tc), ParseStatus::kOk);
+  EXPECT_EQ(m.tunnel_depth, 1);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kNone);
+  // A valid tunnel header whose inner packet is malformed stays malformed: the endpoint
+  // would open it (the inner headers' usual reasons, docs/tunnels.md).
+  f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(1, 4789)
+          .payload(Frame{0x08, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0}).build();
+  EXPECT_EQ(parse(f, m, &tc), ParseStatus::kTruncatedL2);
+  // Inside another tunnel: the datagram at that layer is judged (GRE, then UDP to 6081).
+  const Frame udp_in = PacketBuilder().ipv4("10.0.0.1", "10.0.0.2").udp(5000, 6081)
+                           .payload("Zzzzzzzzzz").build();
+  ASSERT_EQ(parse(test::greFrame(test::ipOf(udp_in), 0x0800), m, &tc), ParseStatus::kOk);
+  EXPECT_EQ(m.tunnel_depth, 1);
+  EXPECT_EQ(m.tunnel[0].type, TunnelType::kGre);
+  EXPECT_EQ(m.l4_proto, 17);
+  EXPECT_EQ(m.dport, 6081);
+  EXPECT_EQ(m.payload_len, 10);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kGeneve);
+  // Outer-only mode never looks.
+  TunnelParseConfig outer = tc;
+  outer.inspect = false;
+  f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(53, 6081).payload("abcd").build();
+  ASSERT_EQ(parse(f, m, &outer), ParseStatus::kOk);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kNone);
+}
+
+// RFC 7348 / RFC 8926: a tunnel is recognised by the UDP destination port. A datagram FROM
+// 4789 / 6081 (a server answering a client that used that port) is never opened, whatever
+// its payload looks like, unless it also goes TO a tunnel port.
+TEST(TunnelParser, SourcePortAloneIsNotATunnel) {
+  const Frame inner = innerTcp();
+  const TunnelParseConfig tc = inspectAll();
+  PacketMeta m;
+  // A well-formed VXLAN / Geneve header and inner frame, but sent from the tunnel port.
+  Frame f = test::vxlanFrame(inner, 5, test::Outer(), 40000, 4789);
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  expectPlainUdp(m, 4789, 40000, f.size() - 14 - 20 - 8);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kNone);
+  const Frame g = test::geneveFrame(inner, 5);
+  f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(6081, 40000)
+          .payload(Frame(g.begin() + 14 + 20 + 8, g.end())).build();
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  expectPlainUdp(m, 6081, 40000, f.size() - 14 - 20 - 8);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kNone);
+  // From one tunnel port to another: opened as the destination's tunnel.
+  f = test::vxlanFrame(inner, 5, test::Outer(), 4789, 6081);
+  ASSERT_EQ(parse(f, m, &tc), ParseStatus::kOk);
+  EXPECT_EQ(m.tunnel_depth, 1);
+  EXPECT_EQ(m.tunnel[0].type, TunnelType::kVxlan);
 }
 
 TEST(TunnelParser, NestingAndDepthLimit) {

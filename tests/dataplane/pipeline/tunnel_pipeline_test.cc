@@ -261,6 +261,7 @@ TEST(TunnelPipeline, MalformedTunnelsFollowTheMalformedPolicy) {
     auto s = fwSnap();
     s->dataplane.malformed = p;
     s->dataplane.tunnel_max_depth = 1;
+    s->dataplane.tunnels_strict = true;  // the truncated VXLAN header is malformed
     Harness h(std::move(s));
     const Frame cut = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").udp(1, 4789).payload("abc").build();
     test::GreOpts bad;
@@ -282,6 +283,71 @@ TEST(TunnelPipeline, MalformedTunnelsFollowTheMalformedPolicy) {
       EXPECT_EQ(h.counters().malformed_forwarded, 3u);
     }
   }
+}
+
+// Issue 30: a client whose UDP port happens to be 6081, and the server's answers to it (UDP
+// to 6081, application bytes that are no Geneve header): one plain UDP flow, forwarded both
+// ways byte for byte, counted geneve_not_parsed. dataplane.tunnels.strict drops the answer
+// as bad_geneve (the behaviour before).
+TEST(TunnelPipeline, PlainUdpOnATunnelPortIsJudgedAsPlainUdp) {
+  for (bool strict : {false, true}) {
+    auto s = fwSnap();
+    s->dataplane.tunnels_strict = strict;
+    Harness h(std::move(s));
+    const Frame ask = PacketBuilder().ipv4("10.0.0.9", "10.0.1.1").udp(6081, 8080)
+                          .payload("query").build();
+    const Frame answer = PacketBuilder().ipv4("10.0.1.1", "10.0.0.9").udp(8080, 6081)
+                             .payload("Z: the answer, first byte 0x5a = Geneve version 1").build();
+    const Frame answer_vx = PacketBuilder().ipv4("10.0.1.1", "10.0.0.9").udp(8080, 4789)
+                                .payload("abc").build();  // shorter than a VXLAN header
+    h.send(0, ask);
+    h.poll();
+    h.send(1, answer);
+    h.send(1, answer_vx);
+    h.poll();
+    const auto& v = h.verdicts();
+    ASSERT_EQ(v.size(), 3u);
+    EXPECT_EQ(v[0].verdict, Verdict::kForward);
+    EXPECT_EQ(h.out(1), std::vector<Frame>{ask});
+    const CountersSnapshot::Flat c = h.counters();
+    if (!strict) {
+      EXPECT_EQ(v[1].verdict, Verdict::kForward);
+      EXPECT_EQ(v[2].verdict, Verdict::kForward);
+      EXPECT_EQ(h.out(0), (std::vector<Frame>{answer, answer_vx}));
+      EXPECT_EQ(c.flows_created, 2u);  // the 6081 conversation is one flow both ways
+      EXPECT_EQ(c.geneve_not_parsed, 1u);
+      EXPECT_EQ(c.vxlan_not_parsed, 1u);
+      EXPECT_EQ(c.verdicts[static_cast<int>(Verdict::kDrop)], 0u);
+    } else {
+      EXPECT_EQ(v[1].reason, DropReason(ParseStatus::kBadGeneve));
+      EXPECT_EQ(v[2].reason, DropReason(ParseStatus::kTruncatedVxlan));
+      EXPECT_TRUE(h.out(0).empty());
+      EXPECT_EQ(c.geneve_not_parsed, 0u);
+      EXPECT_EQ(c.vxlan_not_parsed, 0u);
+    }
+  }
+}
+
+// The firewall judges such a datagram by its own header: a rule on UDP destination port 4789
+// denies a datagram to 4789 that is no VXLAN, while a VXLAN packet to that port is still
+// opened and judged by its inner packet.
+TEST(TunnelPipeline, RulesSeeThePlainDatagramOnATunnelPort) {
+  auto s = std::make_unique<rules::Snapshot>();
+  s->dataplane = settings();
+  s->firewall = test::makeFirewall({
+      {.id = "no-vxlan-port", .action = FwAction::kDeny, .proto = kUdp, .dport_lo = 4789, .dport_hi = 4789},
+  });
+  Harness h(std::move(s));
+  const Frame plain = PacketBuilder().ipv4("10.0.0.9", "10.0.1.1").udp(5000, 4789).payload("abc").build();
+  // A real VXLAN packet to the same port is opened: the rule sees the inner packet (80/tcp).
+  const Frame real = test::vxlanFrame(tcpSyn(80), 9);
+  for (const Frame* f : {&plain, &real}) h.send(0, *f);
+  h.poll();
+  const auto& v = h.verdicts();
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].reason, DropReason::kFirewallDeny);
+  EXPECT_EQ(v[1].verdict, Verdict::kForward);
+  EXPECT_EQ(h.counters().vxlan_not_parsed, 1u);
 }
 
 // --- Firewall rules on the tunnel id (rte_acl field) ---
