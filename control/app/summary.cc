@@ -167,6 +167,12 @@ void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& 
   in.dpi_rules = plane.dpiRuleCounters();
   in.dpi_rule_actions.assign(in.dpi_rules.size(), "");
   in.dpi_enabled = snap.dpi != nullptr;
+  if (snap.dpi && !snap.dpi->rules.empty() && !snap.dpi_settings.http.enabled) {
+    // --- http --- turned off by the config (dpi.http.enabled false): say what it costs.
+    in.warnings.push_back(
+        "dpi: http parsing off (dpi.http.enabled false): file rules see only raw stream bytes "
+        "(no de-chunking or decompression; offset 0 and filesize are the stream's)");
+  }
   if (snap.dpi) {
     in.dpi_accepted = snap.dpi->rules.size();
     in.dpi_unsupported = snap.dpi->unsupported.size();

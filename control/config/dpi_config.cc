@@ -153,10 +153,15 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
     errors.push_back(dpiError("dpi.prefilter_window_bytes",
                               absl::StrCat(m->prefilter_window_bytes, " is out of range [16, 1048576]")));
   if (c.prefilter_windows_per_worker() != 0) m->prefilter_windows_per_worker = c.prefilter_windows_per_worker();
-  if (c.has_http()) {  // --- http ---
+  // --- http --- A dpi.http section parses HTTP unless it says `enabled: false`; without one,
+  // HTTP is parsed with the defaults when there are rules (files are what YARA rules are
+  // written for: a rule file alone must see a chunked or gzip download).
+  if (!c.has_http()) {
+    m->http.enabled = m->http.implicit = !m->sources.empty();
+  } else {
     const v1::DpiHttpConfig& h = c.http();
     rules::DpiHttpModel& hm = m->http;
-    hm.enabled = true;
+    hm.enabled = !h.has_enabled() || h.enabled();
     if (h.ports_size() != 0) hm.ports.clear();
     for (int k = 0; k < h.ports_size(); ++k) {
       if (h.ports(k) == 0 || h.ports(k) > 65535)
@@ -214,6 +219,15 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
       default: errors.push_back(dpiError(absl::StrCat("dpi.scopes[", k, "].inspect"), "not FILES, STREAM or BOTH"));
     }
     m->scopes.push_back(std::move(s));
+  }
+  // HTTP on by default: a source without a scope keeps the raw stream of HTTP flows it saw
+  // before (rules written for the stream, e.g. on request headers) and gains the files.
+  if (m->http.implicit) {
+    for (const rules::YaraSource& y : m->sources) {
+      bool scoped = false;
+      for (const rules::DpiScope& sc : m->scopes) scoped = scoped || sc.source == y.name;
+      if (!scoped) m->scopes.push_back({y.name, rules::DpiInspect::kBoth});
+    }
   }
   if (m->prefilter_windows_per_worker > (1u << 22))
     errors.push_back(dpiError("dpi.prefilter_windows_per_worker",

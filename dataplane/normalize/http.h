@@ -43,7 +43,7 @@ struct HttpSettings {
   bool detect_on_other_ports = true;  // flows whose first client bytes are an HTTP request line
   int personality = 2;                // enum htp_server_personality_t (2 = HTP_SERVER_IDS)
   uint32_t flow_slots_per_worker = 4096;
-  uint32_t decompress_layers = 2;     // content-encoding layers decoded (libhtp layer limit)
+  uint32_t decompress_layers = 3;     // content-encoding layers decoded (libhtp layer limit)
   uint64_t bomb_limit_bytes = 1u << 20;  // libhtp compression bomb limit (compressed bytes)
   uint32_t bomb_time_limit_us = 100000;  // libhtp decompression time limit per body
   bool http_events = false;           // an `http` event per transaction

@@ -34,12 +34,16 @@ struct DpiRuleAction {
 
 // --- http --- HTTP parsed by libhtp on DPI flows, bodies scanned as files (docs/http.md).
 struct DpiHttpModel {
-  bool enabled = false;                  // dpi.http present in the config
+  // HTTP parsed: dpi.http present (and not `enabled: false`), or absent while DPI has rules
+  // (`implicit`: then sources without a scope inspect files and the stream, control/config
+  // dpi_config.cc).
+  bool enabled = false;
+  bool implicit = false;
   std::vector<uint16_t> ports{80, 8000, 8080, 8888, 3128};
   bool detect_on_other_ports = true;
   int personality = 2;                   // libhtp htp_server_personality_t (2 = IDS)
   uint32_t flow_slots_per_worker = 4096;
-  uint32_t decompress_layers = 2;
+  uint32_t decompress_layers = 3;        // gzip inside gzip inside deflate: what evasions use
   uint32_t bomb_limit_bytes = 1u << 20;
   uint32_t bomb_time_limit_us = 100000;
   bool http_events = false;

@@ -1,17 +1,21 @@
 #!/usr/bin/python3
 """--- http --- EICAR detection on the http-evader development captures (issue 17, docs/http.md).
 
-    tests/http/http_evader.py BINARY [--mode files|stream] [--min N] [--list] [--jobs J]
+    tests/http/http_evader.py BINARY [--mode files|default|stream] [--min N] [--list] [--jobs J]
 
 Replays every capture of ../shared/data/pcap/OISF+suricata-verify/tests/http-evader (each
 delivers the EICAR test file through an HTTP trick) through `BINARY replay` with one YARA
 rule (the EICAR string, action alert) and counts the captures on which it raised an alert:
   --mode files   dpi.http on port 80: bodies de-chunked / decompressed by libhtp, scanned
                  as files (the rule set's default scope: files on HTTP flows)
-  --mode stream  no dpi.http: the rule runs over the raw TCP stream (the behaviour before)
-Both modes skip TCP checksum verification (the captures were made with bad checksums;
-Suricata's own tests run them with -k none) and decode up to 3 content-encoding layers, as
-Suricata's test configuration does. --min N fails (exit 1) when fewer than N captures alert
+  --mode default no dpi.http section (issue 30): HTTP parsed with its defaults because there
+                 is a rule (default ports, 3 content-encoding layers; the rule set then
+                 inspects files and the raw stream)
+  --mode stream  dpi.http.enabled false: the rule runs over the raw TCP stream (the
+                 behaviour before issue 17, and of a config without dpi.http before issue 30)
+Every mode skips TCP checksum verification (the captures were made with bad checksums;
+Suricata's own tests run them with -k none); files mode decodes up to 3 content-encoding
+layers, as Suricata's test configuration does (3 is also the default). --min N fails (exit 1) when fewer than N captures alert
 (the regression test). Without the data directory it prints SKIPPED and exits 77.
 """
 import argparse
@@ -77,7 +81,7 @@ def merge(pcaps, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
-    ap.add_argument("--mode", choices=["files", "stream"], default="files")
+    ap.add_argument("--mode", choices=["files", "default", "stream"], default="files")
     ap.add_argument("--min", type=int, default=0)
     ap.add_argument("--list", action="store_true", help="print the captures without an alert")
     ap.add_argument("--jobs", type=int, default=2)
@@ -96,6 +100,8 @@ def main():
                "dataplane": {"tcp": {"skip_checksum": True}}}
         if a.mode == "files":
             cfg["dpi"]["http"] = {"ports": [80], "decompress_layers": 3}
+        elif a.mode == "stream":
+            cfg["dpi"]["http"] = {"enabled": False}
         config = os.path.join(d, "config.json")
         with open(config, "w") as f:
             json.dump(cfg, f)

@@ -87,10 +87,13 @@ TEST(DpiConfig, HttpSettingsAndScopes) {
   rules::ConfigErrorList errs;
   auto m = load(R"({"dpi": {}})", &errs);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_FALSE(m->dpi.http.enabled);
+  EXPECT_FALSE(m->dpi.http.enabled);  // no rules: nothing to see files with
   m = load(R"({"dpi": {"http": {}}})", &errs);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_TRUE(m->dpi.http.enabled);
+  EXPECT_FALSE(m->dpi.http.implicit);
+  EXPECT_TRUE(m->dpi.scopes.empty());
+  EXPECT_EQ(m->dpi.http.decompress_layers, 3u);
   EXPECT_EQ(m->dpi.http.ports, (std::vector<uint16_t>{80, 8000, 8080, 8888, 3128}));
   EXPECT_TRUE(m->dpi.http.detect_on_other_ports);
   EXPECT_EQ(m->dpi.http.personality, 2);  // HTP_SERVER_IDS
@@ -123,6 +126,53 @@ TEST(DpiConfig, HttpSettingsAndScopes) {
     EXPECT_FALSE(bad.ok() && e.empty()) << json;
     EXPECT_NE(all.find(field), std::string::npos) << json << ": " << all;
   }
+}
+
+// Issue 30: HTTP parsing is on by default when DPI has rules (a rule file alone catches a
+// chunked / gzip download), with the defaults of a dpi.http section; a source without a
+// scope then inspects files and the raw stream of HTTP flows (what it saw before stays seen).
+// `dpi.http.enabled: false` turns it off; a dpi.http section keeps meaning what it meant.
+TEST(DpiConfig, HttpOnByDefaultWhenThereAreRules) {
+  rules::ConfigErrorList errs;
+  auto m = load(R"({"dpi": {"ruleSets": [{"name": "s", "text": "rule r { condition: true }"},
+                                         {"name": "t", "text": "rule q { condition: true }"}],
+                            "scopes": [{"source": "t", "inspect": "INSPECT_STREAM"}]}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->dpi.http.enabled);
+  EXPECT_TRUE(m->dpi.http.implicit);
+  EXPECT_EQ(m->dpi.http.ports, (std::vector<uint16_t>{80, 8000, 8080, 8888, 3128}));
+  EXPECT_TRUE(m->dpi.http.detect_on_other_ports);
+  EXPECT_EQ(m->dpi.http.decompress_layers, 3u);
+  ASSERT_EQ(m->dpi.scopes.size(), 2u);
+  EXPECT_EQ(m->dpi.scopes[0].source, "t");  // the config's scope stays
+  EXPECT_EQ(m->dpi.scopes[0].inspect, rules::DpiInspect::kStream);
+  EXPECT_EQ(m->dpi.scopes[1].source, "s");
+  EXPECT_EQ(m->dpi.scopes[1].inspect, rules::DpiInspect::kBoth);
+  // Explicitly off: no HTTP parsing, no scopes added.
+  m = load(R"({"dpi": {"ruleSets": [{"name": "s", "text": "rule r { condition: true }"}],
+                       "http": {"enabled": false}}})", &errs);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->dpi.http.enabled);
+  EXPECT_FALSE(m->dpi.http.implicit);
+  EXPECT_TRUE(m->dpi.scopes.empty());
+  // A section is on unless it says otherwise, and `enabled: true` is the same.
+  for (const char* json : {R"({"dpi": {"ruleSets": [{"name": "s", "text": "rule r { condition: true }"}],
+                                     "http": {"ports": [80]}}})",
+                           R"({"dpi": {"ruleSets": [{"name": "s", "text": "rule r { condition: true }"}],
+                                     "http": {"enabled": true, "ports": [80]}}})"}) {
+    m = load(json, &errs);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_TRUE(m->dpi.http.enabled) << json;
+    EXPECT_FALSE(m->dpi.http.implicit) << json;
+    EXPECT_EQ(m->dpi.http.ports, (std::vector<uint16_t>{80})) << json;
+    EXPECT_TRUE(m->dpi.scopes.empty()) << json;  // the documented default scope: files
+  }
+  // Turned off, its fields are still validated (by name).
+  rules::ConfigErrorList e;
+  auto bad = load(R"({"dpi": {"http": {"enabled": false, "decompressLayers": 9}}})", &e);
+  std::string all(bad.ok() ? "" : bad.status().message());
+  for (const auto& x : e) all += "\n" + rules::formatError(x);
+  EXPECT_NE(all.find("dpi.http.decompress_layers"), std::string::npos) << all;
 }
 
 // Found by the http fuzz target: libhtp 0.5 refuses the IIS 4.0 and IIS 5.0 personalities
