@@ -1529,7 +1529,11 @@ answers from 10.9.0.1:8080 on side B and the answer leaves on A from 192.0.2.10:
 reverse entry of the flow table (a flow of its own, n1r). Live, the LB creates that entry when
 it forwards the SYN, before the backend can answer; a replay judges the SYN and the answer
 in one burst, so the flow stage creates n1r from the answer first (new) and the LB adopts it
-for the translation. n6: the same over IPv6. u1: UDP.""")
+for the translation. n6: the same over IPv6. u1: UDP. u2 / u3 (issue 30): UDP clients whose
+port happens to be a default tunnel port (6081 Geneve, 4789 VXLAN): the backend's answers go TO
+that port and their payload is no tunnel header (first byte 0x5a: Geneve version 1; 5 bytes:
+shorter than a VXLAN header), so they are the plain UDP answers they are, translated back
+(geneve_not_parsed / vxlan_not_parsed count them; dataplane.tunnels.strict would drop them).""")
     t = 1000
     def at(dt):
         nonlocal t
@@ -1552,6 +1556,15 @@ for the translation. n6: the same over IPv6. u1: UDP.""")
           Raw(payload(20)), "F u1 new", "u1: UDP to the VIP", at_us=at(1000))
     c.add(eth_b() / IP(src="10.9.0.1", dst="10.0.2.2") / UDP(sport=8080, dport=5000) /
           Raw(payload(20, 3)), "F u1r new", "u1: UDP answer", side="B", at_us=at(500))
+    for fl, cip, cport, answer, what in (
+            ("u2", "10.0.2.3", 6081, b"Z answer from be1 to :6081", "Geneve version 1"),
+            ("u3", "10.0.2.4", 4789, b"hello", "5 bytes, no VXLAN header")):
+        c.add(eth_a() / IP(src=cip, dst="192.0.2.10") / UDP(sport=cport, dport=80) /
+              Raw(payload(20, 4)), f"F {fl} new", f"{fl}: UDP to the VIP from client port {cport}",
+              at_us=at(1000))
+        c.add(eth_b() / IP(src="10.9.0.1", dst=cip) / UDP(sport=8080, dport=cport) / Raw(answer),
+              f"F {fl}r new", f"{fl}: answer to :{cport} ({what}): plain UDP, translated back",
+              side="B", at_us=at(500))
     return c
 
 
@@ -2924,7 +2937,9 @@ packet; a passing packet leaves unchanged; the tunnel id (VNI / GRE key) is in t
 the same inner 5-tuple in another VNI, or outside the tunnel, is another flow. Rejects and DNS
 answers go back inside the tunnel (outer addresses and MACs swapped, lengths and checksums
 fixed); through MPLS no answer is made (the reject still drops). Malformed encapsulations are
-dropped with their reason (dataplane.malformed DROP). Firewall: defaults ALLOW; rules 0
+dropped with their reason (dataplane.malformed DROP); a datagram to the VXLAN / Geneve port
+whose payload is no tunnel header (m1..m4) is the plain UDP datagram it is (issue 30:
+dataplane.tunnels.strict off), forwarded and counted vxlan_not_parsed / geneve_not_parsed. Firewall: defaults ALLOW; rules 0
 deny-ssh tcp :22, 1 rej-smtp REJECT tcp :25, 2 rej-snmp REJECT udp :161. DNS lists as in
 dns_udp_actions. DPI (rules.yar): tun_drop (drop, "EVIL-IN-TUNNEL").""")
     os.makedirs(os.path.join(HERE, "tunnels"), exist_ok=True)
@@ -3061,15 +3076,15 @@ dns_udp_actions. DPI (rules.yar): tun_drop (drop, "EVIL-IN-TUNNEL").""")
           "arp: ARP inside VXLAN: non-IP (dataplane.non_ip FORWARD), no flow")
     # Malformed encapsulations.
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49152, dport=4789) / Raw(b"\x08\x00\x00"),
-          "D truncated_vxlan", "m1: 3 bytes on the VXLAN port")
+          "F m1 new", "m1: 3 bytes on the VXLAN port: no VXLAN header, plain UDP (strict off)")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49152, dport=4789) / VXLAN(flags=0, vni=5) /
-          ieth("A") / ic() / web(44001), "D bad_vxlan", "m2: VXLAN without the I flag")
+          ieth("A") / ic() / web(44001), "F m1", "m2: VXLAN without the I flag: plain UDP, m1's flow")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49153, dport=6081) /
-          Raw(bytes([0x3F, 0, 0x65, 0x58, 0, 0, 1, 0])), "D truncated_geneve",
-          "m3: Geneve announcing 63 option words, none present")
+          Raw(bytes([0x3F, 0, 0x65, 0x58, 0, 0, 1, 0])), "F m3 new",
+          "m3: Geneve announcing 63 option words, none present: plain UDP (strict off)")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49153, dport=6081) /
-          GENEVE(version=1, vni=1, proto=0x6558) / ieth("A") / ic() / web(44002), "D bad_geneve",
-          "m4: Geneve version 1")
+          GENEVE(version=1, vni=1, proto=0x6558) / ieth("A") / ic() / web(44002), "F m3",
+          "m4: Geneve version 1: plain UDP, m3's flow")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B, proto=47) / Raw(bytes([0x40, 0x00, 0x08, 0x00])) /
           ic() / web(44003), "D bad_gre", "m5: GRE with the routing bit (RFC 1701 source route)")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B, proto=47) / Raw(bytes([0x20, 0x00, 0x08, 0x00, 0, 0])),
@@ -3243,6 +3258,70 @@ generator checks every file with Python's email / zlib decoding before writing t
         data=b"GET /readme.txt HTTP/1.1\r\nHost: files.test\r\nX-Test: " + EICAR + b"\r\n\r\n")
     t.s("PA", note="h10: clean text file: forwarded", data=b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello world\n")
     t.fin_teardown()
+    return c
+
+
+def case_http_default(name, http):
+    """Issue 30: a config that names only a YARA rule file parses HTTP (default ports, 3
+    content-encoding layers); `dpi.http.enabled: false` does not, and the summary says so."""
+    cfg = {"dpi": {"rule_files": ["rules.yar"]}}
+    if http is not None:
+        cfg["dpi"]["http"] = http
+    off = http is not None and http.get("enabled") is False
+    c = FwCase(name, cfg, ("""
+HTTP parsing turned off (dpi.http.enabled false): every rule runs on the raw TCP stream, as
+without HTTP parsing; the summary warns that file rules see only raw stream bytes. The chunked
+PE (d1), the gzip EICAR (d2) and the three-layer gzip PE (d3) are not seen; the plain EICAR
+body (d4) is, on the stream; so is the EICAR string in a request header (d5).""" if off else """
+HTTP parsed by default (issue 30): the config names only a rule file (rules.yar as in
+http_files: pe_header and eicar, action drop) and no dpi.http section, so flows to the default
+HTTP ports are parsed with the defaults (3 content-encoding layers) and the rule set, which
+names no scope, inspects both the files and the raw stream of HTTP flows (what it saw before
+stays seen). d1: a chunked PE download (MZ at file offset 0), d2: a gzip EICAR, d3: a PE in
+three gzip layers: dropped on the decoded file; d4: a plain EICAR body; d5: the EICAR string
+in a request header only, caught on the raw stream."""))
+    os.makedirs(os.path.join(HERE, name), exist_ok=True)
+    with open(os.path.join(HERE, name, "rules.yar"), "w") as f:
+        f.write(HTTP_RULES.lstrip())
+    n = [0]
+
+    def conn(label, note, port=80):
+        n[0] += 1
+        ipc = lambda k=n[0]: IP(src=f"10.1.9.{k}", dst="10.2.9.80")
+        ips = lambda k=n[0]: IP(src="10.2.9.80", dst=f"10.1.9.{k}")
+        t = Tcp(c, eth_a, eth_b, ipc, ips, 43000 + n[0], port, label, side_c="A", side_s="B")
+        t.handshake(note)
+        return t
+
+    pe = pe_file(600)
+    eicar_body = b"eicar test file: " + EICAR + b" end"
+    deliveries = [
+        ("d1", "chunked PE", "pe", pe, b"Transfer-Encoding: chunked\r\n", lambda b: http_chunked(b, 200)),
+        ("d2", "gzip EICAR", "eicar", eicar_body, b"Content-Encoding: gzip\r\n", http_gzip),
+        ("d3", "PE in three gzip layers", "pe", pe, b"Content-Encoding: gzip, gzip, gzip\r\n",
+         lambda b: http_gzip(http_gzip(http_gzip(b)))),
+        ("d4", "plain EICAR", "eicar", eicar_body, b"", lambda b: b),
+    ]
+    for label, what, kind, plain, enc_headers, encode in deliveries:
+        port = 8080 if label == "d2" else 80  # 8080: another default port
+        t = conn(label, f"{label}: {what} to :{port}", port)
+        t.c("PA", note=f"{label}: GET", data=b"GET /" + label.encode() + b" HTTP/1.1\r\nHost: f.test\r\n\r\n")
+        body = encode(plain)
+        length = b"" if b"chunked" in enc_headers else b"Content-Length: %d\r\n" % len(body)
+        msg = b"HTTP/1.1 200 OK\r\n" + enc_headers + length + b"\r\n" + body
+        http_file_check(kind, msg, plain)
+        head = msg[:msg.index(b"\r\n\r\n") + 4]
+        t.s("PA", note=f"{label}: response headers", data=head)
+        seen = (not off) or label == "d4"  # off: only the plain body is visible on the stream
+        if seen:
+            t.s("PA", f"D dpi_drop {label}", f"{label}: {what}: {kind} matches: dropped", data=msg[len(head):])
+            t.c("A", f"D dpi_drop {label}", f"{label}: client ACK: the flow is blocked")
+        else:
+            t.s("PA", note=f"{label}: {what}: encoded on the stream, no file: forwarded", data=msg[len(head):])
+            t.c("A", note=f"{label}: client ACK")
+    t = conn("d5", "d5: EICAR in a request header")
+    t.c("PA", f"D dpi_drop d5", "d5: the raw stream of the HTTP flow still sees it: dropped",
+        data=b"GET /x HTTP/1.1\r\nHost: f.test\r\nX-Test: " + EICAR + b"\r\n\r\n")
     return c
 
 
@@ -3527,6 +3606,8 @@ CASES = {
     "http_no_slot_forward": lambda: case_http_no_slot("FORWARD"),
     "http_no_slot_drop": lambda: case_http_no_slot("DROP"),
     "http_hold": case_http_hold,  # --- http --- hold-back of a file's last packet
+    "http_default": lambda: case_http_default("http_default", None),  # issue 30: on with rules
+    "http_off": lambda: case_http_default("http_off", {"enabled": False}),
     "tunnels": case_tunnels,  # issue 16: tunnels opened, inner packets judged
     "tcp_reorder": case_tcp_reorder,  # issue 30: out-of-order sessions inspected, not dropped
 }
