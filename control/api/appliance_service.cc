@@ -187,6 +187,7 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_untracked_forwarded(f.untracked_forwarded);
   out->set_vxlan_not_parsed(f.vxlan_not_parsed);
   out->set_geneve_not_parsed(f.geneve_not_parsed);
+  out->set_gre_not_parsed(f.gre_not_parsed);
   out->set_events_lost(f.events_lost);
   out->set_handed_off(f.dist_handed_off);
   out->set_handed_in(f.dist_handed_in);

@@ -462,10 +462,10 @@ std::string formatSummary(const SummaryInput& in) {
                             "  forwarded without a flow: non-IP %u, malformed %u, untracked %u\n",
                             t.non_ip_forwarded, t.malformed_forwarded, t.untracked_forwarded));
   }
-  if (t.vxlan_not_parsed || t.geneve_not_parsed) {
+  if (t.vxlan_not_parsed || t.geneve_not_parsed || t.gre_not_parsed) {
     absl::StrAppend(&s, absl::StrFormat(
-                            "  plain UDP on a tunnel port (not the tunnel): VXLAN %u, Geneve %u\n",
-                            t.vxlan_not_parsed, t.geneve_not_parsed));
+                            "  not the tunnel its port or protocol names, judged as is: VXLAN %u, Geneve %u, GRE %u\n",
+                            t.vxlan_not_parsed, t.geneve_not_parsed, t.gre_not_parsed));
   }
   absl::StrAppend(&s, "\ndrops by reason\n");
   bool any = false;
@@ -634,9 +634,9 @@ std::string summaryJson(const SummaryInput& in) {
                   t.untracked_forwarded, "}");
   // --- tunnels --- only when a datagram on a tunnel port was not the tunnel (other cases'
   // summaries stay as they are)
-  if (t.vxlan_not_parsed || t.geneve_not_parsed) {
+  if (t.vxlan_not_parsed || t.geneve_not_parsed || t.gre_not_parsed) {
     absl::StrAppend(&s, ",\"tunnel_not_parsed\":{\"vxlan\":", t.vxlan_not_parsed,
-                    ",\"geneve\":", t.geneve_not_parsed, "}");
+                    ",\"geneve\":", t.geneve_not_parsed, ",\"gre\":", t.gre_not_parsed, "}");
   }
   // --- lb --- (only when the load balancer did something: other cases keep their output)
   if (t.lb_flows_balanced || t.lb_untracked || t.lb_key_missing || t.lb_nat_reversed ||

@@ -301,9 +301,9 @@ std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
     absl::StrAppendFormat(&o, "  forwarded without a flow: non-IP %u, malformed %u, untracked %u\n",
                           t.non_ip_forwarded(), t.malformed_forwarded(), t.untracked_forwarded());
   }
-  if (t.vxlan_not_parsed() || t.geneve_not_parsed()) {
-    absl::StrAppendFormat(&o, "  plain UDP on a tunnel port (not the tunnel): VXLAN %u, Geneve %u\n",
-                          t.vxlan_not_parsed(), t.geneve_not_parsed());
+  if (t.vxlan_not_parsed() || t.geneve_not_parsed() || t.gre_not_parsed()) {
+    absl::StrAppendFormat(&o, "  not the tunnel its port or protocol names, judged as is: VXLAN %u, Geneve %u, GRE %u\n",
+                          t.vxlan_not_parsed(), t.geneve_not_parsed(), t.gre_not_parsed());
   }
   absl::StrAppend(&o, "drops by reason\n");
   std::map<std::string, uint64_t> drops(t.drops().begin(), t.drops().end());

@@ -121,10 +121,11 @@ struct PacketMeta {
   // one (VXLAN / Geneve VNI, GRE key; 0 when none does: IP-in-IP, MPLS, unkeyed GRE).
   uint8_t tunnel_depth = 0;      // layers opened (0: not in a tunnel)
   // A UDP datagram to a VXLAN / Geneve port whose payload is not that tunnel's header (too
-  // short, VXLAN without the I flag, Geneve version other than 0): judged as the plain
-  // datagram it is, with this set to the encapsulation its port names (counted
-  // vxlan_not_parsed / geneve_not_parsed); with dataplane.tunnels.strict the parser returns
-  // the malformation instead. kNone otherwise.
+  // short, VXLAN without the I flag, Geneve version other than 0), a GRE packet whose header
+  // does not parse (routing bit, version other than 0 and 1, cut short): judged as the plain
+  // packet it is, with this set to the encapsulation its port or protocol names (counted
+  // vxlan_not_parsed / geneve_not_parsed / gre_not_parsed); with dataplane.tunnels.strict the
+  // parser returns the malformation instead. kNone otherwise.
   TunnelType tunnel_not_parsed = TunnelType::kNone;
   uint32_t tunnel_id = 0;
   TunnelLayer tunnel[kMaxTunnelDepth];

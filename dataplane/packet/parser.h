@@ -307,9 +307,10 @@ inline ParseStatus parseIpv6(const uint8_t* data, uint32_t off, uint32_t n, Pack
 constexpr uint32_t kMaxTunnelPorts = 8;
 struct TunnelParseConfig {
   bool inspect = false;
-  // A UDP datagram to a VXLAN / Geneve port that does not carry that tunnel's header: false
-  // (default) judges it as the plain datagram (PacketMeta::tunnel_not_parsed), true returns
-  // the malformation (truncated_vxlan, bad_vxlan, truncated_geneve, bad_geneve).
+  // A UDP datagram to a VXLAN / Geneve port that does not carry that tunnel's header, a GRE
+  // packet whose header does not parse: false (default) judges it as the plain packet
+  // (PacketMeta::tunnel_not_parsed), true returns the malformation (truncated_vxlan,
+  // bad_vxlan, truncated_geneve, bad_geneve, truncated_gre, bad_gre).
   bool strict = false;
   uint8_t max_depth = 0;  // 1 .. kMaxTunnelDepth
   uint8_t n_vxlan = 0;
@@ -456,18 +457,19 @@ inline ParseStatus decapsulate(const uint8_t* data, PacketMeta& m, const TunnelP
       const uint32_t l3_end = uint32_t(m.l3_offset) + m.l3_len;
       layer.ip_off = m.l3_offset;
       layer.outer_v6 = m.l3 == L3Type::kIpv6;
+      // The port (VXLAN, Geneve) or the protocol (GRE) alone names the tunnel: a payload that
+      // is not its header is the plain datagram it is (a client that picked port 6081, the
+      // answers to it; a GRE packet no decapsulator accepts), judged as such and counted,
+      // unless tunnels are strict. `m` still describes that packet here.
+      auto notTunnel = [&](TunnelType t, ParseStatus bad) {
+        if (tc.strict) return bad;
+        m.tunnel_not_parsed = t;
+        return ParseStatus::kOk;
+      };
       if (m.l4_proto == kProtoUdp) {  // to a VXLAN or Geneve port (carriesTunnel)
         const uint8_t* u = data + m.payload_offset;
         end = uint32_t(m.payload_offset) + m.payload_len;
         layer.hdr_off = m.l4_offset;
-        // The port alone names the tunnel: a payload that is not its header is a plain UDP
-        // datagram (a client that picked port 6081, the answers to it), judged as such and
-        // counted, unless tunnels are strict. `m` still describes that datagram here.
-        auto notTunnel = [&](TunnelType t, ParseStatus bad) {
-          if (tc.strict) return bad;
-          m.tunnel_not_parsed = t;
-          return ParseStatus::kOk;
-        };
         if (portIn(m.dport, tc.vxlan_ports, tc.n_vxlan)) {
           layer.type = TunnelType::kVxlan;
           if (m.payload_len < kVxlanHeaderLen) {
@@ -499,17 +501,17 @@ inline ParseStatus decapsulate(const uint8_t* data, PacketMeta& m, const TunnelP
         end = l3_end;
         const uint8_t* g = data + m.l4_offset;
         const uint32_t avail = l3_end - m.l4_offset;
-        if (avail < kGreHeaderLen) return ParseStatus::kTruncatedGre;
+        if (avail < kGreHeaderLen) return notTunnel(TunnelType::kGre, ParseStatus::kTruncatedGre);
         const uint16_t flags = loadBe16(g);
         const uint16_t ver = flags & kGreVersionMask;
         if (ver == 1) return ParseStatus::kOk;  // enhanced GRE (PPTP): judged as it is
-        if (ver != 0 || (flags & kGreBadBits)) return ParseStatus::kBadGre;
+        if (ver != 0 || (flags & kGreBadBits)) return notTunnel(TunnelType::kGre, ParseStatus::kBadGre);
         uint32_t hlen = kGreHeaderLen;
         if (flags & kGreFlagC) hlen += 4;
         const uint32_t key_at = hlen;
         if (flags & kGreFlagK) hlen += 4;
         if (flags & kGreFlagS) hlen += 4;
-        if (hlen > avail) return ParseStatus::kTruncatedGre;
+        if (hlen > avail) return notTunnel(TunnelType::kGre, ParseStatus::kTruncatedGre);
         if (flags & kGreFlagK) {
           has_id = true;
           id = loadBe32(g + key_at);
@@ -621,11 +623,12 @@ inline ParseStatus parseOuter(const uint8_t* data, uint32_t len, PacketMeta& m) 
 // whose headers are consistent, kNonIp for a non-IP frame, or the malformation reason.
 //
 // With `tc` in inspect mode the parser also opens tunnels (docs/tunnels.md): VXLAN and Geneve
-// (UDP to a configured destination port; a payload that is not the tunnel's header is the
-// plain datagram, m.tunnel_not_parsed, unless tc->strict), GRE version 0 (checksum / key / sequence fields; Ethernet
+// (UDP to a configured destination port), GRE version 0 (checksum / key / sequence fields; Ethernet
 // 0x6558, IPv4, IPv6 or MPLS inside), IPv4 / IPv6 in IPv4 / IPv6 (protocols 4 and 41), and MPLS
 // (ethertype 0x8847 / 0x8848, and GRE carrying it: the label stack, then IPv4 / IPv6 by the
 // first nibble). Nested up to tc->max_depth layers; the innermost packet is described in `m`.
+// A VXLAN / Geneve / GRE header that does not parse leaves the packet as it is
+// (m.tunnel_not_parsed), unless tc->strict returns the malformation.
 inline ParseStatus parsePacket(const uint8_t* data, uint32_t len, PacketMeta& m,
                                const TunnelParseConfig* tc = nullptr) {
   using namespace parser_detail;

@@ -186,6 +186,7 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.untracked_forwarded = c.untracked_forwarded.load();
   f.vxlan_not_parsed = c.vxlan_not_parsed.load();
   f.geneve_not_parsed = c.geneve_not_parsed.load();
+  f.gre_not_parsed = c.gre_not_parsed.load();
   f.flows_created = c.flows_created.load();
   f.flows_expired = c.flows_expired.load();
   f.flows_active = c.flows_active.load();
@@ -278,6 +279,7 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.untracked_forwarded += w.untracked_forwarded;
   a.vxlan_not_parsed += w.vxlan_not_parsed;
   a.geneve_not_parsed += w.geneve_not_parsed;
+  a.gre_not_parsed += w.gre_not_parsed;
   a.flows_created += w.flows_created;
   a.flows_expired += w.flows_expired;
   a.flows_active += w.flows_active;

@@ -114,7 +114,7 @@ struct alignas(64) WorkerCounters {
   Counter untracked_forwarded;      // forwarded without a flow (table full, stray RST)
   // UDP datagrams to a VXLAN / Geneve port that are not that tunnel, judged as plain UDP
   // (PacketMeta::tunnel_not_parsed; dataplane.tunnels.strict false).
-  Counter vxlan_not_parsed, geneve_not_parsed;
+  Counter vxlan_not_parsed, geneve_not_parsed, gre_not_parsed;
   Counter flows_created, flows_expired, flows_active, flows_midstream;
   Counter flow_table_full;          // new flows that found the table full (either policy)
   Counter flow_cache_hits;          // packets judged by the verdict cached in their flow
@@ -173,6 +173,8 @@ inline void countTunnelNotParsed(WorkerCounters& c, const PacketMeta& m) {
     c.vxlan_not_parsed.add();
   } else if (m.tunnel_not_parsed == TunnelType::kGeneve) {
     c.geneve_not_parsed.add();
+  } else if (m.tunnel_not_parsed == TunnelType::kGre) {
+    c.gre_not_parsed.add();
   }
 }
 
@@ -185,7 +187,7 @@ struct CountersSnapshot {
     uint64_t stage_packets[static_cast<int>(Stage::kCount)]{};
     uint64_t stage_drops[static_cast<int>(Stage::kCount)]{};
     uint64_t malformed_forwarded = 0, non_ip_forwarded = 0, untracked_forwarded = 0;
-    uint64_t vxlan_not_parsed = 0, geneve_not_parsed = 0;
+    uint64_t vxlan_not_parsed = 0, geneve_not_parsed = 0, gre_not_parsed = 0;
     uint64_t flows_created = 0, flows_expired = 0, flows_active = 0, flows_midstream = 0;
     uint64_t flow_table_full = 0, flow_cache_hits = 0;
     uint64_t frag_packets = 0, frag_held = 0, frag_overlaps = 0, frag_timeouts = 0;

@@ -61,7 +61,8 @@ std::string summarize(const PacketMeta& m) {
 // A tunnel header error that only dataplane.tunnels.strict makes a malformation.
 const char* strictNote(ParseStatus ps, const TunnelParseConfig& tun) {
   const bool by_port = ps == ParseStatus::kTruncatedVxlan || ps == ParseStatus::kBadVxlan ||
-                       ps == ParseStatus::kTruncatedGeneve || ps == ParseStatus::kBadGeneve;
+                       ps == ParseStatus::kTruncatedGeneve || ps == ParseStatus::kBadGeneve ||
+                       ps == ParseStatus::kTruncatedGre || ps == ParseStatus::kBadGre;
   return by_port && tun.strict ? " (dataplane.tunnels.strict = true)" : "";
 }
 
@@ -142,12 +143,15 @@ ExplainResult explainPacket(const rules::Snapshot& snap, const uint8_t* frame, u
     return r;
   }
   if (m.tunnel_not_parsed != TunnelType::kNone) {
-    // The classify step's story: a datagram on a tunnel port that is not the tunnel.
+    // The classify step's story: a packet on a tunnel port or protocol that is not the tunnel.
+    const char* t = tunnelTypeName(m.tunnel_not_parsed);
+    const std::string where = m.tunnel_not_parsed == TunnelType::kGre
+                                  ? std::string("IP protocol 47 (GRE)")
+                                  : absl::StrCat("UDP to the ", t, " port ", m.dport);
     step(Stage::kParse, "pass",
-         absl::StrCat(r.summary, "; UDP to the ", tunnelTypeName(m.tunnel_not_parsed),
-                      " port ", m.dport, " without a valid ", tunnelTypeName(m.tunnel_not_parsed),
-                      " header: judged as plain UDP (dataplane.tunnels.strict = false; counted ",
-                      tunnelTypeName(m.tunnel_not_parsed), "_not_parsed)"));
+         absl::StrCat(r.summary, "; ", where, " without a valid ", t,
+                      " header: judged as the packet it is (dataplane.tunnels.strict = false; "
+                      "counted ", t, "_not_parsed)"));
   } else {
     step(Stage::kParse, "pass", r.summary);
   }

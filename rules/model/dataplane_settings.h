@@ -66,7 +66,8 @@ struct DataplaneSettings {
   // Tunnels (docs/tunnels.md): opened (inspect) or judged as the outer packet (outer only).
   bool tunnels_inspect = true;
   // A UDP datagram to a VXLAN / Geneve port that is not that tunnel: false = judged as the
-  // plain datagram (counted vxlan_not_parsed / geneve_not_parsed), true = malformed.
+  // plain datagram (counted vxlan_not_parsed / geneve_not_parsed; a GRE header that does not
+  // parse: the outer packet, gre_not_parsed), true = malformed.
   bool tunnels_strict = false;
   std::vector<uint32_t> vxlan_ports = {4789};
   std::vector<uint32_t> geneve_ports = {6081};

@@ -2938,8 +2938,9 @@ the same inner 5-tuple in another VNI, or outside the tunnel, is another flow. R
 answers go back inside the tunnel (outer addresses and MACs swapped, lengths and checksums
 fixed); through MPLS no answer is made (the reject still drops). Malformed encapsulations are
 dropped with their reason (dataplane.malformed DROP); a datagram to the VXLAN / Geneve port
-whose payload is no tunnel header (m1..m4) is the plain UDP datagram it is (issue 30:
-dataplane.tunnels.strict off), forwarded and counted vxlan_not_parsed / geneve_not_parsed. Firewall: defaults ALLOW; rules 0
+whose payload is no tunnel header (m1..m4) is the plain UDP datagram it is, a GRE header
+that does not parse (m5, m6) the outer packet (issue 30: dataplane.tunnels.strict off),
+forwarded and counted vxlan_not_parsed / geneve_not_parsed / gre_not_parsed. Firewall: defaults ALLOW; rules 0
 deny-ssh tcp :22, 1 rej-smtp REJECT tcp :25, 2 rej-snmp REJECT udp :161. DNS lists as in
 dns_udp_actions. DPI (rules.yar): tun_drop (drop, "EVIL-IN-TUNNEL").""")
     os.makedirs(os.path.join(HERE, "tunnels"), exist_ok=True)
@@ -3086,9 +3087,9 @@ dns_udp_actions. DPI (rules.yar): tun_drop (drop, "EVIL-IN-TUNNEL").""")
           GENEVE(version=1, vni=1, proto=0x6558) / ieth("A") / ic() / web(44002), "F m3",
           "m4: Geneve version 1: plain UDP, m3's flow")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B, proto=47) / Raw(bytes([0x40, 0x00, 0x08, 0x00])) /
-          ic() / web(44003), "D bad_gre", "m5: GRE with the routing bit (RFC 1701 source route)")
+          ic() / web(44003), "F p1", "m5: GRE with the routing bit (RFC 1701 source route): the outer packet (strict off), p1's flow")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B, proto=47) / Raw(bytes([0x20, 0x00, 0x08, 0x00, 0, 0])),
-          "D truncated_gre", "m6: GRE announcing a key, cut inside it")
+          "F p1", "m6: GRE announcing a key, cut inside it: the outer packet (strict off), p1's flow")
     c.add(eth_a() / IP(src=VTEP_A, dst=VTEP_B) / UDP(sport=49152, dport=4789) / VXLAN(vni=104) /
           ieth("A") / IP(src="10.8.0.1", dst="10.9.0.80", len=400) / web(44004), "D bad_ipv4_total_length",
           "m7: inner IPv4 total length beyond the VXLAN payload")

@@ -185,15 +185,29 @@ TEST(TunnelParser, GreVariants) {
   EXPECT_EQ(m.tunnel_depth, 0);
 }
 
+// A GRE header no decapsulator accepts (RFC 2784 / 2890: the routing, strict-route and
+// recursion bits, flags, a version other than 0 and 1, cut short): with
+// dataplane.tunnels.strict malformed (bad_gre / truncated_gre); by default (issue 30) the
+// outer IP packet it is, protocol 47, marked tunnel_not_parsed for its counter.
 TEST(TunnelParser, GreMalformed) {
   const Frame inner = innerTcp();
-  const TunnelParseConfig tc = inspectAll();
+  TunnelParseConfig strict = inspectAll();
+  strict.strict = true;
+  const TunnelParseConfig lax = inspectAll();
   PacketMeta m;
+  auto expectOuterGre = [&](const Frame& f, const char* what) {
+    ASSERT_EQ(parse(f, m, &lax), ParseStatus::kOk) << what;
+    EXPECT_EQ(m.tunnel_depth, 0) << what;
+    EXPECT_EQ(m.l3_offset, 14) << what;
+    EXPECT_EQ(m.l4_proto, 47) << what;
+    EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kGre) << what;
+  };
   for (uint16_t bad : {0x4000, 0x0800, 0x0100, 0x0008, 0x0002}) {  // R, s, recursion, flags, ver 2
     test::GreOpts g;
     g.extra_flags = bad;
-    EXPECT_EQ(parse(test::greFrame(test::ipOf(inner), 0x0800, g), m, &tc), ParseStatus::kBadGre)
-        << std::hex << bad;
+    const Frame f = test::greFrame(test::ipOf(inner), 0x0800, g);
+    EXPECT_EQ(parse(f, m, &strict), ParseStatus::kBadGre) << std::hex << bad;
+    expectOuterGre(f, "bad flags");
   }
   // Key flag set, but the datagram ends inside the key.
   test::GreOpts k;
@@ -203,14 +217,22 @@ TEST(TunnelParser, GreMalformed) {
   f[16] = 0;  // IPv4 total length: 20 + 6
   f[17] = 26;
   f[24] = f[25] = 0;  // header checksum left stale: the parser does not check it
-  EXPECT_EQ(parse(f, m, &tc), ParseStatus::kTruncatedGre);
+  EXPECT_EQ(parse(f, m, &strict), ParseStatus::kTruncatedGre);
+  expectOuterGre(f, "cut in the key");
   // Fewer than 4 bytes of GRE.
   f = PacketBuilder().ipv4("192.0.2.1", "192.0.2.2").l4Raw(47).payload(Frame{0x00, 0x00}).build();
-  EXPECT_EQ(parse(f, m, &tc), ParseStatus::kTruncatedGre);
-  // Inner IPv4 cut short: the inner header's own reason.
+  EXPECT_EQ(parse(f, m, &strict), ParseStatus::kTruncatedGre);
+  expectOuterGre(f, "2 bytes");
+  // Inner IPv4 cut short: the GRE header is valid, so the inner header's own reason, strict
+  // or not (the endpoint would open it).
   Frame ip = test::ipOf(inner);
   ip.resize(12);
-  EXPECT_EQ(parse(test::greFrame(ip, 0x0800), m, &tc), ParseStatus::kTruncatedIpv4);
+  EXPECT_EQ(parse(test::greFrame(ip, 0x0800), m, &strict), ParseStatus::kTruncatedIpv4);
+  EXPECT_EQ(parse(test::greFrame(ip, 0x0800), m, &lax), ParseStatus::kTruncatedIpv4);
+  // A valid GRE packet is opened and not marked.
+  ASSERT_EQ(parse(test::greFrame(test::ipOf(inner), 0x0800), m, &lax), ParseStatus::kOk);
+  EXPECT_EQ(m.tunnel_depth, 1);
+  EXPECT_EQ(m.tunnel_not_parsed, TunnelType::kNone);
 }
 
 TEST(TunnelParser, IpInIpAllFamilies) {

@@ -350,6 +350,36 @@ TEST(TunnelPipeline, RulesSeeThePlainDatagramOnATunnelPort) {
   EXPECT_EQ(h.counters().vxlan_not_parsed, 1u);
 }
 
+// The same for the encapsulation recognised by protocol: a GRE packet whose header no
+// decapsulator accepts (routing bit) is the IP protocol 47 packet it is, forwarded with a
+// flow and counted gre_not_parsed; strict drops it as bad_gre (the behaviour before).
+TEST(TunnelPipeline, BadGreIsJudgedAsTheOuterPacket) {
+  for (bool strict : {false, true}) {
+    auto s = fwSnap();
+    s->dataplane.tunnels_strict = strict;
+    Harness h(std::move(s));
+    test::GreOpts bad;
+    bad.extra_flags = 0x4000;  // R: RFC 1701 source routing
+    // Opened, it would be an SSH SYN (no-ssh); no decapsulator opens it (Linux ip_gre rejects
+    // the R bit), so it is judged as what the receiver sees: protocol 47, no rule.
+    const Frame gre = test::greFrame(test::ipOf(tcpSyn(22)), 0x0800, bad);
+    h.send(0, gre);
+    h.poll();
+    const auto& v = h.verdicts();
+    ASSERT_EQ(v.size(), 1u);
+    const CountersSnapshot::Flat c = h.counters();
+    if (!strict) {
+      EXPECT_EQ(v[0].verdict, Verdict::kForward);
+      EXPECT_EQ(h.out(1), std::vector<Frame>{gre});
+      EXPECT_EQ(c.gre_not_parsed, 1u);
+      EXPECT_EQ(c.flows_created, 1u);
+    } else {
+      EXPECT_EQ(v[0].reason, DropReason(ParseStatus::kBadGre));
+      EXPECT_EQ(c.gre_not_parsed, 0u);
+    }
+  }
+}
+
 // --- Firewall rules on the tunnel id (rte_acl field) ---
 TEST(TunnelPipeline, FirewallRuleMatchesTheTunnelId) {
   rules::FirewallModel fm;
