@@ -173,6 +173,15 @@ void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& 
         "dpi: http parsing off (dpi.http.enabled false): file rules see only raw stream bytes "
         "(no de-chunking or decompression; offset 0 and filesize are the stream's)");
   }
+  if (snap.dpi && snap.dpi_settings.http.enabled) {
+    // A rule set scoped to the raw stream does not see the files of HTTP flows either.
+    for (const rules::DpiScope& sc : snap.dpi_settings.scopes) {
+      if (sc.inspect != rules::DpiInspect::kStream) continue;
+      in.warnings.push_back(absl::StrCat(
+          "dpi: rule set '", sc.source, "' inspects the raw stream only (dpi.scopes "
+          "INSPECT_STREAM): its rules do not see HTTP files (de-chunked, decompressed bodies)"));
+    }
+  }
   if (snap.dpi) {
     in.dpi_accepted = snap.dpi->rules.size();
     in.dpi_unsupported = snap.dpi->unsupported.size();

@@ -93,6 +93,29 @@ TEST(Summary, FillStageReportsTakesEveryRuleListAndBackendFromThePlane) {
   EXPECT_EQ(in.lb_backends[2].flows, 5u);
 }
 
+// Issue 30: the summary says when a rule set cannot see files: HTTP parsing turned off
+// (dpi.http.enabled false), or a rule set scoped to the raw stream; nothing when every rule
+// set sees them.
+TEST(Summary, SaysWhenARuleSetCannotSeeFiles) {
+  Demo d;
+  auto warned = [&](const char* what) {
+    SummaryInput in;
+    fillStageReports(d.plane, d.snap, in);
+    std::string all;
+    for (const std::string& w : in.warnings) all += w + "\n";
+    return all.find(what) != std::string::npos;
+  };
+  d.snap.dpi_settings.http.enabled = true;
+  EXPECT_FALSE(warned("http parsing off"));
+  EXPECT_FALSE(warned("raw stream only"));
+  d.snap.dpi_settings.scopes = {{"demo.yar", rules::DpiInspect::kStream}};
+  EXPECT_TRUE(warned("rule set 'demo.yar' inspects the raw stream only"));
+  d.snap.dpi_settings.scopes = {{"demo.yar", rules::DpiInspect::kBoth}};
+  EXPECT_FALSE(warned("raw stream only"));
+  d.snap.dpi_settings.http.enabled = false;
+  EXPECT_TRUE(warned("http parsing off (dpi.http.enabled false)"));
+}
+
 TEST(Summary, HeadlineSaysWhatWasBlockedByWhichRuleAndWhyBeforeTheDetails) {
   Demo d;
   SummaryInput in;
