@@ -587,6 +587,9 @@ absl::StatusOr<rules::ConfigModel> toModel(const v1::ApplianceConfig& cfg,
   setIf(dp.tcp().reorder_bytes(), d.tcp_reorder_bytes);
   if (dp.tcp().drop_out_of_order()) d.tcp_reorder_bytes = 0;
   setIf(dp.tcp().reorder_buffers_per_worker(), d.tcp_reorder_buffers_per_worker);
+  d.tcp_hold_out_of_order = dp.tcp().hold_out_of_order();
+  setIf(dp.tcp().hold_packets_per_worker(), d.tcp_hold_packets_per_worker);
+  setIf(dp.tcp().hold_timeout_ms(), d.tcp_hold_timeout_ms);
   d.tcp_dns_fail = policyOr(dp.tcp().dns_fail(), d.tcp_dns_fail);
   d.tcp_dpi_fail = policyOr(dp.tcp().dpi_fail(), d.tcp_dpi_fail);
   d.tcp_verify_checksum = !dp.tcp().skip_checksum();

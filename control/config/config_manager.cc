@@ -50,6 +50,10 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
       {"dataplane.tcp.reorder_bytes", was.tcp_reorder_bytes, now.tcp_reorder_bytes},
       {"dataplane.tcp.reorder_buffers_per_worker", was.tcp_reorder_buffers_per_worker,
        now.tcp_reorder_buffers_per_worker},
+      {"dataplane.tcp.hold_out_of_order", was.tcp_hold_out_of_order, now.tcp_hold_out_of_order},
+      {"dataplane.tcp.hold_packets_per_worker", was.tcp_hold_packets_per_worker,
+       now.tcp_hold_packets_per_worker},
+      {"dataplane.tcp.hold_timeout_ms", was.tcp_hold_timeout_ms, now.tcp_hold_timeout_ms},
   };
   for (const F& f : fields) {
     if (f.was == f.now) continue;

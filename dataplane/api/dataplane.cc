@@ -78,6 +78,9 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
   uint32_t nmbufs = opts.mbufs;
   if (nmbufs == 0) {
     nmbufs = opts.workers * 2u * (opts.rx_desc + opts.tx_desc + 4 * kBurst) + 4096;
+    // TCP hold mode keeps up to that many received packets per worker.
+    if (initial != nullptr && initial->dataplane.tcp_hold_out_of_order)
+      nmbufs += opts.workers * initial->dataplane.tcp_hold_packets_per_worker;
   }
   std::string pool_name = absl::StrCat("dpu_mbufs_", getpid());
   dp->pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), nmbufs, 256, 0, room, socket);

@@ -54,7 +54,11 @@ struct Burst {
   uint32_t st_peer_next[kBurst];
   // Hold-back flags of packet i (reset by the loop; set by a stage that holds packets back,
   // read by it at finish: PathContext::holder).
-  enum Hold : uint8_t { kHoldWanted = 1, kHoldRead = 2, kHoldNewBytes = 4, kHoldFin = 8 };
+  enum Hold : uint8_t { kHoldWanted = 1, kHoldRead = 2, kHoldNewBytes = 4, kHoldFin = 8,
+                       // TCP hold mode (the stream stage, PathContext::tcp_holder): a segment
+                       // kept beyond a hole, to hold; one accepted while its direction holds
+                       // packets (it may have made them in order).
+                       kHoldTcpKeep = 16, kHoldTcpAccepted = 32 };
   uint8_t hold[kBurst];
   uint32_t nflow = 0;
 };

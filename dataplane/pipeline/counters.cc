@@ -48,6 +48,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTcpOutOfOrder: return "tcp_out_of_order";
     case DropReason::kTcpOverlapDifferent: return "tcp_overlap_different";
     case DropReason::kTcpStreamExhausted: return "tcp_stream_exhausted";
+    case DropReason::kTcpHoldExpired: return "tcp_hold_expired";
     case DropReason::kTcpStreamReset: return "tcp_stream_reset";
     case DropReason::kDnsNonstandard: return "dns_nonstandard";
     case DropReason::kHttpNoSlot: return "http_no_slot";
@@ -101,6 +102,11 @@ const char* tcpStreamCounterName(int c) {
     case kTcpReorderFull: return "reorder_full";
     case kTcpReorderUnkept: return "reorder_unkept";
     case kTcpGaps: return "gaps";
+    case kTcpHeld: return "held";
+    case kTcpHeldReleased: return "held_released";
+    case kTcpHeldDropped: return "held_dropped";
+    case kTcpHeldExpired: return "held_expired";
+    case kTcpHoldFull: return "hold_full";
     default: return "unknown";
   }
 }

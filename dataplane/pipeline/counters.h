@@ -56,6 +56,12 @@ enum TcpStreamCounter : int {
   kTcpReorderFull,          // segments beyond a hole with no room to keep them (fail policy)
   kTcpReorderUnkept,        // of those, passed unkept (fail open)
   kTcpGaps,                 // streams resumed past bytes the receiver got uninspected
+  // hold mode (dataplane.tcp.hold_out_of_order)
+  kTcpHeld,                 // segments beyond a hole held (not forwarded) until it fills
+  kTcpHeldReleased,         // of those, forwarded after the segment that filled the hole
+  kTcpHeldDropped,          // dropped with the segment that filled the hole (its verdict)
+  kTcpHeldExpired,          // dropped: held past hold_timeout_ms, or their flow ended
+  kTcpHoldFull,             // segments beyond a hole with no free hold slot (fail policy)
   kTcpStreamCounterCount
 };
 const char* tcpStreamCounterName(int c);

@@ -130,6 +130,12 @@ class PathContext {
   PathStage* holder = nullptr;
   uint32_t held = 0;
   uint64_t hold_deadline = UINT64_MAX;
+  // The TCP holder (the stream stage in hold mode, dataplane.tcp.hold_out_of_order): the
+  // loop calls its finishPacket for a packet it flagged (Burst::kHoldTcpKeep /
+  // kHoldTcpAccepted) before the holder's, its expireHeld when its deadline passes.
+  PathStage* tcp_holder = nullptr;
+  uint32_t tcp_held = 0;
+  uint64_t tcp_hold_deadline = UINT64_MAX;
 
   // Services.
   Event* newEvent();          // from the event pool, zeroed; nullptr (counted) when empty

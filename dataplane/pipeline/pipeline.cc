@@ -371,6 +371,7 @@ bool Worker::classify(rte_mbuf** pkts, uint16_t i) {
   b.hold[i] = 0;
   // Packets a stage held back past their deadline leave before this packet.
   if (cx_.hold_deadline <= t) cx_.holder->expireHeld(t);
+  if (cx_.tcp_hold_deadline <= t) cx_.tcp_holder->expireHeld(t);
   cx_.c->rx_packets[side].add();
   cx_.c->rx_bytes[side].add(m->pkt_len);
   v = PacketVerdict{};
@@ -601,6 +602,13 @@ void Worker::finish(rte_mbuf* m, uint16_t i) {
   m = b.work[i];
   int32_t slot = b.frag_slot[i];
   if (slot >= 0) frag_->setVerdict(slot, v);
+  // TCP hold mode (PathContext::tcp_holder): a segment beyond a hole held; one that filled
+  // it sent, then the held packets it made in order.
+  if ((b.hold[i] & (Burst::kHoldTcpKeep | Burst::kHoldTcpAccepted)) && slot < 0 &&
+      b.judge[i] == Burst::kJudgeSelf && cx_.tcp_holder != nullptr &&
+      cx_.tcp_holder->finishPacket(m, i)) {
+    return;
+  }
   // A stage holding packets back (PathContext::holder): the direction's held packet
   // released or dropped first; this one held when the stage asked for it.
   if ((cx_.held != 0 || (b.hold[i] & Burst::kHoldWanted)) && slot < 0 &&
@@ -682,6 +690,10 @@ void Worker::age() {
   if (frag_budget) frag_->age(cx_.now_ns, frag_budget);
   if (cx_.hold_deadline <= cx_.now_ns) {
     cx_.holder->expireHeld(cx_.now_ns);  // held-back packets past their deadline
+    cx_.flushTx();
+  }
+  if (cx_.tcp_hold_deadline <= cx_.now_ns) {
+    cx_.tcp_holder->expireHeld(cx_.now_ns);  // TCP segments held past hold_timeout_ms
     cx_.flushTx();
   }
 }

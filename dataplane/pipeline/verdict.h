@@ -82,6 +82,9 @@ enum class DropReason : uint8_t {
   kHttpHoldExhausted,
   kHttpHoldDuplicate,
   kWorkerRingFull,     // software distribution: the ring to the packet's worker was full
+  // TCP hold mode: a segment held beyond a hole that did not fill within hold_timeout_ms,
+  // or whose flow ended first.
+  kTcpHoldExpired,
   kCount
 };
 

@@ -94,6 +94,26 @@ void validateDataplane(const DataplaneSettings& s, ConfigErrorList& errors) {
     e.reason = absl::StrCat(s.tcp_reorder_bytes, " is out of range [1024, 16777216]");
     errors.push_back(std::move(e));
   }
+  auto tcpError = [&](const char* field, std::string reason) {
+    ConfigError e;
+    e.section = "dataplane";
+    e.field = field;
+    e.reason = std::move(reason);
+    errors.push_back(std::move(e));
+  };
+  if (s.tcp_hold_out_of_order && s.tcp_reorder_bytes == 0) {
+    tcpError("dataplane.tcp.hold_out_of_order",
+             "needs the reorder buffers that dataplane.tcp.drop_out_of_order turns off: set one "
+             "of the two");
+  }
+  if (s.tcp_hold_packets_per_worker < 1 || s.tcp_hold_packets_per_worker > 65536) {
+    tcpError("dataplane.tcp.hold_packets_per_worker",
+             absl::StrCat(s.tcp_hold_packets_per_worker, " is out of range [1, 65536]"));
+  }
+  if (s.tcp_hold_timeout_ms < 10 || s.tcp_hold_timeout_ms > 60000) {
+    tcpError("dataplane.tcp.hold_timeout_ms",
+             absl::StrCat(s.tcp_hold_timeout_ms, " is out of range [10, 60000]"));
+  }
   if (s.tcp_window_bytes & (s.tcp_window_bytes - 1)) {
     ConfigError e;
     e.section = "dataplane";

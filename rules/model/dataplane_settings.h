@@ -57,6 +57,11 @@ struct DataplaneSettings {
   // buffers per worker (start only).
   uint32_t tcp_reorder_bytes = 2097152;
   uint32_t tcp_reorder_buffers_per_worker = 128;
+  // Hold mode (dataplane.tcp.hold_out_of_order): segments beyond a hole are also held, not
+  // forwarded, until the hole fills; packets held per worker, the longest hold (start only).
+  bool tcp_hold_out_of_order = false;
+  uint32_t tcp_hold_packets_per_worker = 1024;
+  uint32_t tcp_hold_timeout_ms = 1000;
   // Stream state that cannot be had (no free window, overlap beyond the window), per stage
   // reading the stream: kForward = fail open, kDrop = fail closed.
   Policy tcp_dns_fail = Policy::kDrop;

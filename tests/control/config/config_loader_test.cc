@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -97,6 +99,27 @@ TEST(ConfigLoader, TcpStreamSettings) {
   ASSERT_FALSE(small.ok());
   EXPECT_NE(small.status().message().find("dataplane.tcp.reorder_bytes"), std::string::npos)
       << small.status();
+  // Hold mode: off by default; on with its pool and timeout; not without reorder buffers;
+  // ranges named by field.
+  EXPECT_FALSE(d->dataplane.tcp_hold_out_of_order);
+  EXPECT_EQ(d->dataplane.tcp_hold_packets_per_worker, 1024u);
+  EXPECT_EQ(d->dataplane.tcp_hold_timeout_ms, 1000u);
+  auto hold = load(R"({"dataplane": {"tcp": {"holdOutOfOrder": true, "holdPacketsPerWorker": 64,
+                                             "holdTimeoutMs": 300}}})");
+  ASSERT_TRUE(hold.ok()) << hold.status();
+  EXPECT_TRUE(hold->dataplane.tcp_hold_out_of_order);
+  EXPECT_EQ(hold->dataplane.tcp_hold_packets_per_worker, 64u);
+  EXPECT_EQ(hold->dataplane.tcp_hold_timeout_ms, 300u);
+  for (const auto& [json, field] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"dataplane": {"tcp": {"holdOutOfOrder": true, "dropOutOfOrder": true}}})",
+            "dataplane.tcp.hold_out_of_order"},
+           {R"({"dataplane": {"tcp": {"holdPacketsPerWorker": 70000}}})",
+            "dataplane.tcp.hold_packets_per_worker"},
+           {R"({"dataplane": {"tcp": {"holdTimeoutMs": 5}}})", "dataplane.tcp.hold_timeout_ms"}}) {
+    auto bad = load(json);
+    ASSERT_FALSE(bad.ok()) << json;
+    EXPECT_NE(bad.status().message().find(field), std::string::npos) << bad.status();
+  }
 }
 
 TEST(ConfigLoader, ProtoFieldNamesAreAcceptedToo) {

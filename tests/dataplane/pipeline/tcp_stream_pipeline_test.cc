@@ -150,6 +150,120 @@ TEST(TcpStreamPipeline, NoRoomToKeepFollowsTheDnsFailPolicy) {
   }
 }
 
+// --- hold mode (dataplane.tcp.hold_out_of_order) ---
+// A segment beyond a hole is held, not forwarded; the segment that fills the hole leaves
+// first, then the held ones in order (a clean query), or they are dropped with it (a blocked
+// one: the server never receives a byte of it).
+rules::DataplaneSettings holdSettings() {
+  rules::DataplaneSettings ds;
+  ds.tcp_hold_out_of_order = true;
+  return ds;
+}
+
+TEST(TcpStreamPipeline, HoldModeHoldsTheSegmentBeyondAHoleUntilItFills) {
+  const rules::DataplaneSettings ds = holdSettings();
+  Harness h(snap(&ds));
+  handshake(h, 44100);
+  const Bytes q = framed("www.clean.example", 0x141);
+  const Frame late = seg(44100, kTcpAck | kTcpPsh, 1000 + 9, 5000, part(q, 9, q.size()));
+  const Frame filler = seg(44100, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 9));
+  h.send(0, late);
+  h.poll();
+  EXPECT_TRUE(h.out(1).empty());  // held
+  EXPECT_EQ(h.counters().tcp_stream[kTcpHeld], 1u);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpReorderKept], 1u);
+  EXPECT_TRUE(h.verdicts().size() == 3u);  // the handshake's; the held one has none yet
+  h.send(0, filler);
+  h.poll();
+  EXPECT_EQ(h.out(1), (std::vector<Frame>{filler, late}));  // the filler first
+  EXPECT_EQ(h.counters().tcp_stream[kTcpHeldReleased], 1u);
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 0u);
+  ASSERT_EQ(h.verdicts().size(), 5u);
+  for (const auto& v : h.verdicts()) EXPECT_EQ(v.verdict, Verdict::kForward);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpReorderFilled], 1u);
+}
+
+TEST(TcpStreamPipeline, HoldModeDropsTheHeldSegmentsWithABlockedFiller) {
+  const rules::DataplaneSettings ds = holdSettings();
+  Harness h(snap(&ds));
+  handshake(h, 44110);
+  const Bytes q = framed("www.ads.example", 0x151);
+  // Two segments beyond the hole, then the filler.
+  h.send(0, seg(44110, kTcpAck | kTcpPsh, 1000 + 20, 5000, part(q, 20, q.size())));
+  h.send(0, seg(44110, kTcpAck | kTcpPsh, 1000 + 7, 5000, part(q, 7, 20)));
+  h.poll();
+  EXPECT_TRUE(h.out(1).empty());
+  EXPECT_EQ(h.counters().tcp_stream[kTcpHeld], 2u);
+  h.send(0, seg(44110, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 7)));
+  h.poll();
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 1u);
+  const std::vector<Frame> to_server = h.out(1);
+  ASSERT_EQ(to_server.size(), 1u);  // the RST only: not one byte of the query
+  EXPECT_TRUE(parseFrame(to_server[0]).tcp_flags & kTcpRst);
+  EXPECT_EQ(h.out(0).size(), 1u);  // the answer
+  EXPECT_EQ(h.counters().tcp_stream[kTcpHeldDropped], 2u);
+  EXPECT_EQ(h.counters().tcp_stream[kTcpHeldReleased], 0u);
+  EXPECT_EQ(drops(h, DropReason::kDnsAnswered), 3u);  // the filler and the two held with it
+  EXPECT_EQ(h.verdicts().size(), 6u);  // one per packet
+}
+
+TEST(TcpStreamPipeline, HoldModeDropsWhatIsHeldPastTheTimeout) {
+  rules::DataplaneSettings ds = holdSettings();
+  ds.tcp_hold_timeout_ms = 200;
+  Harness h(snap(&ds));
+  handshake(h, 44120);
+  const Bytes q = framed("www.clean.example", 0x161);
+  h.send(0, seg(44120, kTcpAck | kTcpPsh, 1000 + 9, 5000, part(q, 9, q.size())), 1000000);
+  h.poll();
+  EXPECT_TRUE(h.out(1).empty());
+  // 100 ms on: still held.
+  h.send(1, seg(44120, kTcpAck, 5000, 1000, {}, false), 1100000);
+  h.poll();
+  EXPECT_EQ(h.counters().tcp_stream[kTcpHeldExpired], 0u);
+  EXPECT_EQ(h.out(0).size(), 1u);
+  // 250 ms on: dropped (the sender retransmits it; its bytes stay kept).
+  h.send(1, seg(44120, kTcpAck, 5000, 1000, {}, false), 1250000);
+  h.poll();
+  EXPECT_EQ(h.counters().tcp_stream[kTcpHeldExpired], 1u);
+  EXPECT_EQ(drops(h, DropReason::kTcpHoldExpired), 1u);
+  EXPECT_TRUE(h.out(1).empty());
+  // The hole fills, then the retransmission of the dropped segment: the query passes whole.
+  h.send(0, seg(44120, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 9)), 1300000);
+  h.send(0, seg(44120, kTcpAck | kTcpPsh, 1000 + 9, 5000, part(q, 9, q.size())), 1300001);
+  h.poll();
+  EXPECT_EQ(h.out(1).size(), 2u);
+  EXPECT_EQ(h.counters().dns[kDnsBlocked], 0u);
+}
+
+TEST(TcpStreamPipeline, HoldModeWithoutAFreeSlotFollowsTheDnsFailPolicy) {
+  for (rules::Policy fail : {rules::Policy::kDrop, rules::Policy::kForward}) {
+    rules::DataplaneSettings ds = holdSettings();
+    ds.tcp_hold_packets_per_worker = 1;
+    ds.tcp_dns_fail = fail;
+    Harness h(snap(&ds));
+    handshake(h, 44130);
+    const Bytes q = framed("www.clean.example", 0x171);
+    h.send(0, seg(44130, kTcpAck | kTcpPsh, 1000 + 20, 5000, part(q, 20, q.size())));
+    h.send(0, seg(44130, kTcpAck | kTcpPsh, 1000 + 7, 5000, part(q, 7, 20)));
+    h.poll();
+    EXPECT_EQ(h.counters().tcp_stream[kTcpHeld], 1u);
+    EXPECT_EQ(h.counters().tcp_stream[kTcpHoldFull], 1u);
+    if (fail == rules::Policy::kDrop) {
+      EXPECT_TRUE(h.out(1).empty());
+      EXPECT_EQ(drops(h, DropReason::kTcpStreamExhausted), 1u);
+    } else {
+      EXPECT_EQ(h.out(1).size(), 1u);  // forwarded before the hole fills (fail open)
+      EXPECT_EQ(drops(h, DropReason::kTcpStreamExhausted), 0u);
+    }
+    // The filler: the held segment follows it; the query is read whole either way (its
+    // bytes were kept).
+    h.send(0, seg(44130, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 7)));
+    h.poll();
+    EXPECT_EQ(h.out(1).size(), 2u);
+    EXPECT_EQ(h.counters().tcp_stream[kTcpHeldReleased], 1u);
+  }
+}
+
 TEST(TcpStreamPipeline, BadChecksumDecoyNeverEntersTheStream) {
   Harness h(snap());
   handshake(h, 44001);
