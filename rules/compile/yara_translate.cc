@@ -1590,6 +1590,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
   }
   CompiledDpi& d = *tr.dpi;
   d.buildEvalIndex();
+  d.buildEmptyTable();
   if (!d.uses_filesize) {
     std::vector<uint8_t> ms(d.matchStateBytes(), 0);
     d.empty_hits.resize(d.rules.size());

@@ -663,6 +663,43 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
   return report(*this, ev, sc.todo.data(), ntodo, out, max, fired);
 }
 
+void CompiledDpi::buildEmptyTable() {
+  empty_table = false;
+  empty_bounds.clear();
+  empty_begin.clear();
+  empty_rules.clear();
+  if (!eval_index) return;
+  for (uint32_t r : fs_every)
+    if (r < rules.size() && !rules[r].needs_match) return;  // can change at any size
+  for (const auto& [t, r] : fs_breaks)
+    if (empty_bounds.empty() || empty_bounds.back() != t) empty_bounds.push_back(t);
+  std::vector<uint8_t> ms(matchStateBytes(), 0);
+  std::vector<uint32_t> hit(rules.size() + 1);
+  empty_begin.reserve(empty_bounds.size() + 2);
+  for (size_t k = 0; k <= empty_bounds.size(); ++k) {
+    setFilesize(ms.data(), k == 0 ? 0 : empty_bounds[k - 1]);
+    empty_begin.push_back(uint32_t(empty_rules.size()));
+    const uint32_t n = evaluate(ms.data(), hit.data(), uint32_t(hit.size()));
+    empty_rules.insert(empty_rules.end(), hit.begin(), hit.begin() + std::min<size_t>(n, hit.size()));
+  }
+  empty_begin.push_back(uint32_t(empty_rules.size()));
+  empty_table = true;
+}
+
+uint32_t CompiledDpi::evaluateEmpty(uint64_t size, uint32_t* out, uint32_t max,
+                                    const uint8_t* fired) const {
+  const size_t k = size_t(std::upper_bound(empty_bounds.begin(), empty_bounds.end(), size) -
+                          empty_bounds.begin());
+  uint32_t n = 0;
+  for (uint32_t j = empty_begin[k]; j < empty_begin[k + 1]; ++j) {
+    const uint32_t r = empty_rules[j];
+    if (fired != nullptr && bitSet(fired, r)) continue;
+    if (n < max) out[n] = r;
+    ++n;
+  }
+  return n;
+}
+
 uint32_t CompiledDpi::evaluateChanged(const uint8_t* ms, uint32_t* out, uint32_t max,
                                       const uint8_t* fired, uint64_t* dirty,
                                       uint64_t prev_filesize) const {

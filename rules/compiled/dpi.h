@@ -194,6 +194,21 @@ class CompiledDpi {
   // nothing needs no evaluation (needsEvaluation()).
   std::vector<uint32_t> empty_hits;
   bool needsEvaluation(bool changed) const { return changed || uses_filesize; }
+  // The same with filesize in conditions (buildEmptyTable, after buildEvalIndex): on a match
+  // state without any string (the first bytes of a stream, a UDP datagram, that matched
+  // nothing) a rule's value depends on filesize alone and changes only at its thresholds
+  // (fs_breaks), so the rules reported are fixed per interval between consecutive thresholds:
+  // interval k = [empty_bounds[k - 1], empty_bounds[k]) (k = 0 from 0, the last to the
+  // end) reports empty_rules[empty_begin[k] .. empty_begin[k + 1]). Valid (empty_table) unless
+  // a rule true without strings reads filesize in another form (fs_every).
+  std::vector<uint64_t> empty_bounds;
+  std::vector<uint32_t> empty_begin, empty_rules;
+  bool empty_table = false;
+  void buildEmptyTable();
+  // evaluate() on a match state with no string (all zero) and this filesize: the table's
+  // rules for it, less those in `fired`. Precondition: empty_table.
+  uint32_t evaluateEmpty(uint64_t filesize, uint32_t* out, uint32_t max,
+                         const uint8_t* fired = nullptr) const;
   hs_database_t* db = nullptr;         // streaming; null when there are no patterns
   hs_scratch_t* scratch_proto = nullptr;  // clone per worker (hs_clone_scratch)
 

@@ -125,6 +125,43 @@ TEST(DpiIncremental, FilesizeThresholdsFollowTheComparisons) {
   EXPECT_TRUE(d.incremental);
 }
 
+// The empty-state table (CompiledDpi::evaluateEmpty): what a first scan that matched nothing
+// reports (a UDP datagram, a stream's first segment) is read from the table instead of
+// evaluating every rule that needs no string: at every filesize, with and without rules
+// already fired, it equals evaluate() on the empty state. A rule true without strings that
+// reads filesize in arithmetic disables the table (its value may change at any size).
+TEST(DpiIncremental, EmptyStateTableEqualsFullEvaluation) {
+  Pair p;
+  std::string err;
+  ASSERT_TRUE(p.build(model(), &err)) << err;
+  const CompiledDpi& d = *p.ours;
+  ASSERT_TRUE(d.empty_table);
+  EXPECT_FALSE(d.empty_bounds.empty());
+  std::vector<uint8_t> ms(d.matchStateBytes(), 0);
+  std::vector<uint8_t> fired((d.rules.size() + 7) / 8, 0);
+  fired[ruleIndex(d, "small") >> 3] |= uint8_t(1u << (ruleIndex(d, "small") & 7));
+  std::vector<uint32_t> a(d.rules.size()), b(d.rules.size());
+  size_t nonempty = 0;
+  for (uint64_t size = 0; size < 200; ++size) {
+    CompiledDpi::setFilesize(ms.data(), size);
+    for (const uint8_t* f : {static_cast<const uint8_t*>(nullptr), fired.data()}) {
+      const uint32_t na = d.evaluate(ms.data(), a.data(), uint32_t(a.size()), f);
+      const uint32_t nb = d.evaluateEmpty(size, b.data(), uint32_t(b.size()), f);
+      ASSERT_EQ(na, nb) << "filesize " << size;
+      EXPECT_EQ(std::vector<uint32_t>(a.begin(), a.begin() + na),
+                std::vector<uint32_t>(b.begin(), b.begin() + nb))
+          << "filesize " << size;
+      nonempty += na != 0;
+    }
+  }
+  EXPECT_GT(nonempty, 100u);  // small, big, size_eq, g_not ... are true without strings
+  DpiModel arith;
+  arith.sources.push_back({"a", "rule even { condition: filesize % 2 == 0 }\n"});
+  Pair q;
+  ASSERT_TRUE(q.build(arith, &err)) << err;
+  EXPECT_FALSE(q.ours->empty_table);
+}
+
 std::vector<std::string> payloads() {
   const std::string f8 = "........";
   return {
