@@ -3445,9 +3445,17 @@ rule eicar { meta: action = "drop" strings: $e = "X5O!P%@AP[4\\PZX54(P^)7CC)7}$E
 """
 
 
-def case_tcp_reorder():
-    c = FwCase("tcp_reorder", {"dns": DNS_LISTS,
-                               "dpi": {"rule_files": ["rules.yar"], "http": {"ports": [80]}}}, """
+def case_tcp_reorder(name="tcp_reorder", hold=False):
+    cfg = {"dns": DNS_LISTS, "dpi": {"rule_files": ["rules.yar"], "http": {"ports": [80]}}}
+    if hold:
+        cfg["dataplane"] = {"tcp": {"hold_out_of_order": True}}
+    hold_note = """
+Hold mode (dataplane.tcp.hold_out_of_order): the same sessions, but a segment beyond a hole is
+held, not forwarded: it leaves after the segment that fills the hole, or is dropped with it
+(same reason: the receiver never gets a byte of a blocked session). v1: the held harmless
+segment stays held while the contradicting filler is dropped, and leaves after the true one.
+""" if hold else ""
+    c = FwCase(name, cfg, hold_note + """
 Sessions delivered out of order, as captured (no retransmission follows), issue 30: a segment
 beyond a hole is forwarded and its bytes kept (the receiver cannot hand them to its
 application before the hole fills); the segment that fills the hole is inspected together
@@ -3462,8 +3470,8 @@ file in four segments, order 2 3 1 0 / in order. k1..k3: clean twins of r1..r3, 
 forwarded whole. v1: a hole filler that repeats kept bytes with other content (the marker
 written over harmless kept bytes): dropped (tcp_overlap_different, the kept copy was
 forwarded first), then the true filler: forwarded.""")
-    os.makedirs(os.path.join(HERE, "tcp_reorder"), exist_ok=True)
-    with open(os.path.join(HERE, "tcp_reorder", "rules.yar"), "w") as f:
+    os.makedirs(os.path.join(HERE, name), exist_ok=True)
+    with open(os.path.join(HERE, name, "rules.yar"), "w") as f:
         f.write(REORDER_RULES.lstrip())
     n = [0]
 
@@ -3499,7 +3507,7 @@ forwarded first), then the true filler: forwarded.""")
     for label, data, last in (("r1", evil, "D dpi_drop r1"), ("k1", good, None)):
         t = conn(label, 9000, f"{label}: raw stream, reordered")
         base = t.cseq
-        send(t, True, base, split(data, cuts), [3, 1, 2, 0], [None, None, None, last], "stream")
+        send(t, True, base, split(data, cuts), [3, 1, 2, 0], [last if hold else None] * 3 + [last], "stream")
         if last:
             tcp_at(t, True, "PA", base, data[:10], "D dpi_drop r1",
                    "r1: the filler retransmitted: the flow is blocked")
@@ -3519,7 +3527,7 @@ forwarded first), then the true filler: forwarded.""")
     for label, q, last in (("r2", blocked, "D dns_answered r2"), ("k2", clean, None)):
         t = conn(label, 53, f"{label}: DNS over TCP, reversed")
         base = t.cseq
-        send(t, True, base, split(q, dcuts), [2, 1, 0], [None, None, last], "query")
+        send(t, True, base, split(q, dcuts), [2, 1, 0], [last if hold else None] * 2 + [last], "query")
         if last:
             tcp_at(t, True, "PA", base + 7, q[7:20], "D dns_tcp_closed r2",
                    "r2: a kept segment retransmitted: the connection is closed")
@@ -3543,6 +3551,8 @@ forwarded first), then the true filler: forwarded.""")
         h = msg.index(b"\r\n\r\n") + 4
         rest = len(msg) - h
         segs = split(msg, (h, h + rest // 3, h + 2 * rest // 3))
+        if hold and order != [0, 1, 2, 3]:  # the held segments go with the filler
+            exps = [exps[-1]] * 3 + [exps[-1]]
         send(t, False, t.sseq, segs, order, exps, "response")
         t.sseq += len(msg)
         t.c("A", f"D dpi_drop {label}" if exps[-1] else f"F {label}",
@@ -3559,6 +3569,7 @@ forwarded first), then the true filler: forwarded.""")
 
 CASES = {
     "tcp_session": case_tcp_session,
+    "tcp_reorder_hold": lambda: case_tcp_reorder("tcp_reorder_hold", True),
     "udp_icmp": case_udp_icmp,
     "ipv6_ext_headers": case_ipv6_ext_headers,
     "vlan_qinq": case_vlan_qinq,
