@@ -191,6 +191,7 @@ struct EvalScratch {
   std::vector<uint8_t> ns_sat;
   std::vector<uint32_t> ns_stamp;
   std::vector<uint32_t> todo;
+  std::vector<uint32_t> tmp;  // evaluateFirst: the changed rules' results
   uint32_t epoch = 0;
   // Starts an evaluation: a new epoch (stamps of earlier ones no longer count).
   void begin(size_t nrules, size_t nns) {
@@ -697,6 +698,78 @@ uint32_t CompiledDpi::evaluateEmpty(uint64_t size, uint32_t* out, uint32_t max,
     if (n < max) out[n] = r;
     ++n;
   }
+  return n;
+}
+
+uint32_t CompiledDpi::evaluateFirst(const uint8_t* ms, uint32_t* out, uint32_t max,
+                                    const uint8_t* fired, uint64_t* dirty) const {
+  if (rules.empty()) return 0;
+  const size_t nw = dirtyWords();
+  if (!empty_table || !incremental) {
+    std::memset(dirty, 0, nw * 8);
+    return evaluate(ms, out, max, fired);
+  }
+  auto mark = [&](uint32_t r) { dirty[r >> 6] |= uint64_t(1) << (r & 63); };
+  auto marked = [&](uint32_t r) { return (dirty[r >> 6] >> (r & 63)) & 1u; };
+  std::memset(dirty, 0, nw * 8);
+  // The owners of the strings present (the presence bitmap, mostly zero, a word per step).
+  const uint8_t* pres = ms + presenceOffset();
+  const size_t nbytes = (strings.size() + 7) / 8;
+  bool any = false;
+  for (size_t byte = 0; byte < nbytes; byte += 8) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, pres + byte, nbytes - byte >= 8 ? 8 : nbytes - byte);
+    while (bits != 0) {
+      const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      if (sid < strings.size()) mark(string_rule[sid]), any = true;
+    }
+  }
+  const size_t k = size_t(std::upper_bound(empty_bounds.begin(), empty_bounds.end(), filesize(ms)) -
+                          empty_bounds.begin());
+  if (!any) return evaluateEmpty(filesize(ms), out, max, fired);
+  EvalScratch& sc = t_eval;
+  sc.begin(rules.size(), num_namespaces + 1);
+  // Closed over the rules that reference them (always later: the word is read again after
+  // each rule), ascending; a global one makes it a full evaluation.
+  size_t ntodo = 0;
+  for (size_t w = 0; w < nw; ++w) {
+    uint64_t done = 0;
+    for (uint64_t bits; (bits = dirty[w] & ~done) != 0;) {
+      const uint32_t bit = uint32_t(__builtin_ctzll(bits));
+      done |= uint64_t(1) << bit;
+      const uint32_t r = uint32_t(w * 64) + bit;
+      if (r >= rules.size()) continue;
+      for (uint32_t q = dep_begin[r]; q < dep_begin[r + 1]; ++q) mark(dependents[q]);
+      if (rules[r].is_global) {
+        std::memset(dirty, 0, nw * 8);
+        return evaluate(ms, out, max, fired);
+      }
+      if (fired != nullptr && bitSet(fired, r)) continue;
+      // false without a string of its own, as in the empty state (a dependent)
+      if (rules[r].needs_match && !anyStringPresent(*this, rules[r], ms)) continue;
+      sc.todo[ntodo++] = r;
+    }
+  }
+  // The changed rules that are true now, then merged (ascending) with the table's rules
+  // that did not change.
+  Evaluator ev{*this, ms, &sc};
+  if (sc.tmp.size() < rules.size()) sc.tmp.resize(rules.size());
+  const uint32_t na = report(*this, ev, sc.todo.data(), ntodo, sc.tmp.data(),
+                             uint32_t(sc.tmp.size()), fired);
+  uint32_t n = 0, ia = 0;
+  auto put = [&](uint32_t r) {
+    if (n < max) out[n] = r;
+    ++n;
+  };
+  for (uint32_t j = empty_begin[k]; j < empty_begin[k + 1]; ++j) {
+    const uint32_t r = empty_rules[j];
+    if (marked(r) || (fired != nullptr && bitSet(fired, r))) continue;
+    while (ia < na && sc.tmp[ia] < r) put(sc.tmp[ia++]);
+    put(r);
+  }
+  while (ia < na) put(sc.tmp[ia++]);
+  std::memset(dirty, 0, nw * 8);
   return n;
 }
 

@@ -209,6 +209,13 @@ class CompiledDpi {
   // rules for it, less those in `fired`. Precondition: empty_table.
   uint32_t evaluateEmpty(uint64_t filesize, uint32_t* out, uint32_t max,
                          const uint8_t* fired = nullptr) const;
+  // A stream's (or datagram's) first evaluation, the same result as evaluate(): against the
+  // empty state at the same filesize (the table), only the owners of the strings present and
+  // the rules that reference them can differ, so only they are evaluated; every other rule
+  // reports as the table says. A global rule among them: evaluate(). `dirty`: dirtyWords()
+  // words of scratch, all zero on return. Without the table or the index: evaluate().
+  uint32_t evaluateFirst(const uint8_t* ms, uint32_t* out, uint32_t max, const uint8_t* fired,
+                         uint64_t* dirty) const;
   hs_database_t* db = nullptr;         // streaming; null when there are no patterns
   hs_scratch_t* scratch_proto = nullptr;  // clone per worker (hs_clone_scratch)
 

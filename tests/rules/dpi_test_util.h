@@ -53,9 +53,11 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
     if (check_incremental) {
       const uint32_t nf = std::min<uint32_t>(
           d.evaluate(ms.data(), full.data(), uint32_t(full.size()), fired.data()), uint32_t(full.size()));
-      if (off > 0) {
+      {
+        // The first evaluation against the empty-state table, later ones incremental.
         const uint32_t ni = std::min<uint32_t>(
-            d.evaluateChanged(ms.data(), inc.data(), uint32_t(inc.size()), fired.data(), dirty.data(), off),
+            off == 0 ? d.evaluateFirst(ms.data(), inc.data(), uint32_t(inc.size()), fired.data(), dirty.data())
+                     : d.evaluateChanged(ms.data(), inc.data(), uint32_t(inc.size()), fired.data(), dirty.data(), off),
             uint32_t(inc.size()));
         std::vector<uint32_t> a(full.begin(), full.begin() + nf), b(inc.begin(), inc.begin() + ni);
         std::sort(a.begin(), a.end());

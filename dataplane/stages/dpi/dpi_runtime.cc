@@ -113,9 +113,10 @@ struct Ctx {
 // it never runs out. `since`: the stream was evaluated before at filesize *since, and the
 // worker's dirty bits hold the rules whose strings changed after that: only the rules whose
 // result can differ are evaluated (CompiledDpi::evaluateChanged); null: every rule.
-// `empty`: the state holds no string (a first scan that matched nothing): the rules true
-// at its filesize come from the compiled table (CompiledDpi::evaluateEmpty).
-void evaluateFire(const Ctx& c, const uint64_t* since = nullptr, bool empty = false) {
+// `first`: the stream's first evaluation (its state was empty before this scan): against
+// the compiled table of what the empty state reports, only the owners of the strings found
+// and their dependents are evaluated (CompiledDpi::evaluateFirst).
+void evaluateFire(const Ctx& c, const uint64_t* since = nullptr, bool first = false) {
   const CompiledDpi& dpi = c.rt.dpi();
   uint32_t* hit = c.w.fired.get() + c.out.nfired;
   const uint32_t room = uint32_t(dpi.rules.size()) - c.out.nfired;
@@ -130,9 +131,8 @@ void evaluateFire(const Ctx& c, const uint64_t* since = nullptr, bool empty = fa
   uint32_t n;
   if (since != nullptr) {
     n = dpi.evaluateChanged(c.ms, hit, room, skip, dirty, *since);
-  } else if (empty) {
-    std::memset(dirty, 0, dpi.dirtyWords() * 8);
-    n = dpi.evaluateEmpty(CompiledDpi::filesize(c.ms), hit, room, skip);
+  } else if (first) {
+    n = dpi.evaluateFirst(c.ms, hit, room, skip, dirty);
   } else {
     std::memset(dirty, 0, dpi.dirtyWords() * 8);
     n = dpi.evaluate(c.ms, hit, room, skip);
@@ -228,8 +228,7 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
   // reference them (evaluated at `seen` before; without filesize in any condition a scan that
   // changed nothing leaves every result as it was).
   if (seen == 0) {
-    // Nothing matched in the first bytes: the state is empty but for filesize.
-    if (!mc.changed && dpi.empty_table) evaluateFire(c, nullptr, true);
+    if (dpi.empty_table) evaluateFire(c, nullptr, true);
     else if (mc.changed || dpi.uses_filesize || !dpi.empty_hits.empty()) evaluateFire(c);
   } else if (mc.changed || dpi.uses_filesize) {
     evaluateFire(c, &seen);
