@@ -144,7 +144,8 @@ TEST(DpiIncremental, EmptyStateTableEqualsFullEvaluation) {
   size_t nonempty = 0;
   for (uint64_t size = 0; size < 200; ++size) {
     CompiledDpi::setFilesize(ms.data(), size);
-    for (const uint8_t* f : {static_cast<const uint8_t*>(nullptr), fired.data()}) {
+    const uint8_t* fired_bits = fired.data();
+    for (const uint8_t* f : {static_cast<const uint8_t*>(nullptr), fired_bits}) {
       const uint32_t na = d.evaluate(ms.data(), a.data(), uint32_t(a.size()), f);
       const uint32_t nb = d.evaluateEmpty(size, b.data(), uint32_t(b.size()), f);
       ASSERT_EQ(na, nb) << "filesize " << size;

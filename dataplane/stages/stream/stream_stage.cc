@@ -170,7 +170,10 @@ void StreamStage::segment(rte_mbuf* m, Burst& b, uint16_t i) {
       if (hold_) b.hold[i] |= Burst::kHoldTcpKeep;
       [[fallthrough]];
     case TcpSegVerdict::kAccept:
-      if (hold_ && dir_head_[size_t(pos) * 2 + d] != kNoHeld) b.hold[i] |= Burst::kHoldTcpAccepted;
+      // Hold mode: a segment that took kept bytes may make held packets in order - also
+      // those of this burst, held at finish before it (the stages judged them together).
+      if (hold_ && (r.kept != 0 || dir_head_[size_t(pos) * 2 + d] != kNoHeld))
+        b.hold[i] |= Burst::kHoldTcpAccepted;
       if (r.unverified) {
         c_->tcp_stream[kTcpUnverified].add();
         event(b, i, DropReason::kTcpStreamExhausted);

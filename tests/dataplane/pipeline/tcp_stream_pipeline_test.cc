@@ -207,6 +207,35 @@ TEST(TcpStreamPipeline, HoldModeDropsTheHeldSegmentsWithABlockedFiller) {
   EXPECT_EQ(h.verdicts().size(), 6u);  // one per packet
 }
 
+// The kept segments and their filler in one burst (a replay, a busy port): the kept ones are
+// held at finish, before the filler's turn, and still leave after it (or go with it).
+TEST(TcpStreamPipeline, HoldModeFillerAndKeptSegmentsInOneBurst) {
+  for (const char* name : {"www.clean.example", "www.ads.example"}) {
+    const rules::DataplaneSettings ds = holdSettings();
+    Harness h(snap(&ds));
+    handshake(h, 44140);
+    const Bytes q = framed(name, 0x181);
+    const Frame s2 = seg(44140, kTcpAck | kTcpPsh, 1000 + 20, 5000, part(q, 20, q.size()));
+    const Frame s1 = seg(44140, kTcpAck | kTcpPsh, 1000 + 7, 5000, part(q, 7, 20));
+    const Frame s0 = seg(44140, kTcpAck | kTcpPsh, 1000, 5000, part(q, 0, 7));
+    h.send(0, s2);
+    h.send(0, s1);
+    h.send(0, s0);
+    h.poll();
+    EXPECT_EQ(h.counters().tcp_stream[kTcpHeld], 2u) << name;
+    EXPECT_EQ(h.verdicts().size(), 6u) << name;  // none left held
+    if (std::string(name) == "www.clean.example") {
+      EXPECT_EQ(h.out(1), (std::vector<Frame>{s0, s2, s1})) << name;  // the filler first
+      EXPECT_EQ(h.counters().tcp_stream[kTcpHeldReleased], 2u);
+    } else {
+      const std::vector<Frame> to_server = h.out(1);
+      ASSERT_EQ(to_server.size(), 1u);  // the RST only
+      EXPECT_TRUE(parseFrame(to_server[0]).tcp_flags & kTcpRst);
+      EXPECT_EQ(h.counters().tcp_stream[kTcpHeldDropped], 2u);
+    }
+  }
+}
+
 TEST(TcpStreamPipeline, HoldModeDropsWhatIsHeldPastTheTimeout) {
   rules::DataplaneSettings ds = holdSettings();
   ds.tcp_hold_timeout_ms = 200;
