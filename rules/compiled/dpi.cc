@@ -646,7 +646,9 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
     // The presence bitmap 8 bytes at a time (mostly zero: skipped a word per step).
     for (size_t byte = 0; byte < nbytes; byte += 8) {
       uint64_t bits = 0;
-      std::memcpy(&bits, pres + byte, nbytes - byte >= 8 ? 8 : nbytes - byte);
+      // (a constant 8 for whole words: inlined, not a memcpy call per word)
+      if (nbytes - byte >= 8) std::memcpy(&bits, pres + byte, 8);
+      else std::memcpy(&bits, pres + byte, nbytes - byte);
       while (bits != 0) {
         const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctzll(bits));
         bits &= bits - 1;
@@ -718,7 +720,9 @@ uint32_t CompiledDpi::evaluateFirst(const uint8_t* ms, uint32_t* out, uint32_t m
   bool any = false;
   for (size_t byte = 0; byte < nbytes; byte += 8) {
     uint64_t bits = 0;
-    std::memcpy(&bits, pres + byte, nbytes - byte >= 8 ? 8 : nbytes - byte);
+    // (a constant 8 for whole words: inlined, not a memcpy call per word)
+    if (nbytes - byte >= 8) std::memcpy(&bits, pres + byte, 8);
+    else std::memcpy(&bits, pres + byte, nbytes - byte);
     while (bits != 0) {
       const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctzll(bits));
       bits &= bits - 1;
