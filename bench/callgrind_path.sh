@@ -42,5 +42,5 @@ for c in "${configs[@]}"; do
   ir=$(sed -n 's/^summary: \([0-9]*\).*/\1/p' "$out" | head -1)
   [[ -n $ir ]] || ir=$(sed -n 's/^totals: \([0-9]*\).*/\1/p' "$out" | head -1)
   awk -v c="$c" -v ir="$ir" 'BEGIN{printf "%-12s %.1f instructions per packet (%s over 20000 packets)\n", c, ir/20000, ir}'
-  rm -f "$out"
+  [[ -n ${CG_KEEP:-} ]] || rm -f "$out"
 done
