@@ -603,6 +603,25 @@ bool anyStringPresent(const CompiledDpi& d, const DpiRule& r, const uint8_t* ms)
 
 inline bool bitSet(const uint8_t* bits, uint32_t i) { return (bits[i >> 3] >> (i & 7)) & 1u; }
 
+// f(string id) for every string present in `ms`, ascending: the presence bitmap 8 bytes at a
+// time (mostly zero: a word per step; a constant 8-byte copy for whole words, inlined, not a
+// memcpy call per word).
+template <typename F>
+void forEachPresentString(const CompiledDpi& d, const uint8_t* ms, F&& f) {
+  const uint8_t* pres = ms + d.presenceOffset();
+  const size_t nbytes = (d.strings.size() + 7) / 8;
+  for (size_t byte = 0; byte < nbytes; byte += 8) {
+    uint64_t bits = 0;
+    if (nbytes - byte >= 8) std::memcpy(&bits, pres + byte, 8);
+    else std::memcpy(&bits, pres + byte, nbytes - byte);
+    while (bits != 0) {
+      const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      if (sid < d.strings.size()) f(sid);
+    }
+  }
+}
+
 thread_local EvalScratch t_eval;
 
 // The rules of `todo` (ascending) that are true, reportable (public, their namespace's global
@@ -634,8 +653,6 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
     // The rules to evaluate, ascending: the always list merged with the owners of the
     // strings present. Every other rule needs a match and has none, so it is false (and is
     // found false if a rule reference or a global check evaluates it).
-    const uint8_t* pres = ms + presenceOffset();
-    const size_t nbytes = (strings.size() + 7) / 8;
     size_t ai = 0;
     uint32_t last = std::numeric_limits<uint32_t>::max();
     auto push = [&](uint32_t r) {
@@ -643,21 +660,11 @@ uint32_t CompiledDpi::evaluate(const uint8_t* ms, uint32_t* out, uint32_t max,
       last = r;
       sc.todo[ntodo++] = r;
     };
-    // The presence bitmap 8 bytes at a time (mostly zero: skipped a word per step).
-    for (size_t byte = 0; byte < nbytes; byte += 8) {
-      uint64_t bits = 0;
-      // (a constant 8 for whole words: inlined, not a memcpy call per word)
-      if (nbytes - byte >= 8) std::memcpy(&bits, pres + byte, 8);
-      else std::memcpy(&bits, pres + byte, nbytes - byte);
-      while (bits != 0) {
-        const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctzll(bits));
-        bits &= bits - 1;
-        if (sid >= strings.size()) continue;
-        const uint32_t r = string_rule[sid];
-        while (ai < eval_always.size() && eval_always[ai] <= r) push(eval_always[ai++]);
-        push(r);
-      }
-    }
+    forEachPresentString(*this, ms, [&](uint32_t sid) {
+      const uint32_t r = string_rule[sid];
+      while (ai < eval_always.size() && eval_always[ai] <= r) push(eval_always[ai++]);
+      push(r);
+    });
     while (ai < eval_always.size()) push(eval_always[ai++]);
   } else {
     for (size_t i = 0; i < rules.size(); ++i)
@@ -714,21 +721,12 @@ uint32_t CompiledDpi::evaluateFirst(const uint8_t* ms, uint32_t* out, uint32_t m
   auto mark = [&](uint32_t r) { dirty[r >> 6] |= uint64_t(1) << (r & 63); };
   auto marked = [&](uint32_t r) { return (dirty[r >> 6] >> (r & 63)) & 1u; };
   std::memset(dirty, 0, nw * 8);
-  // The owners of the strings present (the presence bitmap, mostly zero, a word per step).
-  const uint8_t* pres = ms + presenceOffset();
-  const size_t nbytes = (strings.size() + 7) / 8;
+  // The owners of the strings present.
   bool any = false;
-  for (size_t byte = 0; byte < nbytes; byte += 8) {
-    uint64_t bits = 0;
-    // (a constant 8 for whole words: inlined, not a memcpy call per word)
-    if (nbytes - byte >= 8) std::memcpy(&bits, pres + byte, 8);
-    else std::memcpy(&bits, pres + byte, nbytes - byte);
-    while (bits != 0) {
-      const uint32_t sid = uint32_t(byte * 8) + uint32_t(__builtin_ctzll(bits));
-      bits &= bits - 1;
-      if (sid < strings.size()) mark(string_rule[sid]), any = true;
-    }
-  }
+  forEachPresentString(*this, ms, [&](uint32_t sid) {
+    mark(string_rule[sid]);
+    any = true;
+  });
   const size_t k = size_t(std::upper_bound(empty_bounds.begin(), empty_bounds.end(), filesize(ms)) -
                           empty_bounds.begin());
   if (!any) return evaluateEmpty(filesize(ms), out, max, fired);

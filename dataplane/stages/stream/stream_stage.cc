@@ -55,10 +55,8 @@ StreamStage::~StreamStage() {
   // Packets still held (a worker destroyed without endFlows): freed.
   while (held_head_ != kNoHeld) {
     rte_mbuf* m = held_[held_head_].m;
-    const uint32_t key = held_[held_head_].key;
     // (the oldest of all is the oldest of its direction: the direction's head)
     holdUnlink(held_head_, kNoHeld);
-    (void)key;
     rte_pktmbuf_free(m);
   }
   if (cx_.tcp_holder == this) cx_.tcp_holder = nullptr;
