@@ -700,8 +700,18 @@ void Dataplane::detachCaller(uint16_t i) {
 
 CountersSnapshot Dataplane::counters() const {
   CountersSnapshot s;
+  // Every worker's handed-in count is read before any handed-off count: a packet is counted
+  // off before its enqueue (Distributor::distribute) and in after its dequeue with a release
+  // store, read here with acquire, so what this snapshot counts in it has counted off, and
+  // the fleet-wide total never shows more packets handed in than handed off. Read worker by
+  // worker, worker 1 would go on receiving (and counting in) after worker 0's count was read.
+  std::vector<uint64_t> handed_in(workers_.size());
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    handed_in[w] = counters_[w].dist_handed_in.loadAcquire();
+  }
   for (size_t w = 0; w < workers_.size(); ++w) {
     s.per_worker.push_back(readCounters(counters_[w]));
+    s.per_worker.back().dist_handed_in = handed_in[w];
     accumulate(s.total, s.per_worker.back());
   }
   return s;

@@ -101,8 +101,14 @@ uint64_t latencyQuantile(const uint64_t* hist, double q, uint64_t max_ns);
 class Counter {
  public:
   void add(uint64_t n = 1) { __atomic_store_n(&v_, v_ + n, __ATOMIC_RELAXED); }
+  void sub(uint64_t n = 1) { __atomic_store_n(&v_, v_ - n, __ATOMIC_RELAXED); }
   void set(uint64_t n) { __atomic_store_n(&v_, n, __ATOMIC_RELAXED); }
   uint64_t load() const { return __atomic_load_n(&v_, __ATOMIC_RELAXED); }
+  // The ordered pair, for counters another thread's counter must not run ahead of in a
+  // snapshot (dist_handed_in after dist_handed_off: Dataplane::counters()). A plain store and
+  // load on x86; they only stop the compiler (and weaker CPUs) from reordering.
+  void addRelease(uint64_t n) { __atomic_store_n(&v_, v_ + n, __ATOMIC_RELEASE); }
+  uint64_t loadAcquire() const { return __atomic_load_n(&v_, __ATOMIC_ACQUIRE); }
 
  private:
   uint64_t v_ = 0;

@@ -174,6 +174,10 @@ uint16_t Distributor::handOff(rte_mbuf** pkts, uint16_t n, uint64_t* next_seq) {
   input_clock_ = std::max(input_clock_, latest);
   for (uint16_t t = 0; t < nw; ++t) {
     uint16_t k = count[t];
+    // Counted before the enqueue, so the target can never count a packet in (dist_handed_in)
+    // before it is counted off here: a snapshot then always has off >= in. What the ring
+    // does not take comes off again below.
+    if (t != cx_.opts.id) cx_.c->dist_handed_off.add(k);
     if (t != cx_.opts.id && cx_.opts.clock == ClockMode::kPacketTimestamp) {
       // Replay's clock is the capture's: a worker's own packets alone would stop its clock
       // (and its flows' aging) while the others' traffic goes on. A tick after the burst's
@@ -190,11 +194,10 @@ uint16_t Distributor::handOff(rte_mbuf** pkts, uint16_t n, uint64_t* next_seq) {
       rte_pause();
       put += rte_ring_mp_enqueue_burst(cx_.shared.inbound[t], objs + put, k - put, nullptr);
     }
-    for (unsigned j = 0; j < put; ++j) {
-      if (!isClockTick(objs[j])) cx_.c->dist_handed_off.add();
-    }
     for (unsigned j = put; j < k; ++j) {
-      if (!isClockTick(objs[j])) dropUndelivered(static_cast<rte_mbuf*>(objs[j]));
+      if (isClockTick(objs[j])) continue;
+      cx_.c->dist_handed_off.sub();
+      dropUndelivered(static_cast<rte_mbuf*>(objs[j]));
     }
   }
   return keep;

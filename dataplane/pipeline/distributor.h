@@ -79,7 +79,7 @@ uint32_t Distributor::pollInboundGroups(Judge&& judge) {
       if (!isClockTick(group_[i])) continue;
       const uint16_t n = static_cast<uint16_t>(i - start);
       if (n) {
-        cx_.c->dist_handed_in.add(n);
+        cx_.c->dist_handed_in.addRelease(n);
         judge(group_ + start, n);
         total += n;
       }

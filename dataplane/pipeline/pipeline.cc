@@ -254,7 +254,7 @@ uint32_t Worker::pollOnce() {
     rx_done[2] = rte_rdtsc();
     cx_.cy[kCyRx] += rx_done[2] - t;
     if (n) {
-      cx_.c->dist_handed_in.add(n);
+      cx_.c->dist_handed_in.addRelease(n);
       uint64_t q0 = cx_.tx_queued;
       processBurst(pkts, static_cast<uint16_t>(n));
       fwd[2] = cx_.tx_queued - q0;
