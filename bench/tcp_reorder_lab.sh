@@ -4,11 +4,12 @@
 # keeps bytes beyond a hole) beside the same download through the appliance in pass-through
 # (no stage reads TCP: nothing is reordered or kept), and, for reference, inspecting with
 # dataplane.tcp.drop_out_of_order (segments beyond a hole dropped, the behaviour before
-# issue 30). Prints MB/s per run, the median per mode, the ratio to pass-through and the
+# issue 30) and, with --modes including hold, with dataplane.tcp.hold_out_of_order (the
+# segments beyond a hole held until it fills: docs/tcp-stream.md "Hold mode"). Prints MB/s per run, the median per mode, the ratio to pass-through and the
 # appliance's tcp_stream counters.
 #
 #   sudo bench/tcp_reorder_lab.sh [--runs N] [--mb MB] [--build DIR] [--impair "none reorder loss"]
-#                                 [--modes "passthrough inspect drop"]
+#                                 [--modes "passthrough inspect drop hold"]
 #
 # This kernel has no netem qdisc and no random classifier (basic/matchall) or drop action
 # (act_gact), so the impairment is built from what it has: an htb qdisc on the server's side
@@ -46,6 +47,9 @@ EOF
 cat >"$work/drop.json" <<'EOF'
 {"dpi": {"rule_files": ["eicar.yar"]}, "dataplane": {"tcp": {"drop_out_of_order": true}}}
 EOF
+cat >"$work/hold.json" <<'EOF'
+{"dpi": {"rule_files": ["eicar.yar"]}, "dataplane": {"tcp": {"hold_out_of_order": true}}}
+EOF
 cat >"$work/passthrough.json" <<'EOF'
 {"firewall": {"rules": [{"id": "no-telnet", "action": "REJECT", "protocols": ["tcp"], "dst_ports": ["23"]}]}}
 EOF
@@ -67,7 +71,7 @@ impair() {  # impair MODE: on dpu-lab-b eth0 (server -> appliance)
   esac
 }
 
-printf '%-12s %-8s %s\n' mode impair "MB/s per run | median | out_of_order reorder_kept reorder_filled reorder_full drops(tcp_out_of_order)" >"$work/table"
+printf '%-12s %-8s %s\n' mode impair "MB/s per run | median | out_of_order reorder_kept reorder_filled reorder_full held held_released held_expired hold_full drops(tcp_out_of_order)" >"$work/table"
 declare -A med
 for mode in $modes; do
   "$root/scripts/lab.sh" up --config "$work/$mode.json" --build "$build" >/dev/null
@@ -88,7 +92,8 @@ d = json.loads(sys.argv[1] or "{}")
 t = d.get("total", {})
 ts = t.get("tcp_stream", {})
 dr = t.get("drops", {})
-print(" ".join(str(ts.get(k, 0)) for k in ("out_of_order", "reorder_kept", "reorder_filled", "reorder_full")),
+print(" ".join(str(ts.get(k, 0)) for k in ("out_of_order", "reorder_kept", "reorder_filled", "reorder_full",
+                                          "held", "held_released", "held_expired", "hold_full")),
       dr.get("tcp_out_of_order", 0))
 PY
 )
@@ -101,5 +106,6 @@ echo
 echo "ratio to pass-through (median MB/s), counters are cumulative per appliance run:"
 for imp in $impairs; do
   awk -v i=$imp -v p="${med[passthrough,$imp]:-}" -v a="${med[inspect,$imp]:-}" -v d="${med[drop,$imp]:-}" \
-    'BEGIN{printf "  %-8s inspect %.2fx   drop_out_of_order: %.2fx\n", i, (p>0&&a!=""?a/p:0), (p>0&&d!=""?d/p:0)}'
+      -v h="${med[hold,$imp]:-}" \
+    'BEGIN{printf "  %-8s inspect %.2fx   drop_out_of_order %.2fx   hold_out_of_order %.2fx\n", i, (p>0&&a!=""?a/p:0), (p>0&&d!=""?d/p:0), (p>0&&h!=""?h/p:0)}'
 done
