@@ -1,7 +1,7 @@
 // dpi_bench: our DPI engine (YARA -> Hyperscan streaming + condition evaluation) against
 // libyara's yr_rules_scan_mem, same rules, same payloads, same run.
 //
-//   dpi_bench [--min-time S] [--flows N] [--packets P] [--slot-bytes K] FILE_OR_DIR...
+//   dpi_bench [--min-time S] [--flows N] [--packets P] [--slot-bytes K] [--shards K] FILE_OR_DIR...
 //
 // The rules are the ones our engine accepts from the given files: their source text is cut
 // out of the files (no imports, no unsupported rules) and compiled by libyara too, so both
@@ -32,6 +32,10 @@
 // build only (no block-scan table, no prefiltered build); --mix clean|dense: only that
 // payload mix in the stream modes (default both); --no-yara: the stream-mode rows leave out
 // libyara's per-packet reference (a profile of the stage then holds our code and Hyperscan).
+// Our build spreads the rules over dpi.shards databases (--shards K, default the product's);
+// each stream-mode row also runs the stage on the same rules compiled into one database
+// ("1db": dpi.shards 1) and gives its time over ours (1db/f, 1db/c: >= 0.8 is the target
+// of the sharded layout), and hs_scan_stream is timed on that one database.
 #include <hs/hs.h>
 #include <yara.h>
 
@@ -71,7 +75,7 @@ static size_t pct(const std::vector<size_t>& v, double p) {
 template <typename MakePayload>
 static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, MakePayload& makePayload,
                         uint32_t nflows, uint32_t npackets, uint32_t slot_bytes, double min_time,
-                        bool with_yara = true) {
+                        bool with_yara = true, std::shared_ptr<const CompiledDpi> single = nullptr) {
   using namespace dpu::dp;
   const CompiledDpi& d = *dp;
   DpiSettings full;
@@ -90,11 +94,25 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
     std::fprintf(stderr, "runtime: %s\n", std::string((rf.ok() ? rc : rf).status().message()).c_str());
     return;
   }
+  // The same rules in one database (dpi.shards 1): the stage with it, and Hyperscan's own
+  // scan of it (the limit).
+  if (!single) single = dp;
+  const CompiledDpi& sd = *single;
+  auto sf = DpiRuntime::create(single, full, 1);
+  auto sc = DpiRuntime::create(single, comp, 1);
+  if (!sf.ok() || !sc.ok()) {
+    std::fprintf(stderr, "runtime: %s\n", std::string((sf.ok() ? sc : sf).status().message()).c_str());
+    return;
+  }
   std::printf("\nstream modes: %u flow directions x %u packets, round-robin; full = one "
-              "Hyperscan stream each (%zu B + %zu B match state), compressed = a %u B slot each\n",
-              nflows, npackets, d.streamStateBytes(), (*rf)->msStride(), slot_bytes);
-  std::printf("%-8s | %10s %10s %7s | %9s | %9s %9s %9s | %-34s | %8s | %7s | %s\n", "packet",
-              "full ns/p", "comp ns/p", "comp/full", "yara ns/p", "hs ns/p", "full/hs", "comp/hs",
+              "Hyperscan stream per shard each (%zu shards: %zu B + %zu B match state; one "
+              "database: %zu B), compressed = a %u B slot each (one database: as many B as its own default); 1db = the same rules in one "
+              "database, hs = hs_scan_stream of that database\n",
+              nflows, npackets, d.shards.size(), d.streamStateBytes(), (*rf)->msStride(),
+              sd.streamStateBytes(), (*rc)->settings().compressed_slot_bytes);
+  std::printf("%-8s | %10s %10s %7s | %9s %9s %6s %6s | %9s | %9s %9s %9s | %-34s | %8s | %7s | %s\n", "packet",
+              "full ns/p", "comp ns/p", "comp/full", "1db full", "1db comp", "1db/f", "1db/c", "yara ns/p",
+              "hs ns/p", "full/hs", "comp/hs",
               "compact state B med/p99/max (hs+ms)", "overflow", "uninsp.", "rules fired (equal)");
   // Payload sizes of a row; 0 = IMIX 7:4:1 of TCP payloads 6 / 536 / 1460 B.
   for (size_t size : {size_t(64), size_t(512), size_t(1460), size_t(0)}) {
@@ -126,13 +144,19 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
           m.overflow += o.overflow;
           m.no_stream += o.no_stream;
           if (hs_sz != nullptr && !(m.dirs[f].flags & DpiDir::kFull) && m.dirs[f].slot != DpiDir::kNoSlot) {
-            const uint8_t* s = m.rt->worker(0).cdata.get() + size_t(m.dirs[f].slot) * slot_bytes;
-            uint16_t hl, ml;
-            std::memcpy(&hl, s, 2);
-            std::memcpy(&ml, s + 2, 2);
+            const uint8_t* s = m.rt->worker(0).cdata.get() +
+                               size_t(m.dirs[f].slot) * m.rt->settings().compressed_slot_bytes;
+            // (layout: u16 match-state bytes, u16 per shard stream bytes, see dpi_runtime.cc)
+            uint16_t ml, one;
+            size_t hl = 0;
+            std::memcpy(&ml, s, 2);
+            for (size_t k = 0; k < m.rt->shards(); ++k) {
+              std::memcpy(&one, s + 2 + 2 * k, 2);
+              hl += one;
+            }
             hs_sz->push_back(hl);
             ms_sz->push_back(ml);
-            tot_sz->push_back(size_t(hl) + ml + 4);
+            tot_sz->push_back(hl + ml + 2 + 2 * m.rt->shards());
           }
         }
       }
@@ -142,24 +166,27 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
         m.fired += o.nfired;
       }
     };
-    Mode mf{rf->get(), {}, {}}, mc{rc->get(), {}, {}};
+    Mode mf{rf->get(), {}, {}}, mc{rc->get(), {}, {}}, msf{sf->get(), {}, {}}, msc{sc->get(), {}, {}};
     std::vector<size_t> hs_sz, ms_sz, tot_sz;
     runOnce(mf, nullptr, nullptr, nullptr);
     runOnce(mc, &hs_sz, &ms_sz, &tot_sz);
+    runOnce(msf, nullptr, nullptr, nullptr);
+    runOnce(msc, nullptr, nullptr, nullptr);
     const uint64_t fired_full = mf.fired, fired_comp = mc.fired, overflow = mc.overflow;
-    const uint64_t uninspected = mf.no_stream + mc.no_stream;
+    const bool fired_equal = fired_full == fired_comp && msf.fired == fired_full && msc.fired == fired_full;
+    const uint64_t uninspected = mf.no_stream + mc.no_stream + msf.no_stream + msc.no_stream;
     // The engine's limit: hs_scan_stream alone over the same packets, a stream per
     // direction, round-robin like the stage, a callback that counts.
     std::vector<hs_stream_t*> hs_streams(nflows, nullptr);
-    hs_scratch_t* hs_scratch = (*rf)->worker(0).scratch;
+    hs_scratch_t* hs_scratch = (*sf)->worker(0).scratch;
     uint64_t hs_matches = 0;
     auto hsCount = [](unsigned, unsigned long long, unsigned long long, unsigned, void* c) -> int {
       ++*static_cast<uint64_t*>(c);
       return 0;
     };
     auto hsOnce = [&]() {
-      if (d.db == nullptr) return;
-      for (uint32_t f = 0; f < nflows; ++f) hs_open_stream(d.db, 0, &hs_streams[f]);
+      if (sd.db == nullptr) return;
+      for (uint32_t f = 0; f < nflows; ++f) hs_open_stream(sd.db, 0, &hs_streams[f]);
       for (uint32_t k = 0; k < npackets; ++k) {
         for (uint32_t f = 0; f < nflows; ++f) {
           const std::string& p = pk[size_t(k) * nflows + f];
@@ -172,7 +199,7 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
     std::sort(ms_sz.begin(), ms_sz.end());
     std::sort(tot_sz.begin(), tot_sz.end());
     // Timed: interleaved rounds, medians.
-    std::vector<double> tf, tc, ty, th;
+    std::vector<double> tf, tc, ty, th, tsf, tsc;
     auto t_end = Clock::now() + std::chrono::duration<double>(min_time * 2);
     const double per = double(nflows) * npackets;
     do {
@@ -182,6 +209,12 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
       t0 = Clock::now();
       runOnce(mc, nullptr, nullptr, nullptr);
       tc.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+      t0 = Clock::now();
+      runOnce(msf, nullptr, nullptr, nullptr);
+      tsf.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+      t0 = Clock::now();
+      runOnce(msc, nullptr, nullptr, nullptr);
+      tsc.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
       t0 = Clock::now();
       hsOnce();
       th.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
@@ -202,20 +235,22 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
     std::snprintf(sizes, sizeof sizes, "%zu/%zu/%zu (%zu+%zu)", pct(tot_sz, 0.5), pct(tot_sz, 0.99),
                   tot_sz.empty() ? 0 : tot_sz.back(), pct(hs_sz, 0.5), pct(ms_sz, 0.5));
     const std::string label = size == 0 ? "imix" : std::to_string(size);
-    std::printf("%-8s | %10.0f %10.0f %6.2fx | %9.0f | %9.0f %8.2fx %8.2fx | %-34s | %8llu | %7llu | "
+    std::printf("%-8s | %10.0f %10.0f %6.2fx | %9.0f %9.0f %5.2fx %5.2fx | %9.0f | %9.0f %8.2fx %8.2fx | %-34s | %8llu | %7llu | "
                 "%llu vs %llu (%s)\n", label.c_str(),
-                med(tf), med(tc), med(tc) / med(tf), med(ty), med(th), med(th) / med(tf),
+                med(tf), med(tc), med(tc) / med(tf), med(tsf), med(tsc), med(tsf) / med(tf),
+                med(tsc) / med(tc), med(ty), med(th), med(th) / med(tf),
                 med(th) / med(tc), sizes, (unsigned long long)overflow,
                 (unsigned long long)uninspected, (unsigned long long)fired_full,
-                (unsigned long long)fired_comp, fired_full == fired_comp ? "equal" : "DIFFERENT");
+                (unsigned long long)fired_comp, fired_equal ? "equal" : "DIFFERENT");
     const double gbit = 8.0 * double(pk_bytes) / per;  // bits per packet
     std::printf("%-8s   payload %.0f B/packet: full %.2f Gbit/s, compressed %.2f Gbit/s, "
                 "hs_scan_stream %.2f Gbit/s\n", "", double(pk_bytes) / per, gbit / med(tf),
                 gbit / med(tc), gbit / med(th));
   }
   // The expand + compress pair alone, on compressed streams of flows that saw 8 x 1460 B.
-  if (d.db != nullptr) {
-    hs_scratch_t* scratch = (*rf)->worker(0).scratch;
+  if (sd.db != nullptr) {
+    const CompiledDpi& d = sd;
+    hs_scratch_t* scratch = (*sf)->worker(0).scratch;
     std::vector<std::string> blobs;
     for (uint32_t f = 0; f < std::min<uint32_t>(nflows, 256); ++f) {
       hs_stream_t* st = nullptr;
@@ -261,6 +296,7 @@ int main(int argc, char** argv) {
   double min_time = 0.5;
   uint32_t nflows = 1024, npackets = 8, slot_bytes = dpu::dp::DpiSettings{}.compressed_slot_bytes;
   bool streams_only = false, with_yara = true;
+  uint32_t shards = 0;  // dpi.shards of our build (0: the default)
   std::string mix = "both";
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
@@ -272,12 +308,13 @@ int main(int argc, char** argv) {
     else if (a == "--streams-only") streams_only = true;
     else if (a == "--no-yara") with_yara = false;
     else if (a == "--mix" && i + 1 < argc) mix = argv[++i];
+    else if (a == "--shards" && i + 1 < argc) shards = uint32_t(std::stoul(argv[++i]));
     else args.push_back(a);
   }
   const std::vector<std::string> files = yaraFiles(args);
   if (files.empty() || (mix != "both" && mix != "clean" && mix != "dense")) {
     std::fprintf(stderr, "usage: dpi_bench [--min-time S] [--flows N] [--packets P] [--slot-bytes K] "
-                         "[--streams-only] [--mix clean|dense|both] [--no-yara] FILE_OR_DIR...\n");
+                         "[--streams-only] [--shards K] [--mix clean|dense|both] [--no-yara] FILE_OR_DIR...\n");
     return 2;
   }
   // 1. Cut the accepted rules out of every file (one namespace per file, as in production).
@@ -288,10 +325,29 @@ int main(int argc, char** argv) {
     if (!t.empty()) model.sources.push_back({fs::path(f).filename().string(), t});
   }
   // 2. Compile both (ours without the disk cache: Hyperscan compile time included).
+  // Cold compiles: the process's compile cache emptied before each.
   ConfigErrorList errs;
+  model.shards = shards;
+  clearDpiCompileCache();
   auto t0 = Clock::now();
   auto ours = compileDpi(model, errs);
   double ours_ms = msSince(t0);
+  DpiModel one = model;
+  one.shards = 1;
+  one.full_recompile = true;
+  ConfigErrorList one_errs;
+  clearDpiCompileCache();
+  auto t_one = Clock::now();
+  auto single = compileDpi(one, one_errs);
+  const double single_ms = msSince(t_one);
+  if (!single.ok()) {
+    std::fprintf(stderr, "single-database compile failed: %s\n", std::string(single.status().message()).c_str());
+    return 1;
+  }
+  std::printf("cold compile: %zu shards %.0f ms (Hyperscan %.0f ms), one database %.0f ms "
+              "(Hyperscan %.0f ms); %zu rules, %zu patterns\n",
+              (*ours)->shards.size(), ours_ms, (*ours)->compile_ms, single_ms, (*single)->compile_ms,
+              (*ours)->rules.size(), (*ours)->patterns.size());
   if (!ours.ok()) {
     std::fprintf(stderr, "our compile failed: %s\n", std::string(ours.status().message()).c_str());
     return 1;
@@ -348,11 +404,11 @@ int main(int argc, char** argv) {
   if (streams_only) {
     if (mix != "dense") {
       std::printf("\nmostly clean payloads (one in four carries a rule string):");
-      streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time, with_yara);
+      streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time, with_yara, *single);
     }
     if (mix != "clean") {
       std::printf("\nmatch-dense payloads (the rules' strings back to back):");
-      streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time, with_yara);
+      streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time, with_yara, *single);
     }
     return 0;
   }
@@ -396,8 +452,10 @@ int main(int argc, char** argv) {
     win.cur_len = uint32_t(p.size());
     win.scratch = w.confirm.get();
     DpiMatchCtx ctx{&dd, ms.data(), 0, false, &win};
-    hs_stream_t* st = w.block_stream;
-    if (st != nullptr) {
+    for (size_t k = 0; k < w.block_streams.size(); ++k) {
+      hs_stream_t* st = w.block_streams[k];
+      ctx.ids = dd.shards[k].ids.data();
+      win.at_end = false;
       hs_scan_stream(st, p.data(), unsigned(p.size()), 0, w.scratch, dpiMatchCallback, &ctx);
       win.at_end = true;
       hs_reset_stream(st, 0, w.scratch, dpiMatchCallback, &ctx);  // end of data, ready again
@@ -487,9 +545,9 @@ int main(int argc, char** argv) {
                 double(pf_stats.confirmed) / double(count), double(pf_stats.rejected) / double(count),
                 double(pf_stats.errors) / double(count));
   }
-  streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time);
+  streamModes(*ours, yr.get(), makePayload, nflows, npackets, slot_bytes, min_time, true, *single);
   std::printf("\nmatch-dense payloads (the rules' strings back to back):");
-  streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time);
+  streamModes(*ours, yr.get(), makeDense, nflows, npackets, slot_bytes, min_time, true, *single);
   // The same per-packet path with the prefiltered build: every direction keeps a history
   // window (copied into after each packet) and candidates are confirmed on window + packet.
   std::printf("\nprefiltered build (history window %u B per direction):", (*pf)->prefilter_window);

@@ -45,6 +45,18 @@ void fillApplyResponse(const ApplyResult& r, v1::ApplyConfigResponse* resp) {
   resp->set_publish_ms(r.publish_ms);
   resp->set_prepare_ms(r.prepare_ms);
   for (const auto& w : r.warnings) resp->add_warnings(w);
+  if (const auto& d = r.dpi_compiled) {  // --- dpi ---
+    v1::DpiCompileStats* s = resp->mutable_dpi_compile();
+    s->set_sources(d->num_namespaces);
+    s->set_sources_translated(d->num_namespaces - d->sources_cached);
+    s->set_databases(uint32_t(d->shards.size()));
+    s->set_databases_compiled(d->shards_compiled);
+    s->set_patterns_compiled(d->patterns_compiled);
+    s->set_delta_patterns(d->delta_patterns);
+    s->set_merges_pending(d->merges_pending);
+    s->set_hyperscan_ms(d->compile_ms);
+    s->set_translate_ms(d->translate_ms);
+  }
 }
 
 }  // namespace

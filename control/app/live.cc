@@ -182,6 +182,7 @@ absl::Status runLive(const LiveOptions& o) {
   absl::Cleanup leave_heap = [] { dp::leaveDpdkHeapToExit(); };
   ConfigManager manager(store.get(), plane.get());
   manager.inheritCompiled(boot);  // the first apply shares the running compiled firewall
+  manager.followDpiMerges();      // --- dpi --- merged rule databases republished
   ProgressRegistry progress;      // long applies: a progress line here and in GetStatus
   progress.startTicker();
   manager.setProgress(&progress);

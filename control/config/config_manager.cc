@@ -1,4 +1,6 @@
 #include "control/config/config_manager.h"
+
+#include <cstdio>
 #include "rules/compile/lb_compiler.h"
 #include "rules/compile/yara_translate.h"  // --- dpi ---
 
@@ -75,6 +77,60 @@ void startOnlyWarnings(const rules::DataplaneSettings& was, const rules::Datapla
 ConfigManager::ConfigManager(ConfigStore* store, dp::DataplaneControl* plane)
     : committed_version_(store->version()), store_(store), plane_(plane) {}
 
+ConfigManager::~ConfigManager() {
+  if (merge_guard_) {
+    std::lock_guard<std::mutex> lock(merge_guard_->mu);  // waits for a republish under way
+    merge_guard_->self = nullptr;
+    rules::setDpiMergeListener(nullptr);
+  }
+}
+
+void ConfigManager::followDpiMerges() {
+  merge_guard_ = std::make_shared<MergeGuard>();
+  merge_guard_->self = this;
+  std::shared_ptr<MergeGuard> g = merge_guard_;
+  rules::setDpiMergeListener([g] {
+    std::lock_guard<std::mutex> lock(g->mu);
+    if (g->self == nullptr) return;
+    absl::Status st = g->self->republishDpi();
+    if (!st.ok())
+      std::fprintf(stderr, "dpu-appliance: dpi: merged rule databases not published: %s\n",
+                   std::string(st.message()).c_str());
+  });
+}
+
+absl::Status ConfigManager::republishDpi() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::shared_ptr<const rules::CompiledDpi>& cur = published_dpi_.compiled;
+  if (!cur || !published_snap_ || published_snap_->dpi != cur) return absl::OkStatus();
+  bool partial = false;
+  for (const rules::DpiShard& sh : cur->shards) partial |= sh.delta || sh.live != sh.ids.size();
+  if (!partial) return absl::OkStatus();
+  // The published model (not the files again: what was committed stays what runs).
+  rules::ConfigErrorList errors;
+  auto t = Clock::now();
+  auto dpi = rules::compileDpi(published_dpi_.model, errors);
+  if (!dpi.ok()) return dpi.status();
+  auto next = std::make_unique<rules::Snapshot>(*published_snap_);
+  next->dpi = *dpi;
+  auto copy = std::make_unique<rules::Snapshot>(*next);
+  uint32_t generation = 0;
+  if (plane_ != nullptr) {
+    auto p = plane_->prepare(std::move(next));
+    if (!p.ok()) return p.status();
+    generation = plane_->publish(std::move(*p));
+  }
+  published_dpi_.compiled = *dpi;
+  published_snap_ = std::move(copy);
+  dpi_republishes_.fetch_add(1, std::memory_order_relaxed);
+  std::fprintf(stderr,
+               "dpu-appliance: dpi: background merge done: config version %lu republished "
+               "(generation %u, %zu databases, delta %u patterns, %.1f ms)\n",
+               static_cast<unsigned long>(published_snap_->config_version), generation,
+               (*dpi)->shards.size(), (*dpi)->delta_patterns, msSince(t));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent() const {
   std::lock_guard<std::mutex> lock(mu_);
   const v1::ApplianceConfig& cfg = store_->current();
@@ -92,6 +148,7 @@ absl::StatusOr<std::unique_ptr<rules::Snapshot>> ConfigManager::compileCurrent()
       published_dpi_ = rules::DpiReuse{model->dpi, (*snap)->dpi};  // --- dpi ---
       published_dns_ = rules::DnsReuse{(*snap)->dns};
       view_ = FirewallView{cfg.version(), std::move(details.firewall_rules), (*snap)->firewall};
+      published_snap_ = std::make_unique<rules::Snapshot>(**snap);
       return snap;
     }
     st = snap.status();
@@ -248,6 +305,7 @@ void ConfigManager::inheritCompiled(const ConfigManager& other) {
   published_dpi_ = other.published_dpi_;  // --- dpi ---
   published_dns_ = other.published_dns_;
   view_ = other.view_;
+  if (other.published_snap_) published_snap_ = std::make_unique<rules::Snapshot>(*other.published_snap_);
 }
 
 // --- lb ---
@@ -319,6 +377,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   std::shared_ptr<const rules::CompiledLb> compiled_lb = (*snap)->lb;  // --- lb ---
   // --- dpi --- rules outside the supported subset are listed in the apply response.
   std::shared_ptr<const rules::CompiledDpi> compiled_dpi = (*snap)->dpi;
+  if (compiled_dpi && compiled_dpi != published_dpi_.compiled) result.dpi_compiled = compiled_dpi;
   if (compiled_dpi) {
     for (const rules::DpiUnsupported& u : compiled_dpi->unsupported)
       result.warnings.push_back(absl::StrCat("dpi: rule ", u.source, ":", u.rule, " (line ", u.line,
@@ -342,6 +401,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   progress->step("preparing dataplane tables", 0, "");
   phase_ = "prepare";
   t = Clock::now();
+  auto snap_copy = std::make_unique<rules::Snapshot>(**snap);
   if (plane_ != nullptr) {
     auto p = plane_->prepare(std::move(*snap));
     if (!p.ok()) {
@@ -373,6 +433,7 @@ absl::StatusOr<ApplyResult> ConfigManager::applyLocked(v1::ApplianceConfig next,
   published_dpi_ = rules::DpiReuse{std::move(model->dpi), std::move(compiled_dpi)};  // --- dpi ---
   published_dns_ = rules::DnsReuse{std::move(compiled_dns)};
   view_ = FirewallView{new_version, std::move(details.firewall_rules), std::move(compiled_fw)};
+  published_snap_ = std::move(snap_copy);
 
   if (on_applied_) on_applied_(result);
   if (error) *error = ApplyError{};

@@ -28,6 +28,8 @@ struct ApplyResult {
   uint32_t generation = 0;
   double validate_ms = 0, compile_ms = 0, prepare_ms = 0, persist_ms = 0, publish_ms = 0;
   std::vector<std::string> warnings;
+  // --- dpi --- the DPI rules compiled for this apply (null: none, or unchanged).
+  std::shared_ptr<const rules::CompiledDpi> dpi_compiled;
 };
 
 // Failure of an apply: the status (ABORTED on a version conflict, INVALID_ARGUMENT with
@@ -139,6 +141,16 @@ class ConfigManager {
     std::shared_ptr<const rules::CompiledDpi> compiled;
   };
   absl::StatusOr<DpiView> dpiView() const;
+  // --- dpi --- Background merges of the DPI compile (docs/dpi.md "Shards and incremental
+  // compiles"): after an edit the published rules may scan a delta database and masked
+  // shards; when the merges are done the rules are compiled again from the compile cache
+  // and published with the same config version (nothing committed). followDpiMerges()
+  // makes this manager the process's merge listener (the live appliance's); republishDpi()
+  // is what the listener runs (a no-op when the published rules have no delta or mask).
+  void followDpiMerges();
+  absl::Status republishDpi();
+  uint64_t dpiRepublishes() const { return dpi_republishes_.load(std::memory_order_relaxed); }
+  ~ConfigManager();
   // Applies since this manager was created (its own lock: never waits for an apply).
   ApplyStats applyStats() const;
   // Every apply becomes a "config apply" task there, with its steps (validating, compiling
@@ -168,6 +180,14 @@ class ConfigManager {
   // DNS filtering: the DNS section of the snapshot handed to the dataplane last.
   mutable rules::DnsReuse published_dns_;
   mutable FirewallView view_;
+  // --- dpi --- The snapshot handed to the dataplane last (shared parts), for republishDpi.
+  mutable std::unique_ptr<rules::Snapshot> published_snap_;
+  struct MergeGuard {
+    std::mutex mu;
+    ConfigManager* self = nullptr;
+  };
+  std::shared_ptr<MergeGuard> merge_guard_;
+  std::atomic<uint64_t> dpi_republishes_{0};
 };
 
 }  // namespace dpu::ctl

@@ -71,6 +71,11 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
       errors.push_back(dpiError(field, "empty path"));
       continue;
     }
+    std::error_code dir_ec;
+    if (std::filesystem::is_directory(path, dir_ec)) {
+      errors.push_back(dpiError(field, absl::StrCat(path, ": is a directory (name its .yar files)")));
+      continue;
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       errors.push_back(dpiError(field, absl::StrCat(path, ": cannot be read")));
@@ -134,6 +139,10 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
   if (m->ooo_slots_per_worker > (1u << 20))
     errors.push_back(dpiError("dpi.ooo_slots_per_worker", absl::StrCat(m->ooo_slots_per_worker, " is out of range [1, 1048576]")));
   m->cache_dir = c.cache_dir();
+  m->shards = c.shards();
+  m->full_recompile = c.full_recompile();
+  if (m->shards > 64)
+    errors.push_back(dpiError("dpi.shards", absl::StrCat(m->shards, " is out of range [1, 64]")));
   switch (c.stream_mode()) {
     case v1::STREAM_MODE_DEFAULT: m->stream_mode = rules::DpiStreamMode::kAuto; break;
     case v1::STREAM_COMPRESSED: m->stream_mode = rules::DpiStreamMode::kCompressed; break;
@@ -141,7 +150,7 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
     default: errors.push_back(dpiError("dpi.stream_mode", "not COMPRESSED or FULL"));
   }
   if (c.compressed_slot_bytes() != 0) m->compressed_slot_bytes = c.compressed_slot_bytes();
-  if (m->compressed_slot_bytes < 64 || m->compressed_slot_bytes > 65536)
+  if (m->compressed_slot_bytes != 0 && (m->compressed_slot_bytes < 64 || m->compressed_slot_bytes > 65536))
     errors.push_back(dpiError("dpi.compressed_slot_bytes",
                               absl::StrCat(m->compressed_slot_bytes, " is out of range [64, 65536]")));
   if (c.full_streams_per_worker() != 0) m->full_streams_per_worker = c.full_streams_per_worker();

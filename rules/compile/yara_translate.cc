@@ -11,6 +11,14 @@
 #include <climits>
 #include <cstring>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -1228,16 +1236,17 @@ bool parseAction(const std::string& v, DpiAction& a) {
   return true;
 }
 
-Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
-                     const std::map<std::string, std::string>& excluded, const PrefilterPlan& plan,
-                     ConfigErrorList& errors) {
+// One source (YARA namespace) translated on its own: indices local to it (namespace 0, its
+// first rule, string, node, pattern at 0); linkFragments() places it in a whole rule set.
+Translated translateSource(const DpiModel& model, size_t si, const RSource& rs,
+                           const std::map<std::string, std::string>& excluded,
+                           const PrefilterPlan& plan, ConfigErrorList& errors) {
   Translated tr;
   tr.dpi = std::make_shared<CompiledDpi>();
   CompiledDpi& d = *tr.dpi;
-  d.num_namespaces = uint32_t(model.sources.size());
-  for (size_t si = 0; si < model.sources.size(); ++si) {
+  d.num_namespaces = 1;
+  {
     const YaraSource& src = model.sources[si];
-    const RSource& rs = parsed[si];
     std::set<std::string> imports(rs.imports.begin(), rs.imports.end());
     std::map<std::string, int> rule_index;
     std::map<std::string, std::string> bad;
@@ -1323,7 +1332,7 @@ Translated translate(const DpiModel& model, const std::vector<RSource>& parsed,
       out.meta = r.meta;
       out.is_private = r.is_private;
       out.is_global = r.is_global;
-      out.ns = uint32_t(si);
+      out.ns = 0;
       out.action = model.default_action;
       for (auto& [k, v] : r.meta) {
         if (k != "action") continue;
@@ -1445,150 +1454,696 @@ std::string hexKey(uint64_t h) {
   return b;
 }
 
+// ---------------------------------------------------------------------------------------
+// Incremental compile (docs/dpi.md "Shards and incremental compiles")
+//
+// A rule set is compiled source by source ("fragments": one YARA namespace translated on its
+// own, cached by its text and the options that shape its translation) and linked into one
+// CompiledDpi. Its Hyperscan patterns live in `shards` databases: a source's patterns go to
+// the shard its name hashes to, and each shard's database is named by the hash of its
+// content (the fragments' expressions and flags, in order, and the Hyperscan version), kept
+// in memory while a version uses it and in dpi.cache_dir. When a shard's content changed
+// since the previous compile, the previous database keeps serving the fragments it holds
+// (the patterns of the others masked), the changed fragments go to a small delta database
+// compiled now, and the shard's new database is compiled by a background thread at low
+// priority ("merge"); when merges are done the listener republishes (its compile then finds
+// every database in the cache and no delta).
+
+struct Fragment {
+  Translated tr;
+  ConfigErrorList errors;  // meta.action errors of the source
+  uint64_t phash = 0;      // its expressions and flags
+  uint64_t epoch = 0;      // last compile that used it
+};
+using FragPtr = std::shared_ptr<Fragment>;
+
+// What one shard database holds, to compile it.
+struct ShardContent {
+  uint64_t key = 0;
+  uint32_t home = 0;       // home shard (merges)
+  std::vector<uint64_t> frag_hash;
+  std::vector<uint32_t> frag_count;
+  std::vector<uint32_t> frag_source;  // source index of each fragment (this compile)
+  std::vector<std::string> exprs;
+  std::vector<unsigned> flags;
+  std::vector<uint32_t> global;       // local id -> pattern (this compile)
+};
+
+struct ShardFailure {
+  uint32_t pattern = 0;  // global pattern index
+  std::string message;
+  bool fatal = false;    // not one expression (whole compile): an error of the config
+};
+
+// What a database of content `c` holds (its fragments and their local ids).
+void describeShard(const ShardContent& c, DpiShardDb& db) {
+  db.key = c.key;
+  db.frag_hash = c.frag_hash;
+  db.frag_count = c.frag_count;
+  uint32_t at = 0;
+  for (uint32_t n : c.frag_count) { db.frag_begin.push_back(at); at += n; }
+  db.patterns = at;
+}
+
+std::shared_ptr<DpiShardDb> compileShard(const ShardContent& c, ShardFailure* fail) {
+  auto db = std::make_shared<DpiShardDb>();
+  describeShard(c, *db);
+  std::vector<const char*> ex;
+  std::vector<unsigned> ids;
+  for (size_t i = 0; i < c.exprs.size(); ++i) {
+    ex.push_back(c.exprs[i].c_str());
+    ids.push_back(unsigned(i));
+  }
+  hs_compile_error_t* err = nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  hs_error_t rc = hs_compile_multi(ex.data(), c.flags.data(), ids.data(), unsigned(ex.size()),
+                                   HS_MODE_STREAM, nullptr, &db->db, &err);
+  db->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (rc == HS_SUCCESS) {
+    hs_database_size(db->db, &db->bytes);
+    return db;
+  }
+  fail->message = err != nullptr ? err->message : "unknown error";
+  const int which = err != nullptr ? err->expression : -1;
+  hs_free_compile_error(err);
+  db->db = nullptr;
+  if (which < 0 || size_t(which) >= c.global.size()) fail->fatal = true;
+  else fail->pattern = c.global[size_t(which)];
+  return nullptr;
+}
+
+std::string hexEncode(const std::string& s) {
+  static const char* kHex = "0123456789abcdef";
+  std::string o;
+  for (unsigned char ch : s) { o += kHex[ch >> 4]; o += kHex[ch & 15]; }
+  return o;
+}
+std::string hexDecode(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) o += char(std::stoi(s.substr(i, 2), nullptr, 16));
+  return o;
+}
+
+// Writes `bytes` to `path` through a temporary name; "" or why it failed.
+std::string writeAtomically(const std::string& path, const char* bytes, size_t len) {
+  std::string why;
+  std::string tmp = path + ".tmp";
+  std::ofstream o(tmp, std::ios::binary);
+  if (!o) why = std::strerror(errno);
+  o.write(bytes, std::streamsize(len));
+  o.close();
+  if (!o && why.empty()) why = "write failed";
+  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
+  if (!why.empty()) std::remove(tmp.c_str());
+  return why;
+}
+
+std::string shardFile(const std::string& dir, uint64_t key) {
+  return dir + "/dpi-shard-" + hexKey(key) + ".hsdb";
+}
+
+// "" or why the database was not cached.
+std::string saveShard(const std::string& dir, const DpiShardDb& db) {
+  if (dir.empty()) return "";
+  char* bytes = nullptr;
+  size_t len = 0;
+  if (hs_serialize_database(db.db, &bytes, &len) != HS_SUCCESS) return "hs_serialize_database failed";
+  std::string why = writeAtomically(shardFile(dir, db.key), bytes, len);
+  std::free(bytes);
+  return why.empty() ? "" : "compiled database not cached: " + shardFile(dir, db.key) + ": " + why;
+}
+
+std::shared_ptr<DpiShardDb> loadShard(const std::string& dir, const ShardContent& c) {
+  if (dir.empty()) return nullptr;
+  std::ifstream in(shardFile(dir, c.key), std::ios::binary);
+  if (!in) return nullptr;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto db = std::make_shared<DpiShardDb>();
+  if (bytes.empty() || hs_deserialize_database(bytes.data(), bytes.size(), &db->db) != HS_SUCCESS) {
+    db->db = nullptr;
+    return nullptr;
+  }
+  describeShard(c, *db);
+  hs_database_size(db->db, &db->bytes);
+  return db;
+}
+
+class CompileCache {
+ public:
+  static CompileCache& get() {
+    static CompileCache* c = new CompileCache();  // never destroyed: the merge thread may run at exit
+    return *c;
+  }
+  std::mutex mu;  // held by compileDpi for its whole run, by the merge thread to publish
+  uint64_t epoch = 0;
+  std::map<uint64_t, FragPtr> frags;
+  std::set<uint64_t> validated;                       // sources libyara accepted (name + text)
+  std::map<std::string, std::string> refused;         // pattern key -> Hyperscan's message
+  std::map<uint64_t, std::map<std::string, std::string>> hs_excluded;  // source -> rule id -> why
+  std::set<std::string> refused_dirs;                 // cache dirs whose refusals were read
+  std::map<uint64_t, std::weak_ptr<const DpiShardDb>> dbs;
+  std::vector<std::shared_ptr<const DpiShardDb>> last;  // per home shard, the newest database
+  uint32_t last_k = 0;
+  // Background merges.
+  struct Merge { ShardContent content; uint32_t k = 0; std::string dir; };
+  std::deque<Merge> queue;
+  bool running = false;
+  std::condition_variable cv;
+  std::function<void()> listener;
+  uint64_t merges_done = 0, merges_failed = 0;
+
+  std::shared_ptr<const DpiShardDb> memDb(uint64_t key) {
+    auto it = dbs.find(key);
+    if (it == dbs.end()) return nullptr;
+    auto p = it->second.lock();
+    if (!p) dbs.erase(it);
+    return p;
+  }
+  void remember(const std::shared_ptr<const DpiShardDb>& db) {
+    dbs[db->key] = db;
+    for (auto it = dbs.begin(); it != dbs.end();) it = it->second.expired() ? dbs.erase(it) : std::next(it);
+  }
+
+  void loadRefused(const std::string& dir) {
+    if (dir.empty() || !refused_dirs.insert(dir).second) return;
+    std::ifstream in(dir + "/dpi-refused.tsv");
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t t = line.find('\t');
+      if (t == std::string::npos) continue;
+      try {
+        refused.emplace(hexDecode(line.substr(0, t)), hexDecode(line.substr(t + 1)));
+      } catch (const std::exception&) {
+        // a damaged line is a refusal rediscovered by compiling
+      }
+    }
+  }
+  void saveRefused(const std::string& dir) {
+    if (dir.empty() || refused.empty()) return;
+    std::string out;
+    for (auto& [k, v] : refused) out += hexEncode(k) + "\t" + hexEncode(v) + "\n";
+    (void)writeAtomically(dir + "/dpi-refused.tsv", out.data(), out.size());
+  }
+
+  void enqueue(Merge m) {  // mu held
+    for (Merge& q : queue)
+      if (q.content.home == m.content.home && q.k == m.k) { q = std::move(m); return; }
+    queue.push_back(std::move(m));
+    if (!thread_started_) {
+      thread_started_ = true;
+      std::thread([this] { mergeLoop(); }).detach();
+    }
+    cv.notify_all();
+  }
+
+  void waitIdle() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return queue.empty() && !running; });
+  }
+
+ private:
+  bool thread_started_ = false;
+  void mergeLoop() {
+    // Low priority: merges use what the control side leaves (never the worker lcores, which
+    // the dataplane pins).
+    setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 19);
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return !queue.empty(); });
+      Merge m = std::move(queue.front());
+      queue.pop_front();
+      running = true;
+      lock.unlock();
+      ShardFailure fail;
+      std::shared_ptr<DpiShardDb> db = compileShard(m.content, &fail);
+      std::string warn = db ? saveShard(m.dir, *db) : "";
+      if (!warn.empty()) g_cache_write_failures.fetch_add(1, std::memory_order_relaxed);
+      lock.lock();
+      if (db) {
+        remember(db);
+        if (last_k == m.k && m.content.home < last.size()) last[m.content.home] = db;
+        ++merges_done;
+      } else {
+        ++merges_failed;  // the masked layout stays (it is correct); a later edit retries
+      }
+      running = false;
+      if (queue.empty()) {
+        std::function<void()> fn = listener;
+        cv.notify_all();
+        if (fn && db) {
+          lock.unlock();
+          fn();
+          lock.lock();
+        }
+      }
+    }
+  }
+};
+
+uint64_t fragKey(const DpiModel& model, const YaraSource& src, const DpiCompileOptions& opt,
+                 const std::map<std::string, std::string>& excl) {
+  uint64_t h = fnv(src.text, fnv(src.name));
+  h = fnv(absl::StrCat(int(model.default_action), "/", model.prefilter_window_bytes, "/",
+                       opt.prefilter_all), h);
+  for (const DpiRuleAction& a : model.actions) h = fnv(absl::StrCat(a.rule, "=", int(a.action), ";"), h);
+  for (auto& [k, v] : excl) h = fnv(k + "\n" + v + "\n", h);
+  return h;
+}
+
+// Linked rule set: every fragment's tables placed after the previous ones.
+struct Linked {
+  std::shared_ptr<CompiledDpi> dpi;
+  std::vector<std::string> exprs;
+  std::vector<unsigned> flags;
+  std::vector<uint32_t> pattern_rule;
+  std::vector<std::string> pattern_key;
+  std::vector<uint32_t> frag_pat_begin;  // per source
+};
+
+Linked linkFragments(const std::vector<FragPtr>& frags) {
+  Linked L;
+  L.dpi = std::make_shared<CompiledDpi>();
+  CompiledDpi& d = *L.dpi;
+  d.num_namespaces = uint32_t(frags.size());
+  for (size_t si = 0; si < frags.size(); ++si) {
+    const CompiledDpi& s = *frags[si]->tr.dpi;
+    const uint32_t R = uint32_t(d.rules.size()), S = uint32_t(d.strings.size()),
+                   N = uint32_t(d.nodes.size()), P = uint32_t(d.patterns.size()),
+                   CF = uint32_t(d.confirms.size()), C = d.num_counts, SL = d.num_slots,
+                   PB = d.num_preds;
+    L.frag_pat_begin.push_back(P);
+    for (DpiRule r : s.rules) {
+      r.ns = uint32_t(si);
+      r.first_string += S;
+      if (r.cond >= 0) r.cond += int32_t(N);
+      d.rules.push_back(std::move(r));
+    }
+    for (DpiString st : s.strings) {
+      if (st.count_slot >= 0) st.count_slot += int32_t(C);
+      if (st.first_slot >= 0) st.first_slot += int32_t(SL);
+      for (DpiPosPred& q : st.preds) q.bit += PB;
+      d.strings.push_back(std::move(st));
+    }
+    for (CondNode n : s.nodes) {
+      switch (n.op) {
+        case CondOp::kFound: case CondOp::kCount: case CondOp::kOffset:
+        case CondOp::kLength: case CondOp::kUintEq:
+          n.a += int32_t(S);
+          break;
+        case CondOp::kPred:
+          n.a += int32_t(S);
+          n.value += PB;
+          break;
+        case CondOp::kOf:
+          if (n.a >= 0) n.a += int32_t(N);
+          for (uint32_t& x : n.list) x += S;
+          break;
+        case CondOp::kRule:
+          n.a += int32_t(R);
+          break;
+        case CondOp::kConst: case CondOp::kFilesize:
+          break;
+        default:
+          if (n.a >= 0) n.a += int32_t(N);
+          if (n.b >= 0) n.b += int32_t(N);
+      }
+      d.nodes.push_back(std::move(n));
+    }
+    for (DpiPattern p : s.patterns) {
+      p.string_id += S;
+      if (p.confirm >= 0) p.confirm += int32_t(CF);
+      d.patterns.push_back(p);
+    }
+    d.confirms.insert(d.confirms.end(), s.confirms.begin(), s.confirms.end());
+    d.unsupported.insert(d.unsupported.end(), s.unsupported.begin(), s.unsupported.end());
+    d.num_counts += s.num_counts;
+    d.num_slots += s.num_slots;
+    d.num_preds += s.num_preds;
+    d.uses_filesize |= s.uses_filesize;
+    d.prefilter_window = std::max(d.prefilter_window, s.prefilter_window);
+    const Translated& t = frags[si]->tr;
+    L.exprs.insert(L.exprs.end(), t.exprs.begin(), t.exprs.end());
+    L.flags.insert(L.flags.end(), t.flags.begin(), t.flags.end());
+    for (uint32_t r : t.pattern_rule) L.pattern_rule.push_back(r + R);
+    L.pattern_key.insert(L.pattern_key.end(), t.pattern_key.begin(), t.pattern_key.end());
+  }
+  return L;
+}
+
+uint32_t defaultShards() { return 2; }  // bench/RESULTS.md "Incremental DPI compiles"
+
 }  // namespace
 
 uint64_t dpiCacheWriteFailures() { return g_cache_write_failures.load(std::memory_order_relaxed); }
+
+void setDpiMergeListener(std::function<void()> fn) {
+  CompileCache& c = CompileCache::get();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.listener = std::move(fn);
+}
+
+void waitDpiMerges() { CompileCache::get().waitIdle(); }
+
+DpiMergeStats dpiMergeStats() {
+  CompileCache& c = CompileCache::get();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return DpiMergeStats{uint32_t(c.queue.size()) + (c.running ? 1u : 0u), c.merges_done, c.merges_failed};
+}
+
+void clearDpiCompileCache() {
+  CompileCache& c = CompileCache::get();
+  c.waitIdle();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.frags.clear();
+  c.validated.clear();
+  c.refused.clear();
+  c.hs_excluded.clear();
+  c.refused_dirs.clear();
+  c.dbs.clear();
+  c.last.clear();
+  c.last_k = 0;
+}
 
 absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& model,
                                                               ConfigErrorList& errors,
                                                               const DpiCompileOptions& opt) {
   const size_t errors_before = errors.size();
+  CompileCache& cache = CompileCache::get();
+  std::unique_lock<std::mutex> lock(cache.mu);
+  const uint64_t epoch = ++cache.epoch;
+  // libyara judges each source once (sources are separate namespaces: checking the new ones
+  // alone is checking the set).
   if (opt.validate_with_libyara) {
-    YaraRulesPtr y = yaraCompile(model.sources, errors);
-    if (!y) return errorsToStatus(errors);
-  }
-  std::vector<RSource> parsed;
-  {
-    ProgressStep step("parsing YARA files", model.sources.size(), "files", 1);  // --- ops ---
+    std::vector<YaraSource> fresh;
+    std::vector<uint64_t> keys;
     for (const YaraSource& s : model.sources) {
-      parsed.push_back(parseSource(s.text));
-      step.advance();
+      const uint64_t k = fnv(s.text, fnv(s.name, 7));
+      if (!cache.validated.count(k)) { fresh.push_back(s); keys.push_back(k); }
+    }
+    if (!fresh.empty()) {
+      YaraRulesPtr y = yaraCompile(fresh, errors);
+      if (!y) return errorsToStatus(errors);
+      if (cache.validated.size() > 100000) cache.validated.clear();
+      cache.validated.insert(keys.begin(), keys.end());
     }
   }
-
-  // Global rules: an unsupported global rule makes its whole namespace unsupported (the
-  // others' verdicts depend on it). Rules that Hyperscan rejects are excluded and the
-  // translation runs again (references to them become unsupported too).
-  std::map<std::string, std::string> excluded;
-  PrefilterPlan plan;
-  plan.all = opt.prefilter_all;
-  plan.window_bound = model.prefilter_window_bytes;
-  Translated tr;
-  for (int round = 0; round < 64; ++round) {
-    ConfigErrorList round_errors;
-    ProgressStep translating(absl::StrCat("translating YARA rules to Hyperscan (pass ", round + 1,  // --- ops ---
-                                          ")"), 0, "");
-    tr = translate(model, parsed, excluded, plan, round_errors);
-    bool again = false;
-    for (const DpiUnsupported& u : tr.dpi->unsupported) {
-      const RSource& rs = parsed[size_t(std::find_if(model.sources.begin(), model.sources.end(),
-                                                     [&](const YaraSource& s) { return s.name == u.source; }) -
-                                        model.sources.begin())];
-      for (const RRule& r : rs.rules) {
-        if (r.name != u.rule || !r.is_global) continue;
-        for (const RRule& o : rs.rules) {
-          std::string id = u.source + ":" + o.name;
-          if (o.name != u.rule && !excluded.count(id)) {
-            excluded[id] = "global rule " + u.rule + " in the same namespace is unsupported";
-            again = true;
-          }
-        }
-      }
-    }
-    if (again) continue;
-    errors.insert(errors.end(), round_errors.begin(), round_errors.end());
-    CompiledDpi& d = *tr.dpi;
-    for (const YaraSource& s : model.sources) d.rules_hash = fnv(s.text, fnv(s.name, d.rules_hash));
-    if (!opt.compile_hyperscan || tr.exprs.empty()) break;
-    // Cache key: the expressions themselves (what Hyperscan compiles) and the library version.
-    uint64_t key = fnv(hs_version());
-    for (size_t i = 0; i < tr.exprs.size(); ++i)
-      key = fnv(absl::StrCat(tr.flags[i], "/", tr.exprs[i], "\n"), key);
-    const std::string cache_file =
-        model.cache_dir.empty() ? "" : model.cache_dir + "/dpi-" + hexKey(key) + ".hsdb";
-    if (!model.cache_dir.empty()) {
-      // The cache directory is created like `mkdir -p`; one that cannot be refuses the
-      // config (a cache that silently never works would recompile on every start).
-      std::error_code ec;
-      std::filesystem::create_directories(model.cache_dir, ec);
-      if (ec || !std::filesystem::is_directory(model.cache_dir)) {
-        errors.push_back({"dpi", "", -1, 0, "", "dpi.cache_dir",
-                          model.cache_dir + ": cannot create the directory" +
-                              (ec ? ": " + ec.message() : ": not a directory")});
-        return errorsToStatus(errors);
-      }
-    }
-    if (!cache_file.empty()) {
-      ProgressStep loading("loading the cached Hyperscan database", 0, "");  // --- ops ---
-      std::ifstream in(cache_file, std::ios::binary);
-      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!bytes.empty() &&
-          hs_deserialize_database(bytes.data(), bytes.size(), &d.db) == HS_SUCCESS) {
-        d.from_cache = true;
-        break;
-      }
-      d.db = nullptr;
-    }
-    std::vector<const char*> ex;
-    std::vector<unsigned> ids;
-    for (size_t i = 0; i < tr.exprs.size(); ++i) {
-      ex.push_back(tr.exprs[i].c_str());
-      ids.push_back(unsigned(i));
-    }
-    hs_compile_error_t* err = nullptr;
-    // --- ops --- one call with no progress of its own (tens of seconds for thousands of
-    // rules): the step says what it is; the progress ticker logs it while it runs.
-    ProgressStep hs_step(absl::StrCat("Hyperscan compile of ", ex.size(), " patterns (",
-                                      d.rules.size(), " rules)"), 0, "");
-    auto t0 = std::chrono::steady_clock::now();
-    hs_error_t rc = hs_compile_multi(ex.data(), tr.flags.data(), ids.data(), unsigned(ex.size()),
-                                     HS_MODE_STREAM, nullptr, &d.db, &err);
-    d.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (rc == HS_SUCCESS) {
-      if (!cache_file.empty()) {
-        char* bytes = nullptr;
-        size_t len = 0;
-        std::string why;
-        if (hs_serialize_database(d.db, &bytes, &len) == HS_SUCCESS) {
-          std::string tmp = cache_file + ".tmp";
-          std::ofstream o(tmp, std::ios::binary);
-          if (!o) why = std::strerror(errno);
-          o.write(bytes, std::streamsize(len));
-          o.close();
-          if (!o && why.empty()) why = "write failed";
-          if (why.empty() && std::rename(tmp.c_str(), cache_file.c_str()) != 0) why = std::strerror(errno);
-          if (!why.empty()) std::remove(tmp.c_str());
-          std::free(bytes);
-        } else {
-          why = "hs_serialize_database failed";
-        }
-        if (!why.empty()) {  // counted, and a warning of the apply (the rules still load)
-          d.cache_warning = "compiled database not cached: " + cache_file + ": " + why;
-          g_cache_write_failures.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
-      break;
-    }
-    std::string msg = err != nullptr ? err->message : "unknown error";
-    int which = err != nullptr ? err->expression : -1;
-    hs_free_compile_error(err);
-    d.db = nullptr;
-    if (which < 0 || size_t(which) >= tr.pattern_rule.size()) {
-      errors.push_back({"dpi", "", -1, 0, "", "dpi.rule_files", "hyperscan: " + msg});
+  if (!model.cache_dir.empty()) {
+    // The cache directory is created like `mkdir -p`; one that cannot be refuses the
+    // config (a cache that silently never works would recompile on every start).
+    std::error_code ec;
+    std::filesystem::create_directories(model.cache_dir, ec);
+    if (ec || !std::filesystem::is_directory(model.cache_dir)) {
+      errors.push_back({"dpi", "", -1, 0, "", "dpi.cache_dir",
+                        model.cache_dir + ": cannot create the directory" +
+                            (ec ? ": " + ec.message() : ": not a directory")});
       return errorsToStatus(errors);
     }
-    // Refused exactly: the next pass prefilters it when it can be confirmed (else the rule
-    // is unsupported with this message). Refused as a prefilter too: the rule is excluded.
-    if (d.patterns[size_t(which)].confirm < 0 && !plan.refused.count(tr.pattern_key[size_t(which)])) {
-      plan.refused[tr.pattern_key[size_t(which)]] = msg;
-      continue;
-    }
-    const DpiRule& bad = d.rules[tr.pattern_rule[size_t(which)]];
-    excluded[bad.id()] = "hyperscan cannot compile " +
-                         d.strings[d.patterns[size_t(which)].string_id].ident + ": " + msg +
-                         (d.patterns[size_t(which)].confirm >= 0 ? " (prefiltered)" : "");
+    cache.loadRefused(model.cache_dir);
   }
-  CompiledDpi& d = *tr.dpi;
+  const uint32_t K = std::max<uint32_t>(1, model.shards != 0 ? model.shards : defaultShards());
+  if (cache.last_k != K) {
+    cache.last.assign(K, nullptr);
+    cache.last_k = K;
+  }
+  const size_t refused_before = cache.refused.size();
+  double hs_ms = 0, translate_ms = 0;
+  uint32_t cached_sources = 0;
+  Linked L;
+  std::vector<FragPtr> frags(model.sources.size());
+  std::vector<std::shared_ptr<const DpiShardDb>> used_db;   // per shard of the result
+  std::vector<std::vector<uint32_t>> used_frags;            // its fragments (source indices) served
+  std::vector<bool> used_delta;
+  std::vector<ShardContent> pending;                        // merges to queue
+  std::string cache_warning;
+  uint32_t n_compiled = 0, n_loaded = 0, n_reused = 0, n_delta = 0, n_patterns = 0;
+  for (int round = 0; round < 64; ++round) {
+    n_loaded = n_reused = n_delta = 0;
+    // --- translation, source by source, from the cache where the source did not change
+    auto t0 = std::chrono::steady_clock::now();
+    cached_sources = 0;
+    {
+      ProgressStep translating(absl::StrCat("translating YARA rules to Hyperscan (pass ", round + 1,  // --- ops ---
+                                            ")"), model.sources.size(), "files", 16);
+      for (size_t si = 0; si < model.sources.size(); ++si) {
+        translating.advance();
+        const YaraSource& src = model.sources[si];
+        const uint64_t base = fnv(src.text, fnv(src.name, 11));
+        std::map<std::string, std::string> excl;
+        if (auto it = cache.hs_excluded.find(base); it != cache.hs_excluded.end()) excl = it->second;
+        const uint64_t key = fragKey(model, src, opt, excl);
+        if (auto it = cache.frags.find(key); it != cache.frags.end()) {
+          frags[si] = it->second;
+          frags[si]->epoch = epoch;
+          ++cached_sources;
+          continue;
+        }
+        const RSource rs = parseSource(src.text);
+        PrefilterPlan plan;
+        plan.refused = cache.refused;
+        plan.all = opt.prefilter_all;
+        plan.window_bound = model.prefilter_window_bytes;
+        // An unsupported global rule makes its whole namespace unsupported (the others'
+        // verdicts depend on it).
+        auto f = std::make_shared<Fragment>();
+        for (int g = 0; g < 64; ++g) {
+          f->errors.clear();
+          f->tr = translateSource(model, si, rs, excl, plan, f->errors);
+          bool again = false;
+          for (const DpiUnsupported& u : f->tr.dpi->unsupported) {
+            for (const RRule& r : rs.rules) {
+              if (r.name != u.rule || !r.is_global) continue;
+              for (const RRule& o : rs.rules) {
+                std::string id = src.name + ":" + o.name;
+                if (o.name != u.rule && !excl.count(id)) {
+                  excl[id] = "global rule " + u.rule + " in the same namespace is unsupported";
+                  again = true;
+                }
+              }
+            }
+          }
+          if (!again) break;
+        }
+        uint64_t ph = fnv(hs_version());
+        for (size_t i = 0; i < f->tr.exprs.size(); ++i)
+          ph = fnv(absl::StrCat(f->tr.flags[i], "/", f->tr.exprs[i], "\n"), ph);
+        f->phash = ph;
+        f->epoch = epoch;
+        cache.frags[key] = f;
+        frags[si] = f;
+      }
+    }
+    translate_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    L = linkFragments(frags);
+    used_db.clear();
+    used_frags.clear();
+    used_delta.clear();
+    pending.clear();
+    if (!opt.compile_hyperscan || L.exprs.empty()) break;
+
+    // --- layout: per home shard its database, from memory, disk, the previous one + delta,
+    // or compiled now
+    auto contentOf = [&](const std::vector<uint32_t>& srcs, uint32_t home) {
+      ShardContent c;
+      c.home = home;
+      uint64_t h = fnv(hs_version());
+      for (uint32_t si : srcs) {
+        const Translated& t = frags[si]->tr;
+        c.frag_hash.push_back(frags[si]->phash);
+        c.frag_count.push_back(uint32_t(t.exprs.size()));
+        c.frag_source.push_back(si);
+        c.exprs.insert(c.exprs.end(), t.exprs.begin(), t.exprs.end());
+        c.flags.insert(c.flags.end(), t.flags.begin(), t.flags.end());
+        for (size_t j = 0; j < t.exprs.size(); ++j) c.global.push_back(L.frag_pat_begin[si] + uint32_t(j));
+        h = fnv(hexKey(frags[si]->phash) + "/" + std::to_string(t.exprs.size()) + ";", h);
+      }
+      c.key = h;
+      return c;
+    };
+    std::vector<std::vector<uint32_t>> home(K);
+    for (uint32_t si = 0; si < model.sources.size(); ++si)
+      if (!frags[si]->tr.exprs.empty()) home[fnv(model.sources[si].name) % K].push_back(si);
+    std::vector<ShardContent> to_compile;
+    std::vector<int> compile_slot;         // index in used_db of each compile
+    std::vector<uint32_t> delta_srcs;
+    std::vector<int> home_slot(K, -1);
+    for (uint32_t k = 0; k < K; ++k) {
+      if (home[k].empty()) continue;
+      ShardContent c = contentOf(home[k], k);
+      std::shared_ptr<const DpiShardDb> db = cache.memDb(c.key);
+      if (!db) {
+        if ((db = loadShard(model.cache_dir, c))) { ++n_loaded; cache.remember(db); }
+      }
+      home_slot[k] = int(used_db.size());
+      if (db) {
+        used_db.push_back(db);
+        used_frags.push_back(home[k]);
+        used_delta.push_back(false);
+        continue;
+      }
+      // The previous database of this shard serves the fragments it holds.
+      const std::shared_ptr<const DpiShardDb>& prev = cache.last[k];
+      if (opt.incremental && !model.full_recompile && prev) {
+        std::vector<bool> taken(prev->frag_hash.size(), false);
+        std::vector<uint32_t> served, left;
+        uint32_t left_patterns = 0;
+        for (uint32_t si : home[k]) {
+          bool found = false;
+          for (size_t j = 0; j < prev->frag_hash.size() && !found; ++j)
+            if (!taken[j] && prev->frag_hash[j] == frags[si]->phash) taken[j] = found = true;
+          if (found) served.push_back(si);
+          else { left.push_back(si); left_patterns += uint32_t(frags[si]->tr.exprs.size()); }
+        }
+        if (!served.empty() && left_patterns <= std::max<uint32_t>(256, uint32_t(c.exprs.size()) / 4)) {
+          used_db.push_back(prev);
+          used_frags.push_back(served);
+          used_delta.push_back(false);
+          delta_srcs.insert(delta_srcs.end(), left.begin(), left.end());
+          ++n_reused;
+          pending.push_back(std::move(c));
+          continue;
+        }
+      }
+      used_db.push_back(nullptr);
+      used_frags.push_back(home[k]);
+      used_delta.push_back(false);
+      compile_slot.push_back(home_slot[k]);
+      to_compile.push_back(std::move(c));
+    }
+    if (!delta_srcs.empty()) {
+      std::sort(delta_srcs.begin(), delta_srcs.end());
+      ShardContent c = contentOf(delta_srcs, K);
+      n_delta = uint32_t(c.exprs.size());
+      std::shared_ptr<const DpiShardDb> db = cache.memDb(c.key);
+      used_db.push_back(db);
+      used_frags.push_back(delta_srcs);
+      used_delta.push_back(true);
+      if (!db) {
+        compile_slot.push_back(int(used_db.size()) - 1);
+        to_compile.push_back(std::move(c));
+      }
+    }
+    // --- compile what is missing, two at a time (cold compiles use both cores)
+    std::vector<ShardFailure> failures(to_compile.size());
+    std::vector<std::shared_ptr<DpiShardDb>> built(to_compile.size());
+    if (!to_compile.empty()) {
+      uint32_t pats = 0;
+      for (const ShardContent& c : to_compile) pats += uint32_t(c.exprs.size());
+      // --- ops --- one call per shard with no progress of its own (seconds for thousands of
+      // rules): the step says what it is; the progress ticker logs it while it runs.
+      ProgressStep hs_step(absl::StrCat("Hyperscan compile of ", pats, " patterns (",
+                                        L.dpi->rules.size(), " rules, ", to_compile.size(),
+                                        " of ", used_db.size(), " databases)"), 0, "");
+      auto t1 = std::chrono::steady_clock::now();
+      std::atomic<size_t> next{0};
+      auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < to_compile.size();)
+          built[i] = compileShard(to_compile[i], &failures[i]);
+      };
+      const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+      const size_t nthreads = std::min<size_t>(std::min<unsigned>(hw, 4), to_compile.size());
+      std::vector<std::thread> threads;
+      for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(work);
+      work();
+      for (std::thread& t : threads) t.join();
+      hs_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    }
+    bool again = false, fatal = false;
+    std::string fatal_msg;
+    for (size_t i = 0; i < to_compile.size(); ++i) {
+      if (built[i]) {
+        ++n_compiled;
+        n_patterns += uint32_t(to_compile[i].exprs.size());
+        used_db[size_t(compile_slot[i])] = built[i];
+        cache.remember(built[i]);
+        std::string warn = saveShard(model.cache_dir, *built[i]);
+        if (!warn.empty()) {  // counted, and a warning of the apply (the rules still load)
+          cache_warning = warn;
+          g_cache_write_failures.fetch_add(1, std::memory_order_relaxed);
+        }
+        continue;
+      }
+      const ShardFailure& f = failures[i];
+      if (f.fatal) { fatal = true; fatal_msg = f.message; continue; }
+      // Refused exactly: the next pass prefilters it when it can be confirmed (else the rule
+      // is unsupported with this message). Refused as a prefilter too: the rule is excluded.
+      const CompiledDpi& d = *L.dpi;
+      const uint32_t p = f.pattern;
+      const std::string& pkey = L.pattern_key[p];
+      if (d.patterns[p].confirm < 0 && !cache.refused.count(pkey)) {
+        cache.refused[pkey] = f.message;
+        for (auto it = cache.frags.begin(); it != cache.frags.end();) {
+          const auto& keys = it->second->tr.pattern_key;
+          it = std::find(keys.begin(), keys.end(), pkey) != keys.end() ? cache.frags.erase(it) : std::next(it);
+        }
+      } else {
+        const DpiRule& bad = d.rules[L.pattern_rule[p]];
+        const YaraSource& src = model.sources[bad.ns];
+        cache.hs_excluded[fnv(src.text, fnv(src.name, 11))][bad.id()] =
+            "hyperscan cannot compile " + d.strings[d.patterns[p].string_id].ident + ": " +
+            f.message + (d.patterns[p].confirm >= 0 ? " (prefiltered)" : "");
+      }
+      again = true;
+    }
+    if (fatal) {
+      errors.push_back({"dpi", "", -1, 0, "", "dpi.rule_files", "hyperscan: " + fatal_msg});
+      return errorsToStatus(errors);
+    }
+    if (again) continue;
+    // The newest database of each home shard serves the next compile; shards served by an
+    // older one (masked) are merged in the background.
+    for (uint32_t k = 0; k < K; ++k)
+      if (home_slot[k] >= 0 && used_db[size_t(home_slot[k])] && !used_delta[size_t(home_slot[k])])
+        cache.last[k] = used_db[size_t(home_slot[k])];
+    break;
+  }
+  if (cache.refused.size() != refused_before) cache.saveRefused(model.cache_dir);
+  // Translations no compile used lately are dropped.
+  for (auto it = cache.frags.begin(); it != cache.frags.end();)
+    it = it->second->epoch + 8 < epoch ? cache.frags.erase(it) : std::next(it);
+
+  CompiledDpi& d = *L.dpi;
+  for (const FragPtr& f : frags) errors.insert(errors.end(), f->errors.begin(), f->errors.end());
+  for (const YaraSource& s : model.sources) d.rules_hash = fnv(s.text, fnv(s.name, d.rules_hash));
+  d.compile_ms = hs_ms;
+  d.translate_ms = translate_ms;
+  d.sources_cached = cached_sources;
+  d.shards_compiled = n_compiled;
+  d.patterns_compiled = n_patterns;
+  d.shards_loaded = n_loaded;
+  d.shards_reused = n_reused;
+  d.delta_patterns = n_delta;
+  d.from_cache = !used_db.empty() && n_compiled == 0;
+  d.cache_warning = cache_warning;
+  for (size_t i = 0; i < used_db.size(); ++i) {
+    DpiShard sh;
+    sh.db = used_db[i];
+    sh.delta = used_delta[i];
+    sh.ids.assign(sh.db->patterns, DpiShard::kMasked);
+    std::vector<bool> taken(sh.db->frag_hash.size(), false);
+    for (uint32_t si : used_frags[i]) {
+      for (size_t j = 0; j < sh.db->frag_hash.size(); ++j) {
+        if (taken[j] || sh.db->frag_hash[j] != frags[si]->phash) continue;
+        taken[j] = true;
+        for (uint32_t t = 0; t < sh.db->frag_count[j]; ++t)
+          sh.ids[sh.db->frag_begin[j] + t] = L.frag_pat_begin[si] + t;
+        sh.live += sh.db->frag_count[j];
+        break;
+      }
+    }
+    d.shards.push_back(std::move(sh));
+  }
+  if (d.shards.size() == 1) {
+    const DpiShard& sh = d.shards[0];
+    bool identity = sh.ids.size() == d.patterns.size();
+    for (size_t i = 0; identity && i < sh.ids.size(); ++i) identity = sh.ids[i] == i;
+    if (identity) d.db = sh.db->db;
+  }
+  for (const ShardContent& c : pending) {
+    cache.enqueue(CompileCache::Merge{c, K, model.cache_dir});
+    ++d.merges_pending;
+  }
+  lock.unlock();
+
   d.buildEvalIndex();
   d.buildEmptyTable();
   if (!d.uses_filesize) {
@@ -1596,9 +2151,11 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
     d.empty_hits.resize(d.rules.size());
     d.empty_hits.resize(d.evaluate(ms.data(), d.empty_hits.data(), uint32_t(d.empty_hits.size())));
   }
-  if (d.db != nullptr && hs_alloc_scratch(d.db, &d.scratch_proto) != HS_SUCCESS) {
-    errors.push_back({"dpi", "", -1, 0, "", "dpi", "hyperscan: cannot allocate scratch"});
-    return errorsToStatus(errors);
+  for (const DpiShard& sh : d.shards) {
+    if (hs_alloc_scratch(sh.db->db, &d.scratch_proto) != HS_SUCCESS) {
+      errors.push_back({"dpi", "", -1, 0, "", "dpi", "hyperscan: cannot allocate scratch"});
+      return errorsToStatus(errors);
+    }
   }
   if (model.unsupported_fails) {
     for (const DpiUnsupported& u : d.unsupported)
@@ -1614,7 +2171,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       errors.push_back({"dpi", a.rule, -1, 0, "", "dpi.actions", "no such YARA rule"});
   }
   if (errors.size() > errors_before) return errorsToStatus(errors);
-  return std::shared_ptr<const CompiledDpi>(tr.dpi);
+  return std::shared_ptr<const CompiledDpi>(L.dpi);
 }
 
 }  // namespace dpu::rules

@@ -12,6 +12,7 @@
 // offsets of variable-length strings, ...
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct DpiCompileOptions {
   // Tests and benchmarks: every regex and hex string that can be confirmed is compiled with
   // HS_FLAG_PREFILTER + PCRE2 confirmation, not only those Hyperscan refuses exactly.
   bool prefilter_all = false;
+  // A shard whose content changed is served by its previous database (the changed sources'
+  // patterns in a delta database) until a background merge has compiled it again. false:
+  // every shard whose database is not in the cache is compiled before the call returns.
+  bool incremental = true;
 };
 
 // Validates and compiles `model.sources` into a CompiledDpi. Errors (YARA syntax, bad meta
@@ -42,5 +47,22 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
 // Compiled databases that could not be written to dpi.cache_dir since the process started
 // (each also a CompiledDpi::cache_warning).
 uint64_t dpiCacheWriteFailures();
+
+// --- incremental compile (docs/dpi.md "Shards and incremental compiles") ---
+// The process keeps, across compileDpi calls: each source's translation (by its text and the
+// options that shape it), the sources libyara accepted, the expressions Hyperscan refused,
+// and the shard databases in use. A shard whose content changed is compiled again by a
+// background thread at low priority; when the queue is empty after a merge, `fn` runs (on
+// that thread): the control plane republishes its rule set, which then compiles from the
+// cache with no delta. One listener per process (the last set).
+void setDpiMergeListener(std::function<void()> fn);
+struct DpiMergeStats {
+  uint32_t pending = 0;          // queued or running
+  uint64_t done = 0, failed = 0;
+};
+DpiMergeStats dpiMergeStats();
+void waitDpiMerges();            // until no merge is queued or running
+// Forgets everything above (benchmarks of cold compiles, tests of the disk cache).
+void clearDpiCompileCache();
 
 }  // namespace dpu::rules

@@ -7,7 +7,6 @@ namespace dpu::rules {
 
 CompiledDpi::~CompiledDpi() {
   if (scratch_proto != nullptr) hs_free_scratch(scratch_proto);
-  if (db != nullptr) hs_free_database(db);
 }
 
 DpiConfirmScratch::DpiConfirmScratch(uint32_t window_bytes, uint32_t match_limit)
@@ -90,9 +89,13 @@ bool CompiledDpi::confirm(const DpiConfirm& c, uint64_t to, DpiWindow& w) const 
 }
 
 size_t CompiledDpi::streamStateBytes() const {
-  size_t sz = 0;
-  if (db == nullptr || hs_stream_size(db, &sz) != HS_SUCCESS) return 0;
-  return sz;
+  size_t total = 0;
+  for (const DpiShard& sh : shards) {
+    size_t sz = 0;
+    if (sh.db != nullptr && sh.db->db != nullptr && hs_stream_size(sh.db->db, &sz) == HS_SUCCESS)
+      total += sz;
+  }
+  return total;
 }
 
 const char* dpiActionName(DpiAction a) {
@@ -150,6 +153,10 @@ bool CompiledDpi::onMatch(uint8_t* ms, unsigned id, uint64_t to, uint64_t base,
 int dpiMatchCallback(unsigned id, unsigned long long /*from*/, unsigned long long to,
                      unsigned /*flags*/, void* ctx) {
   auto* c = static_cast<DpiMatchCtx*>(ctx);
+  if (c->ids != nullptr) {
+    id = c->ids[id];
+    if (id == DpiShard::kMasked) return 0;
+  }
   if (c->dpi->onMatch(c->ms, id, to, c->base, c->win)) {
     c->changed = true;
     if (c->dirty != nullptr) {
@@ -929,7 +936,7 @@ std::vector<uint32_t> CompiledDpi::scanBuffer(const uint8_t* data, size_t len, u
                                               hs_scratch_t* scratch) const {
   resetMatchState(ms);
   setFilesize(ms, len);
-  if (db != nullptr) {
+  if (!shards.empty()) {
     std::unique_ptr<DpiConfirmScratch> cs;
     if (!confirms.empty()) cs = std::make_unique<DpiConfirmScratch>(prefilter_window, kConfirmMatchLimit);
     DpiWindow win;
@@ -937,18 +944,41 @@ std::vector<uint32_t> CompiledDpi::scanBuffer(const uint8_t* data, size_t len, u
     win.cur_len = uint32_t(len);
     win.scratch = cs.get();
     DpiMatchCtx ctx{this, ms, 0, false, &win};
-    hs_stream_t* st = nullptr;
-    if (hs_open_stream(db, 0, &st) == HS_SUCCESS) {
-      hs_scan_stream(st, reinterpret_cast<const char*>(data), unsigned(len), 0, scratch,
-                     dpiMatchCallback, &ctx);
-      win.at_end = true;
-      hs_close_stream(st, scratch, dpiMatchCallback, &ctx);
-    }
+    DpiStreamSet set(*this);
+    set.scan(reinterpret_cast<const char*>(data), len, scratch, ctx);
+    win.at_end = true;
+    set.close(scratch, &ctx);
   }
   std::vector<uint32_t> out(rules.size());
   uint32_t n = evaluate(ms, out.data(), uint32_t(out.size()));
   out.resize(n);
   return out;
+}
+
+DpiStreamSet::DpiStreamSet(const CompiledDpi& d) : d_(d) {
+  for (const DpiShard& sh : d.shards) {
+    hs_stream_t* st = nullptr;
+    if (hs_open_stream(sh.db->db, 0, &st) != HS_SUCCESS) {
+      close(nullptr, nullptr);
+      return;
+    }
+    st_.push_back(st);
+  }
+}
+
+void DpiStreamSet::scan(const char* p, size_t n, hs_scratch_t* scratch, DpiMatchCtx& ctx) {
+  for (size_t k = 0; k < st_.size(); ++k) {
+    ctx.ids = d_.shards[k].ids.data();
+    hs_scan_stream(st_[k], p, unsigned(n), 0, scratch, dpiMatchCallback, &ctx);
+  }
+}
+
+void DpiStreamSet::close(hs_scratch_t* scratch, DpiMatchCtx* ctx) {
+  for (size_t k = 0; k < st_.size(); ++k) {
+    if (ctx != nullptr) ctx->ids = d_.shards[k].ids.data();
+    hs_close_stream(st_[k], ctx != nullptr ? scratch : nullptr, ctx != nullptr ? dpiMatchCallback : nullptr, ctx);
+  }
+  st_.clear();
 }
 
 }  // namespace dpu::rules

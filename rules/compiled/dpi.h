@@ -167,6 +167,37 @@ struct DpiUnsupported {
   std::string reason;
 };
 
+// One Hyperscan streaming database of a sharded rule set (rules/compile/yara_translate.cc,
+// docs/dpi.md "Shards and incremental compiles"). Immutable and shared: by every CompiledDpi
+// version that scans with it and by the compile cache. It holds the patterns of a list of
+// rule sources' translations ("fragments", named by the hash of their expressions and
+// flags), fragment f's patterns at local ids [frag_begin[f], frag_begin[f] + frag_count[f]).
+struct DpiShardDb {
+  DpiShardDb() = default;
+  ~DpiShardDb() { if (db != nullptr) hs_free_database(db); }
+  DpiShardDb(const DpiShardDb&) = delete;
+  DpiShardDb& operator=(const DpiShardDb&) = delete;
+  hs_database_t* db = nullptr;
+  uint64_t key = 0;                    // hash of its content (cache file dpi-shard-<key>.hsdb)
+  std::vector<uint64_t> frag_hash;
+  std::vector<uint32_t> frag_begin, frag_count;
+  uint32_t patterns = 0;
+  size_t bytes = 0;                    // hs_database_size
+  double compile_ms = 0;               // 0 when loaded from the disk cache
+};
+
+// A shard as one CompiledDpi version uses it: the database and, per local pattern id, the
+// pattern (index in CompiledDpi::patterns) it reports, or kMasked for patterns of rules this
+// version does not have (removed or changed since the database was compiled: masked until
+// the shard is merged again).
+struct DpiShard {
+  static constexpr uint32_t kMasked = 0xffffffffu;
+  std::shared_ptr<const DpiShardDb> db;
+  std::vector<uint32_t> ids;
+  bool delta = false;                  // the delta shard (recent changes)
+  uint32_t live = 0;                   // ids not masked
+};
+
 class CompiledDpi {
  public:
   CompiledDpi() = default;
@@ -216,8 +247,22 @@ class CompiledDpi {
   // words of scratch, all zero on return. Without the table or the index: evaluate().
   uint32_t evaluateFirst(const uint8_t* ms, uint32_t* out, uint32_t max, const uint8_t* fired,
                          uint64_t* dirty) const;
-  hs_database_t* db = nullptr;         // streaming; null when there are no patterns
-  hs_scratch_t* scratch_proto = nullptr;  // clone per worker (hs_clone_scratch)
+  // The Hyperscan databases: one stream per shard and flow direction, every shard scanned
+  // with the same bytes into the same match state (DpiMatchCtx::ids maps its ids). Empty
+  // when there are no patterns.
+  std::vector<DpiShard> shards;
+  // shards[0]'s database when it is the only shard and reports its ids as they are (a rule
+  // set of one source, or compiled with one shard): what single-stream callers scan with.
+  // Not owned. Null otherwise.
+  hs_database_t* db = nullptr;
+  hs_scratch_t* scratch_proto = nullptr;  // for every shard; clone per worker (hs_clone_scratch)
+  // Incremental compile (yara_translate.cc): sources whose translation came from the cache,
+  // shards whose database was compiled for this version, loaded from dpi.cache_dir, or
+  // reused from the previous version (masked), patterns in the delta shard, and shards whose
+  // merge was left to the background compiler.
+  uint32_t sources_cached = 0, shards_compiled = 0, shards_loaded = 0, shards_reused = 0;
+  uint32_t delta_patterns = 0, merges_pending = 0, patterns_compiled = 0;
+  double translate_ms = 0;
 
   // --- match state layout ---
   size_t presenceOffset() const { return 8; }
@@ -348,12 +393,32 @@ struct DpiMatchCtx {
   uint64_t base;
   bool changed;
   DpiWindow* win = nullptr;  // bytes to confirm prefilter candidates on
+  // The scanned shard's ids -> pattern index (DpiShard::ids); null: ids are pattern indices.
+  const uint32_t* ids = nullptr;
   // With the evaluation index: the owner rule of each string whose state a match changed is
   // set here (CompiledDpi::evaluateChanged), one bit per rule.
   uint64_t* dirty = nullptr;
 };
 int dpiMatchCallback(unsigned id, unsigned long long from, unsigned long long to,
                      unsigned flags, void* ctx);
+
+// One Hyperscan stream per shard of a rule set, scanned with the same bytes (tests, tools
+// and block scans; allocates, not for the packet path, which keeps its streams in pools).
+class DpiStreamSet {
+ public:
+  explicit DpiStreamSet(const CompiledDpi& d);
+  ~DpiStreamSet() { close(nullptr, nullptr); }
+  DpiStreamSet(const DpiStreamSet&) = delete;
+  DpiStreamSet& operator=(const DpiStreamSet&) = delete;
+  bool empty() const { return st_.empty(); }
+  void scan(const char* p, size_t n, hs_scratch_t* scratch, DpiMatchCtx& ctx);
+  // End of data: matches at the end reported to `ctx` (null: none), the streams closed.
+  void close(hs_scratch_t* scratch, DpiMatchCtx* ctx);
+
+ private:
+  const CompiledDpi& d_;
+  std::vector<hs_stream_t*> st_;
+};
 
 const char* dpiActionName(DpiAction a);
 

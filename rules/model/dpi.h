@@ -75,10 +75,16 @@ struct DpiModel {
   bool unsupported_fails = false;        // an unsupported rule fails the apply
   bool udp_stream = false;               // false: each UDP datagram scanned on its own
   std::string cache_dir;                 // compiled database cache ("" = none)
+  // Hyperscan databases the rules are spread over by source (0 = the default, 2): an edit
+  // compiles only what changed (docs/dpi.md "Shards and incremental compiles").
+  uint32_t shards = 0;
+  bool full_recompile = false;           // no delta / background merge (DpiCompileOptions)
   uint32_t streams_per_worker = 4096;    // Hyperscan streams per worker (flow directions)
   uint32_t ooo_slots_per_worker = 256;   // out-of-order buffers per worker
   DpiStreamMode stream_mode = DpiStreamMode::kAuto;
-  uint32_t compressed_slot_bytes = 512;  // kCompressed: bytes per slot (streams_per_worker slots)
+  // kCompressed: bytes per slot (streams_per_worker slots); 0 = 512 + 192 per Hyperscan
+  // database beyond the first (a slot holds one compressed stream per shard).
+  uint32_t compressed_slot_bytes = 0;
   uint32_t full_streams_per_worker = 256;  // kCompressed: full streams for directions whose
                                            // compressed stream does not fit a slot
   // Prefilter (HS_FLAG_PREFILTER + confirmation) of expressions Hyperscan cannot compile

@@ -262,8 +262,7 @@ std::vector<V> fullEveryPacket(const CompiledDpi& d, hs_scratch_t* scratch, cons
   std::vector<uint8_t> ms(d.matchStateBytes());
   d.resetMatchState(ms.data());
   DpiMatchCtx ctx{&d, ms.data(), 0, false};
-  hs_stream_t* st = nullptr;
-  hs_open_stream(d.db, 0, &st);
+  DpiStreamSet st(d);
   std::vector<uint8_t> fired((d.rules.size() + 7) / 8, 0);
   std::vector<uint32_t> hit(d.rules.size() + 1);
   std::vector<V> out;
@@ -281,11 +280,11 @@ std::vector<V> fullEveryPacket(const CompiledDpi& d, hs_scratch_t* scratch, cons
   while (off < data.size()) {
     const size_t n = std::min(data.size() - off, std::max<size_t>(1, seg[k++ % seg.size()]));
     CompiledDpi::setFilesize(ms.data(), off + n);
-    hs_scan_stream(st, data.data() + off, unsigned(n), 0, scratch, dpiMatchCallback, &ctx);
+    st.scan(data.data() + off, n, scratch, ctx);
     fire();
     off += n;
   }
-  hs_close_stream(st, scratch, dpiMatchCallback, &ctx);
+  st.close(scratch, &ctx);
   fire();
   return out;
 }

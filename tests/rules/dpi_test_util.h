@@ -39,8 +39,7 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
   DpiMatchCtx ctx{&d, ms.data(), 0, false, &win};
   std::vector<uint64_t> dirty(d.dirtyWords() + 1, 0);
   ctx.dirty = dirty.data();
-  hs_stream_t* st = nullptr;
-  if (d.db != nullptr) hs_open_stream(d.db, 0, &st);
+  DpiStreamSet st(d);  // one stream per shard
   std::vector<uint8_t> fired((d.rules.size() + 7) / 8, 0);
   std::vector<uint32_t> full(d.rules.size() + 1), inc(d.rules.size() + 1);
   size_t off = 0, k = 0;
@@ -49,7 +48,7 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
     CompiledDpi::setFilesize(ms.data(), off + n);
     ctx.changed = false;
     win.cur_len = uint32_t(off + n);
-    if (st != nullptr) hs_scan_stream(st, data.data() + off, unsigned(n), 0, scratch, dpiMatchCallback, &ctx);
+    st.scan(data.data() + off, n, scratch, ctx);
     if (check_incremental) {
       const uint32_t nf = std::min<uint32_t>(
           d.evaluate(ms.data(), full.data(), uint32_t(full.size()), fired.data()), uint32_t(full.size()));
@@ -78,7 +77,7 @@ inline std::vector<std::string> scanSegments(const CompiledDpi& d, hs_scratch_t*
   }
   win.cur_len = uint32_t(data.size());
   win.at_end = true;
-  if (st != nullptr) hs_close_stream(st, scratch, dpiMatchCallback, &ctx);
+  st.close(scratch, &ctx);
   if (stats != nullptr) *stats = win;
   std::vector<uint32_t> idx(d.rules.size() + 1);
   uint32_t n = d.evaluate(ms.data(), idx.data(), uint32_t(idx.size()));

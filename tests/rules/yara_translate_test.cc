@@ -298,11 +298,14 @@ TEST(YaraTranslate, CompiledDatabaseCachedOnDisk) {
   m.cache_dir = tmpl;
   m.sources.push_back({"c", "rule a { strings: $a = \"cached\" condition: $a }"});
   ConfigErrorList e1, e2;
+  clearDpiCompileCache();  // what a new process knows: only the disk cache
   auto a = compileDpi(m, e1);
+  clearDpiCompileCache();
   auto b = compileDpi(m, e2);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_FALSE((*a)->from_cache);
   EXPECT_TRUE((*b)->from_cache);
+  EXPECT_EQ((*b)->shards_loaded, 1u);
   std::vector<uint8_t> ms((*b)->matchStateBytes());
   const std::string d = "is cached";
   EXPECT_EQ((*b)->scanBuffer(reinterpret_cast<const uint8_t*>(d.data()), d.size(), ms.data(),
@@ -321,10 +324,12 @@ TEST(YaraTranslate, CacheDirectoryCreatedOrRefusedAndWriteFailuresCounted) {
   m.sources.push_back({"c", "rule a { strings: $a = \"cached\" condition: $a }"});
   m.cache_dir = root + "/a/b/c";
   ConfigErrorList e1, e2;
+  clearDpiCompileCache();
   auto a = compileDpi(m, e1);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(std::filesystem::is_directory(m.cache_dir));
   EXPECT_TRUE((*a)->cache_warning.empty()) << (*a)->cache_warning;
+  clearDpiCompileCache();
   auto b = compileDpi(m, e2);
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE((*b)->from_cache);
@@ -341,11 +346,13 @@ TEST(YaraTranslate, CacheDirectoryCreatedOrRefusedAndWriteFailuresCounted) {
       << e3.front().reason;
   // The database file cannot be written (its temporary name is a directory).
   std::string db;
-  for (const auto& f : std::filesystem::directory_iterator(m.cache_dir)) db = f.path().string();
+  for (const auto& f : std::filesystem::directory_iterator(m.cache_dir))
+    if (f.path().extension() == ".hsdb") db = f.path().string();
   ASSERT_FALSE(db.empty());
   std::filesystem::remove(db);
   std::filesystem::create_directory(db + ".tmp");
   const uint64_t failures = dpiCacheWriteFailures();
+  clearDpiCompileCache();
   ConfigErrorList e4;
   auto d = compileDpi(m, e4);
   ASSERT_TRUE(d.ok()) << d.status();

@@ -11,14 +11,19 @@ namespace dpu::dp {
 using rules::CompiledDpi;
 
 absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
-    std::shared_ptr<const CompiledDpi> dpi, const DpiSettings& s, uint32_t workers) {
+    std::shared_ptr<const CompiledDpi> dpi, const DpiSettings& settings, uint32_t workers) {
   static std::atomic<uint32_t> next_id{1};
   std::shared_ptr<DpiRuntime> rt(new DpiRuntime());
   rt->dpi_ = std::move(dpi);
-  rt->s_ = s;
+  rt->s_ = settings;
   rt->id_ = next_id.fetch_add(1);
   if (rt->id_ == 0) rt->id_ = next_id.fetch_add(1);  // 0 = "no runtime" in DpiDir
   const CompiledDpi& d = *rt->dpi_;
+  // Compressed slots hold one compressed stream per shard (each ~130-200 B more on the
+  // Yara-Rules set, bench/RESULTS.md "Incremental DPI compiles").
+  if (rt->s_.compressed_slot_bytes == 0)
+    rt->s_.compressed_slot_bytes = 512 + 192 * (d.shards.size() > 1 ? uint32_t(d.shards.size()) - 1 : 0);
+  const DpiSettings& s = rt->s_;
   // Match state, then one "fired" bit per rule, rounded to 8 bytes.
   rt->ms_stride_ = (d.matchStateBytes() + (d.rules.size() + 7) / 8 + 7) & ~size_t(7);
   rt->workers_.resize(workers);
@@ -32,20 +37,28 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
         "dpi: compressed streams need 8..65536-byte slots and a match state below 64 KiB (slot ",
         s.compressed_slot_bytes, " B, match state ", rt->ms_stride_, " B)"));
   const uint32_t nfull = comp ? s.full_streams_per_worker : s.streams_per_worker;
+  const uint32_t K = uint32_t(d.shards.size());
+  if (comp && s.compressed_slot_bytes < 2 + 2 * K + 4)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dpi: compressed slots of ", s.compressed_slot_bytes, " bytes cannot hold ", K,
+        " shard streams"));
   for (PerWorker& w : rt->workers_) {
-    if (d.db != nullptr) {
+    if (K != 0) {
       if (hs_clone_scratch(d.scratch_proto, &w.scratch) != HS_SUCCESS)
         return absl::ResourceExhaustedError("dpi: cannot allocate Hyperscan scratch");
-      w.streams.resize(nfull, nullptr);
-      for (uint32_t i = 0; i < nfull; ++i) {
-        if (hs_open_stream(d.db, 0, &w.streams[i]) != HS_SUCCESS)
+      w.streams.resize(size_t(nfull) * K, nullptr);
+      for (uint32_t i = 0; i < nfull * K; ++i) {
+        if (hs_open_stream(d.shards[i % K].db->db, 0, &w.streams[i]) != HS_SUCCESS)
           return absl::ResourceExhaustedError(absl::StrCat(
               "dpi: cannot allocate ", nfull, " Hyperscan streams of ",
               d.streamStateBytes(), " bytes"));
       }
-      if (hs_open_stream(d.db, 0, &w.block_stream) != HS_SUCCESS ||
-          (comp && hs_open_stream(d.db, 0, &w.work) != HS_SUCCESS))
-        return absl::ResourceExhaustedError("dpi: cannot allocate a Hyperscan stream");
+      w.block_streams.resize(K, nullptr);
+      if (comp) w.work.resize(K, nullptr);
+      for (uint32_t k = 0; k < K; ++k)
+        if (hs_open_stream(d.shards[k].db->db, 0, &w.block_streams[k]) != HS_SUCCESS ||
+            (comp && hs_open_stream(d.shards[k].db->db, 0, &w.work[k]) != HS_SUCCESS))
+          return absl::ResourceExhaustedError("dpi: cannot allocate a Hyperscan stream");
     }
     w.free_streams.reserve(nfull);
     for (uint32_t i = nfull; i > 0; --i) w.free_streams.push_back(i - 1);
@@ -89,10 +102,9 @@ const uint8_t* DpiRuntime::reportMask(uint8_t flags) const {
 
 DpiRuntime::~DpiRuntime() {
   for (PerWorker& w : workers_) {
-    for (hs_stream_t* st : w.streams)
-      if (st != nullptr) hs_close_stream(st, nullptr, nullptr, nullptr);
-    if (w.block_stream != nullptr) hs_close_stream(w.block_stream, nullptr, nullptr, nullptr);
-    if (w.work != nullptr) hs_close_stream(w.work, nullptr, nullptr, nullptr);
+    for (auto* v : {&w.streams, &w.block_streams, &w.work})
+      for (hs_stream_t* st : *v)
+        if (st != nullptr) hs_close_stream(st, nullptr, nullptr, nullptr);
     if (w.scratch != nullptr) hs_free_scratch(w.scratch);
   }
 }
@@ -196,7 +208,8 @@ void keepHistory(const Ctx& c, const uint8_t* p, uint32_t n, uint64_t seen) {
   std::memcpy(ring, p + first, n - first);
 }
 
-void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
+// `st`: the direction's stream of each shard (CompiledDpi::shards), null without patterns.
+void scan(const Ctx& c, hs_stream_t* const* st, const uint8_t* p, uint32_t n) {
   const CompiledDpi& dpi = c.rt.dpi();
   const uint64_t seen = CompiledDpi::filesize(c.ms);
   const uint64_t depth = c.rt.settings().depth_bytes;
@@ -214,9 +227,14 @@ void scan(const Ctx& c, hs_stream_t* st, const uint8_t* p, uint32_t n) {
     setWindow(c, win, p, n, seen, false);
     mc.win = &win;
   }
-  if (st != nullptr)
-    hs_scan_stream(st, reinterpret_cast<const char*>(p), n, 0, c.w.scratch,
-                   rules::dpiMatchCallback, &mc);
+  if (st != nullptr) {
+    const uint32_t K = c.rt.shards();
+    for (uint32_t k = 0; k < K; ++k) {
+      mc.ids = dpi.shards[k].ids.data();
+      hs_scan_stream(st[k], reinterpret_cast<const char*>(p), n, 0, c.w.scratch,
+                     rules::dpiMatchCallback, &mc);
+    }
+  }
   if (mc.win != nullptr) {
     countWindow(win, c.out);
     keepHistory(c, p, n, seen);
@@ -241,8 +259,9 @@ uint8_t* msOf(const DpiRuntime& rt, DpiRuntime::PerWorker& w, const DpiDir& d) {
   return w.ms.get() + size_t(d.slot) * rt.msStride();
 }
 
-// Compact slot layout: u16 compressed stream bytes (0 = fresh stream), u16 match-state bytes,
-// the compressed stream (hs_compress_stream), then the match state as runs of nonzero bytes:
+// Compact slot layout: per shard u16 compressed stream bytes (0 = fresh stream), u16
+// match-state bytes, the compressed streams (hs_compress_stream, shard by shard), then the
+// match state as runs of nonzero bytes:
 // u16 offset, u8 length, the bytes (a match state is mostly zero: presence bits of the few
 // strings seen, the byte count).
 uint8_t* slotOf(const DpiRuntime& rt, DpiRuntime::PerWorker& w, uint32_t slot) {
@@ -250,7 +269,7 @@ uint8_t* slotOf(const DpiRuntime& rt, DpiRuntime::PerWorker& w, uint32_t slot) {
 }
 uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
 void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
-constexpr size_t kSlotHeader = 4;
+size_t slotHeader(const DpiRuntime& rt) { return 2 + 2 * size_t(rt.shards()); }
 
 // Encodes `ms` (n bytes, a multiple of 8) as nonzero runs into [out, out + cap); returns the
 // bytes used, or cap + 1 when it does not fit.
@@ -293,7 +312,7 @@ bool openStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiOu
     d.slot = w.free_compact.back();
     w.free_compact.pop_back();
     d.flags &= uint8_t(~DpiDir::kFull);
-    std::memset(slotOf(rt, w, d.slot), 0, kSlotHeader);
+    std::memset(slotOf(rt, w, d.slot), 0, slotHeader(rt));
     if (w.work_slot == d.slot) w.work_slot = DpiDir::kNoSlot;
   } else if (!w.free_streams.empty()) {
     d.slot = w.free_streams.back();
@@ -326,20 +345,24 @@ void releaseWindow(DpiRuntime::PerWorker& w, DpiDir& d) {
 // The Hyperscan stream to scan the direction with: its full stream, or the worker's working
 // stream and match state holding the direction's compact slot (expanded unless they hold it
 // already). msOf() is valid after this.
-hs_stream_t* bindStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, const DpiDir& d) {
-  if (d.flags & DpiDir::kFull) return w.streams.empty() ? nullptr : w.streams[d.slot];
+hs_stream_t* const* bindStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, const DpiDir& d) {
+  const uint32_t K = rt.shards();
+  if (d.flags & DpiDir::kFull) return w.streams.empty() ? nullptr : &w.streams[size_t(d.slot) * K];
   if (w.work_slot != d.slot) {
     const uint8_t* p = slotOf(rt, w, d.slot);
-    const uint16_t hl = get16(p), ml = get16(p + 2);
-    if (w.work != nullptr) {
-      if (hl == 0) hs_reset_stream(w.work, 0, nullptr, nullptr, nullptr);
-      else hs_reset_and_expand_stream(w.work, reinterpret_cast<const char*>(p + kSlotHeader), hl,
+    const size_t H = slotHeader(rt);
+    size_t at = H;
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint16_t hl = get16(p + 2 + 2 * k);
+      if (hl == 0) hs_reset_stream(w.work[k], 0, nullptr, nullptr, nullptr);
+      else hs_reset_and_expand_stream(w.work[k], reinterpret_cast<const char*>(p + at), hl,
                                       nullptr, nullptr, nullptr);
+      at += hl;
     }
-    unpackMatchState(p + kSlotHeader + hl, ml, w.work_ms.get(), rt.msStride());
+    unpackMatchState(p + at, get16(p), w.work_ms.get(), rt.msStride());
     w.work_slot = d.slot;
   }
-  return w.work;
+  return w.work.empty() ? nullptr : w.work.data();
 }
 
 // After a compact direction was scanned: its stream and match state packed back into the
@@ -347,19 +370,21 @@ hs_stream_t* bindStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, const Dp
 // none free it is not inspected any more (no_stream).
 void storeStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiOutcome& out) {
   if ((d.flags & DpiDir::kFull) || d.slot == DpiDir::kNoSlot) return;
-  const size_t K = rt.settings().compressed_slot_bytes;
+  const size_t B = rt.settings().compressed_slot_bytes;
   uint8_t* p = slotOf(rt, w, d.slot);
-  size_t hl = 0;
-  bool fits = w.work == nullptr ||
-              hs_compress_stream(w.work, reinterpret_cast<char*>(p + kSlotHeader), K - kSlotHeader,
-                                 &hl) == HS_SUCCESS;
+  size_t at = slotHeader(rt);
+  bool fits = true;
+  for (size_t k = 0; k < w.work.size() && fits; ++k) {
+    size_t hl = 0;
+    fits = hs_compress_stream(w.work[k], reinterpret_cast<char*>(p + at), B - at, &hl) == HS_SUCCESS;
+    put16(p + 2 + 2 * k, uint16_t(hl));
+    at += hl;
+  }
   if (fits) {
-    const size_t ml = packMatchState(w.work_ms.get(), rt.msStride(), p + kSlotHeader + hl,
-                                     K - kSlotHeader - hl);
-    fits = ml <= K - kSlotHeader - hl;
+    const size_t ml = packMatchState(w.work_ms.get(), rt.msStride(), p + at, B - at);
+    fits = ml <= B - at;
     if (fits) {
-      put16(p, uint16_t(hl));
-      put16(p + 2, uint16_t(ml));
+      put16(p, uint16_t(ml));
       return;
     }
   }
@@ -375,7 +400,8 @@ void storeStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, DpiO
   }
   const uint32_t f = w.free_streams.back();
   w.free_streams.pop_back();
-  if (w.work != nullptr) hs_reset_and_copy_stream(w.streams[f], w.work, nullptr, nullptr, nullptr);
+  for (size_t k = 0; k < w.work.size(); ++k)
+    hs_reset_and_copy_stream(w.streams[size_t(f) * w.work.size() + k], w.work[k], nullptr, nullptr, nullptr);
   std::memcpy(w.ms.get() + size_t(f) * rt.msStride(), w.work_ms.get(), rt.msStride());
   d.slot = f;
   d.flags |= DpiDir::kFull;
@@ -394,8 +420,10 @@ void releaseOoo(DpiRuntime::PerWorker& w, const DpiRuntime& rt, DpiDir& d) {
 void releaseStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, const Ctx* flush,
                    uint8_t* final_ms = nullptr) {
   if (d.slot == DpiDir::kNoSlot) return;
-  hs_stream_t* st = flush != nullptr ? bindStream(rt, w, d)
-                    : (d.flags & DpiDir::kFull) && !w.streams.empty() ? w.streams[d.slot] : nullptr;
+  const uint32_t K = rt.shards();
+  hs_stream_t* const* st =
+      flush != nullptr ? bindStream(rt, w, d)
+      : (d.flags & DpiDir::kFull) && !w.streams.empty() ? &w.streams[size_t(d.slot) * K] : nullptr;
   if (st != nullptr && flush != nullptr) {
     rules::DpiMatchCtx mc{&rt.dpi(), flush->ms, 0, false};
     rules::DpiWindow win;
@@ -403,13 +431,17 @@ void releaseStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, co
       setWindow(*flush, win, nullptr, 0, CompiledDpi::filesize(flush->ms), true);
       mc.win = &win;
     }
-    hs_reset_stream(st, 0, w.scratch, rules::dpiMatchCallback, &mc);
+    for (uint32_t k = 0; k < K; ++k) {
+      mc.ids = rt.dpi().shards[k].ids.data();
+      hs_reset_stream(st[k], 0, w.scratch, rules::dpiMatchCallback, &mc);
+    }
     if (mc.win != nullptr) countWindow(win, flush->out);
     evaluateFire(*flush);
   }
   if (flush != nullptr && final_ms != nullptr)
     std::memcpy(final_ms, flush->ms, rt.dpi().matchStateBytes());
-  if (st != nullptr && flush == nullptr) hs_reset_stream(st, 0, nullptr, nullptr, nullptr);
+  if (st != nullptr && flush == nullptr)
+    for (uint32_t k = 0; k < K; ++k) hs_reset_stream(st[k], 0, nullptr, nullptr, nullptr);
   if (d.flags & DpiDir::kFull) {
     w.free_streams.push_back(d.slot);
   } else {
@@ -423,7 +455,7 @@ void releaseStream(const DpiRuntime& rt, DpiRuntime::PerWorker& w, DpiDir& d, co
 inline bool bitAt(const uint8_t* bits, uint32_t i) { return (bits[i >> 3] >> (i & 7)) & 1u; }
 
 // Scans the buffered bytes that now continue the stream.
-void drainOoo(const Ctx& c, hs_stream_t* st) {
+void drainOoo(const Ctx& c, hs_stream_t* const* st) {
   if (c.d.ooo == DpiDir::kNoSlot) return;
   const uint32_t B = c.rt.settings().ooo_buffer_bytes;
   uint8_t* data = c.w.ooo_data.get() + size_t(c.d.ooo) * B;
@@ -524,7 +556,7 @@ void DpiInspector::tcp(const DpiRuntime& rt, uint32_t worker, DpiDir& d, const u
   }
   if (delta == 0) {
     const uint32_t from = d.next_seq;
-    hs_stream_t* st = bindStream(rt, w, d);
+    hs_stream_t* const* st = bindStream(rt, w, d);
     scan(c, st, payload, len);
     d.next_seq += len;
     clearOoo(c, from, d.next_seq);
@@ -571,15 +603,19 @@ void DpiInspector::block(const DpiRuntime& rt, uint32_t worker, const uint8_t* p
   DpiDir scratch_dir;
   std::memset(w.block_ms.get(), 0, rt.msStride());
   Ctx c{rt, w, scratch_dir, w.block_ms.get(), out};
-  scan(c, w.block_stream, payload, len);
-  if (w.block_stream != nullptr) {
+  hs_stream_t* const* bs = w.block_streams.empty() ? nullptr : w.block_streams.data();
+  scan(c, bs, payload, len);
+  if (bs != nullptr) {
     rules::DpiMatchCtx mc{&rt.dpi(), w.block_ms.get(), 0, false};
     rules::DpiWindow win;  // the datagram itself: confirmed on its bytes
     if (rt.windowBytes() != 0) {
       setWindow(c, win, payload, uint32_t(CompiledDpi::filesize(w.block_ms.get())), 0, true);
       mc.win = &win;
     }
-    hs_reset_stream(w.block_stream, 0, w.scratch, rules::dpiMatchCallback, &mc);
+    for (uint32_t k = 0; k < rt.shards(); ++k) {
+      mc.ids = rt.dpi().shards[k].ids.data();
+      hs_reset_stream(bs[k], 0, w.scratch, rules::dpiMatchCallback, &mc);
+    }
     if (mc.win != nullptr) countWindow(win, out);
     if (mc.changed) evaluateFire(c);
   }

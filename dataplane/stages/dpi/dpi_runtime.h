@@ -41,7 +41,7 @@ struct DpiSettings {
   // of compressed_slot_bytes for the compressed streams plus full_streams_per_worker full
   // streams for the directions whose compressed stream does not fit a slot.
   rules::DpiStreamMode stream_mode = rules::DpiStreamMode::kAuto;
-  uint32_t compressed_slot_bytes = 512;
+  uint32_t compressed_slot_bytes = 0;  // 0: 512 + 192 per Hyperscan database beyond the first
   uint32_t full_streams_per_worker = 256;
   uint32_t streams_per_worker = 4096;
   uint32_t ooo_slots_per_worker = 256;
@@ -64,7 +64,8 @@ class DpiRuntime {
 
   struct PerWorker {
     hs_scratch_t* scratch = nullptr;
-    // Full streams (kFull: one per flow direction; kCompressed: the overflow pool).
+    // Full streams (kFull: one per flow direction; kCompressed: the overflow pool), one
+    // Hyperscan stream per shard each: slot i's are streams[i * shards .. + shards).
     std::vector<hs_stream_t*> streams;
     std::vector<uint32_t> free_streams;     // stack of free slot indices
     std::unique_ptr<uint8_t[]> ms;          // streams.size() * ms_stride
@@ -74,13 +75,13 @@ class DpiRuntime {
     uint32_t compact_slots = 0;
     std::unique_ptr<uint8_t[]> cdata;       // compact_slots * compressed_slot_bytes
     std::vector<uint32_t> free_compact;
-    hs_stream_t* work = nullptr;
+    std::vector<hs_stream_t*> work;         // one per shard (empty: no patterns)
     std::unique_ptr<uint8_t[]> work_ms;     // ms_stride
     uint32_t work_slot = 0xffffffffu;       // compact slot `work` / `work_ms` hold now
     std::vector<uint32_t> free_ooo;
     std::unique_ptr<uint8_t[]> ooo_data;    // ooo_slots * ooo_buffer_bytes
     std::unique_ptr<uint8_t[]> ooo_bits;    // ooo_slots * ooo_buffer_bytes / 8
-    hs_stream_t* block_stream = nullptr;    // UDP datagrams scanned on their own
+    std::vector<hs_stream_t*> block_streams;  // UDP datagrams scanned on their own (per shard)
     std::unique_ptr<uint8_t[]> block_ms;
     // Prefilter (rule sets with prefiltered patterns only): history rings of the last
     // CompiledDpi::prefilter_window bytes of a direction (window_slots of them), and the
@@ -120,6 +121,8 @@ class DpiRuntime {
   const DpiSettings& settings() const { return s_; }
   uint32_t id() const { return id_; }
   size_t msStride() const { return ms_stride_; }
+  // Hyperscan databases (streams per flow direction).
+  uint32_t shards() const { return uint32_t(dpi_->shards.size()); }
   // The mode in use (kAuto resolved at create()).
   bool compressed() const { return compressed_; }
   // Bytes per flow direction: the compact slot (kCompressed), or Hyperscan stream state +

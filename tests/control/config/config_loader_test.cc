@@ -429,6 +429,16 @@ TEST_F(FirewallLoader, ErrorsInFilesNameFileLineAndField) {
                               "rule of their own, without ports)"));
 }
 
+// A directory named as a YARA rule file was read as an empty file (no rules, no error).
+TEST_F(FirewallLoader, DpiRuleFileThatIsADirectoryIsRefused) {
+  rules::ConfigErrorList errors;
+  auto m = model(absl::StrCat(R"({"dpi": {"rule_files": [")", dir_, R"("]}})"), &errors);
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "dpi.rule_files[0]");
+  EXPECT_NE(errors[0].reason.find(dir_ + ": is a directory"), std::string::npos) << errors[0].reason;
+}
+
 TEST_F(FirewallLoader, RelativePathsFollowTheConfigFile) {
   std::filesystem::create_directories(dir_ + "/etc/rules");
   write("etc/rules/site.rules", "deny tcp any any -> any 23 id telnet\n");

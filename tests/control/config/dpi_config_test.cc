@@ -23,7 +23,9 @@ TEST(DpiConfig, StreamModeDefaultsAndValues) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_TRUE(errs.empty());
   EXPECT_EQ(m->dpi.stream_mode, rules::DpiStreamMode::kAuto);
-  EXPECT_EQ(m->dpi.compressed_slot_bytes, 512u);
+  EXPECT_EQ(m->dpi.compressed_slot_bytes, 0u);  // the runtime's default: 512 + 192 per database beyond the first
+  EXPECT_EQ(m->dpi.shards, 0u);
+  EXPECT_FALSE(m->dpi.full_recompile);
   EXPECT_EQ(m->dpi.full_streams_per_worker, 256u);
   m = load(R"({"dpi": {"stream_mode": "STREAM_FULL"}})", &errs);
   ASSERT_TRUE(m.ok()) << m.status();
