@@ -22,7 +22,8 @@
 # flows, infinite_rx) -> net_null0, a private state dir per configuration in OUTDIR.
 #
 # usage: bench/dpi_apply_bench.sh [-o OUTDIR] [-n N] [--rules FILE_OR_DIR] [--appliance BIN]
-#                                 [--dpuctl BIN] [--configs "sharded single-db"]
+#                                 [--dpuctl BIN] [--configs "sharded single-db"] [--shards K]
+# (--shards: dpi.shards of the sharded configuration; default the product's)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -35,6 +36,7 @@ APP="$ROOT/build/control/dpu-appliance"
 CTL="$ROOT/build/control/dpuctl"
 COV="$ROOT/build/rules/dpi-coverage"
 CONFIGS="sharded single-db"
+SHARDS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -o) OUTDIR="$2"; shift 2 ;;
@@ -43,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --appliance) APP="$2"; shift 2 ;;
     --dpuctl) CTL="$2"; shift 2 ;;
     --configs) CONFIGS="$2"; shift 2 ;;
+    --shards) SHARDS="$2"; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "dpi_apply_bench: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -78,7 +81,7 @@ rss_kb() { awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/status"; }
 
 for CFGNAME in $CONFIGS; do
   case "$CFGNAME" in
-    sharded) EXTRA='' ;;
+    sharded) EXTRA=${SHARDS:+"\"shards\": $SHARDS, "} ;;
     single-db) EXTRA='"shards": 1, "full_recompile": true, ' ;;
     *) die "unknown configuration $CFGNAME (sharded, single-db)" ;;
   esac

@@ -155,8 +155,8 @@ absl::Status runLive(const LiveOptions& o) {
   }
   // The dataplane needs its first snapshot before the manager can be bound to it; this
   // manager only compiles (it never applies).
-  ConfigManager boot(store.get(), nullptr);
-  auto snap = boot.compileCurrent();
+  auto boot = std::make_unique<ConfigManager>(store.get(), nullptr);
+  auto snap = boot->compileCurrent();
   if (!snap.ok()) return snap.status();
 
   std::vector<std::string> eal = {"dpu-appliance"};
@@ -181,7 +181,10 @@ absl::Status runLive(const LiveOptions& o) {
   // dataplane leaves its DPDK heap to the exit (eal.h; runs before plane's destructor).
   absl::Cleanup leave_heap = [] { dp::leaveDpdkHeapToExit(); };
   ConfigManager manager(store.get(), plane.get());
-  manager.inheritCompiled(boot);  // the first apply shares the running compiled firewall
+  manager.inheritCompiled(*boot);  // the first apply shares the running compiled firewall
+  // ... and only that: the boot manager would otherwise keep the first compiled rules (a
+  // whole DPI engine, ACLs, DNS lists) alive for the process's life after the first apply.
+  boot.reset();
   manager.followDpiMerges();      // --- dpi --- merged rule databases republished
   ProgressRegistry progress;      // long applies: a progress line here and in GetStatus
   progress.startTicker();

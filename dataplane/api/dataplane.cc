@@ -515,7 +515,19 @@ std::shared_ptr<const rules::CompiledDpi> Dataplane::dpiRules(uint32_t generatio
 }
 
 void Dataplane::rememberNames(const rules::Snapshot& s) {
-  names_.push_back(NamesAt{s.generation, s.firewall, s.dpi, s.dns, s.lb});
+  std::shared_ptr<const rules::CompiledDpi> dpi_names;
+  if (s.dpi) {
+    if (!names_.empty() && names_.back().dpi_src.lock() == s.dpi) {
+      dpi_names = names_.back().dpi;
+    } else {
+      auto n = std::make_shared<rules::CompiledDpi>();
+      n->rules = s.dpi->rules;
+      n->unsupported = s.dpi->unsupported;
+      n->num_namespaces = s.dpi->num_namespaces;
+      dpi_names = std::move(n);
+    }
+  }
+  names_.push_back(NamesAt{s.generation, s.firewall, std::move(dpi_names), s.dpi, s.dns, s.lb});
   if (names_.size() > kNamesKept) names_.pop_front();
 }
 

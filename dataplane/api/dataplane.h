@@ -138,7 +138,11 @@ class Dataplane : public DataplaneControl {
   struct NamesAt {
     uint32_t generation = 0;
     std::shared_ptr<const rules::CompiledFirewall> fw;
+    // --- dpi --- the rule set's names only (rules, unsupported: a CompiledDpi without
+    // databases or tables), so 64 generations do not keep 64 engines alive; shared by the
+    // consecutive generations of one rule set (dpi_src).
     std::shared_ptr<const rules::CompiledDpi> dpi;
+    std::weak_ptr<const rules::CompiledDpi> dpi_src;
     std::shared_ptr<const rules::CompiledDns> dns;  // DNS filtering: list names
     std::shared_ptr<const rules::CompiledLb> lb;    // backend ids
   };

@@ -1473,6 +1473,7 @@ struct Fragment {
   Translated tr;
   ConfigErrorList errors;  // meta.action errors of the source
   uint64_t phash = 0;      // its expressions and flags
+  std::vector<uint64_t> pat_hash;  // per pattern: its expression and flags
   uint64_t epoch = 0;      // last compile that used it
 };
 using FragPtr = std::shared_ptr<Fragment>;
@@ -1481,8 +1482,9 @@ using FragPtr = std::shared_ptr<Fragment>;
 struct ShardContent {
   uint64_t key = 0;
   uint32_t home = 0;       // home shard (merges)
-  std::vector<uint64_t> frag_hash;
+  std::vector<uint64_t> frag_hash, frag_name;
   std::vector<uint32_t> frag_count;
+  std::vector<uint64_t> pattern_hash;
   std::vector<uint32_t> frag_source;  // source index of each fragment (this compile)
   std::vector<std::string> exprs;
   std::vector<unsigned> flags;
@@ -1499,6 +1501,8 @@ struct ShardFailure {
 void describeShard(const ShardContent& c, DpiShardDb& db) {
   db.key = c.key;
   db.frag_hash = c.frag_hash;
+  db.frag_name = c.frag_name;
+  db.pattern_hash = c.pattern_hash;
   db.frag_count = c.frag_count;
   uint32_t at = 0;
   for (uint32_t n : c.frag_count) { db.frag_begin.push_back(at); at += n; }
@@ -1872,6 +1876,9 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
   std::vector<FragPtr> frags(model.sources.size());
   std::vector<std::shared_ptr<const DpiShardDb>> used_db;   // per shard of the result
   std::vector<std::vector<uint32_t>> used_frags;            // its fragments (source indices) served
+  // Per shard of the result, sources served by an older version of themselves: the local
+  // id of each of their patterns.
+  std::vector<std::map<uint32_t, std::vector<uint32_t>>> used_subset;
   std::vector<bool> used_delta;
   std::vector<ShardContent> pending;                        // merges to queue
   std::string cache_warning;
@@ -1924,8 +1931,11 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
           if (!again) break;
         }
         uint64_t ph = fnv(hs_version());
-        for (size_t i = 0; i < f->tr.exprs.size(); ++i)
-          ph = fnv(absl::StrCat(f->tr.flags[i], "/", f->tr.exprs[i], "\n"), ph);
+        for (size_t i = 0; i < f->tr.exprs.size(); ++i) {
+          const std::string e = absl::StrCat(f->tr.flags[i], "/", f->tr.exprs[i], "\n");
+          ph = fnv(e, ph);
+          f->pat_hash.push_back(fnv(e));
+        }
         f->phash = ph;
         f->epoch = epoch;
         cache.frags[key] = f;
@@ -1936,6 +1946,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
     L = linkFragments(frags);
     used_db.clear();
     used_frags.clear();
+    used_subset.clear();
     used_delta.clear();
     pending.clear();
     if (!opt.compile_hyperscan || L.exprs.empty()) break;
@@ -1949,6 +1960,8 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       for (uint32_t si : srcs) {
         const Translated& t = frags[si]->tr;
         c.frag_hash.push_back(frags[si]->phash);
+        c.frag_name.push_back(fnv(model.sources[si].name));
+        c.pattern_hash.insert(c.pattern_hash.end(), frags[si]->pat_hash.begin(), frags[si]->pat_hash.end());
         c.frag_count.push_back(uint32_t(t.exprs.size()));
         c.frag_source.push_back(si);
         c.exprs.insert(c.exprs.end(), t.exprs.begin(), t.exprs.end());
@@ -1985,17 +1998,40 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       if (opt.incremental && !model.full_recompile && prev) {
         std::vector<bool> taken(prev->frag_hash.size(), false);
         std::vector<uint32_t> served, left;
+        std::map<uint32_t, std::vector<uint32_t>> subset;
         uint32_t left_patterns = 0;
         for (uint32_t si : home[k]) {
           bool found = false;
           for (size_t j = 0; j < prev->frag_hash.size() && !found; ++j)
             if (!taken[j] && prev->frag_hash[j] == frags[si]->phash) taken[j] = found = true;
+          // The same source with rules removed (or with only patterns the old version had):
+          // served by the old version's patterns, the others masked. No compile.
+          for (size_t j = 0; j < prev->frag_hash.size() && !found; ++j) {
+            if (taken[j] || prev->frag_name.size() != prev->frag_hash.size() ||
+                prev->frag_name[j] != fnv(model.sources[si].name))
+              continue;
+            std::multimap<uint64_t, uint32_t> old;
+            for (uint32_t t = 0; t < prev->frag_count[j]; ++t)
+              old.emplace(prev->pattern_hash[prev->frag_begin[j] + t], prev->frag_begin[j] + t);
+            std::vector<uint32_t> local;
+            for (uint64_t h : frags[si]->pat_hash) {
+              auto it = old.find(h);
+              if (it == old.end()) break;
+              local.push_back(it->second);
+              old.erase(it);
+            }
+            if (local.size() != frags[si]->pat_hash.size()) continue;
+            taken[j] = found = true;
+            subset[si] = std::move(local);
+          }
           if (found) served.push_back(si);
           else { left.push_back(si); left_patterns += uint32_t(frags[si]->tr.exprs.size()); }
         }
         if (!served.empty() && left_patterns <= std::max<uint32_t>(256, uint32_t(c.exprs.size()) / 4)) {
           used_db.push_back(prev);
           used_frags.push_back(served);
+          used_subset.resize(used_db.size());
+          used_subset.back() = std::move(subset);
           used_delta.push_back(false);
           delta_srcs.insert(delta_srcs.end(), left.begin(), left.end());
           ++n_reused;
@@ -2121,6 +2157,13 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
     sh.ids.assign(sh.db->patterns, DpiShard::kMasked);
     std::vector<bool> taken(sh.db->frag_hash.size(), false);
     for (uint32_t si : used_frags[i]) {
+      if (i < used_subset.size()) {
+        if (auto it = used_subset[i].find(si); it != used_subset[i].end()) {
+          for (uint32_t t = 0; t < it->second.size(); ++t) sh.ids[it->second[t]] = L.frag_pat_begin[si] + t;
+          sh.live += uint32_t(it->second.size());
+          continue;
+        }
+      }
       for (size_t j = 0; j < sh.db->frag_hash.size(); ++j) {
         if (taken[j] || sh.db->frag_hash[j] != frags[si]->phash) continue;
         taken[j] = true;

@@ -180,7 +180,9 @@ struct DpiShardDb {
   hs_database_t* db = nullptr;
   uint64_t key = 0;                    // hash of its content (cache file dpi-shard-<key>.hsdb)
   std::vector<uint64_t> frag_hash;
+  std::vector<uint64_t> frag_name;     // hash of each fragment's source name
   std::vector<uint32_t> frag_begin, frag_count;
+  std::vector<uint64_t> pattern_hash;  // per local id: hash of its expression and flags
   uint32_t patterns = 0;
   size_t bytes = 0;                    // hs_database_size
   double compile_ms = 0;               // 0 when loaded from the disk cache

@@ -159,6 +159,20 @@ TEST(DpiShards, EditsCompileOnlyWhatChangedAndReportWhatLibyaraReports) {
   EXPECT_EQ(removed.oracle("MARK-src3"), V{});
   expectOracle(removed, "removed");
   expectInspector(removed, "removed");
+
+  // One rule removed from a source that keeps others: the source's remaining patterns are
+  // served by its old version in the shard (the removed rule's masked): nothing compiled.
+  DpiModel one_less = r;
+  one_less.sources[0].text = one_less.sources[0].text.substr(0, one_less.sources[0].text.find("rule c0"));
+  Pair less;
+  ASSERT_TRUE(less.build(one_less, &err)) << err;
+  EXPECT_EQ(less.ours->shards_compiled, 0u);
+  EXPECT_EQ(less.ours->patterns_compiled, 0u);
+  EXPECT_EQ(less.ours->delta_patterns, 0u);
+  EXPECT_EQ(less.ours->sources_cached, uint32_t(one_less.sources.size()) - 1);
+  EXPECT_EQ(less.oracle("MARK-src0 CNT-src0 CNT-src0"), (V{"src0:r0"}));
+  expectOracle(less, "one rule removed");
+  expectInspector(less, "one rule removed");
   waitDpiMerges();
 }
 

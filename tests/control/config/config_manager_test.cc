@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "control/config/config_loader.h"
+#include "rules/compile/yara_translate.h"
 
 namespace dpu::ctl {
 namespace {
@@ -87,6 +88,10 @@ class FakePlane : public dp::DataplaneControl {
   int prepares() const {
     std::lock_guard<std::mutex> lock(mu_);
     return prepares_;
+  }
+  std::shared_ptr<const rules::CompiledDpi> currentDpi() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_ ? current_->dpi : nullptr;
   }
 
  private:
@@ -661,6 +666,55 @@ TEST_F(ConfigManagerTest, ConcurrentAppliesGetDistinctVersions) {
   auto last = std::max_element(version_udp.begin(), version_udp.end());
   EXPECT_EQ(onDisk().dataplane().timeouts().udp_s(), last->second);
   EXPECT_EQ(pubs.back().dataplane.udp_s, last->second);
+}
+
+// --- dpi --- An edit of a rule set is published with a delta database and masks; when the
+// background merge is done the manager republishes the same config version with the merged
+// databases (nothing committed, the published model, not the files again).
+TEST_F(ConfigManagerTest, DpiMergesAreRepublishedWithTheSameConfigVersion) {
+  rules::clearDpiCompileCache();
+  start();
+  mgr_->followDpiMerges();
+  v1::ApplianceConfig c;
+  v1::DpiConfig* d = c.mutable_dpi();
+  d->set_shards(2);
+  for (int i = 0; i < 4; ++i) {
+    v1::DpiRuleSet* rs = d->add_rule_sets();
+    rs->set_name("s" + std::to_string(i));
+    rs->set_text("rule r" + std::to_string(i) + " { strings: $a = \"S-" + std::to_string(i) +
+                 "\" condition: $a }\n");
+  }
+  auto r = mgr_->apply(c, 1, false, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_NE(r->dpi_compiled, nullptr);
+  EXPECT_EQ(r->dpi_compiled->merges_pending, 0u);  // cold: every shard compiled
+  c.mutable_dpi()->mutable_rule_sets(0)->set_text(
+      c.dpi().rule_sets(0).text() + "rule more { strings: $a = \"MORE\" condition: $a }\n");
+  r = mgr_->apply(c, 2, false, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_NE(r->dpi_compiled, nullptr);
+  EXPECT_GE(r->dpi_compiled->merges_pending, 1u);
+  EXPECT_GT(r->dpi_compiled->delta_patterns, 0u);
+  EXPECT_EQ(publishes(), 2u);
+  // The listener runs on the merge thread once the merges are done.
+  rules::waitDpiMerges();
+  while (mgr_->dpiRepublishes() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto pubs = plane_->published();
+  ASSERT_EQ(pubs.size(), 3u);
+  EXPECT_EQ(pubs[2].config_version, 3u);
+  EXPECT_EQ(mgr_->version(), 3u);
+  EXPECT_EQ(onDisk().version(), 3u);
+  auto dpi = plane_->currentDpi();
+  ASSERT_NE(dpi, nullptr);
+  EXPECT_EQ(dpi->rules.size(), 5u);
+  EXPECT_EQ(dpi->delta_patterns, 0u);
+  for (const rules::DpiShard& sh : dpi->shards) {
+    EXPECT_FALSE(sh.delta);
+    EXPECT_EQ(sh.live, sh.ids.size());
+  }
+  // Nothing more to merge: a second call publishes nothing.
+  ASSERT_TRUE(mgr_->republishDpi().ok());
+  EXPECT_EQ(publishes(), 3u);
 }
 
 }  // namespace
