@@ -199,6 +199,47 @@ TEST(DpiShards, EndOfDataMatchesInEveryShard) {
       EXPECT_EQ(inspect(p.ours, mode, file, seg), p.oracle(file)) << int(mode) << " " << seg;
 }
 
+// A session that straddles an edit (docs/dpi.md "Flows across a change"): the direction's
+// streams are reopened on the new rules at its current position, in every shard, changed
+// or not; a string split across the swap is not matched, one wholly after it is, and what
+// the old rules fired stays fired (the dataplane keeps the flow's verdict).
+TEST(DpiShards, ASessionStraddlingAnEditRestartsItsStreamsAtTheSwap) {
+  clearDpiCompileCache();
+  DpiModel m = sixSources();
+  Pair before;
+  std::string err;
+  ASSERT_TRUE(before.build(m, &err)) << err;
+  DpiModel e = m;
+  e.sources[3].text += "rule added { strings: $a = \"ADD-ME-1\" condition: $a }\n";
+  Pair after;
+  ASSERT_TRUE(after.build(e, &err)) << err;
+  for (DpiStreamMode mode : {DpiStreamMode::kFull, DpiStreamMode::kCompressed}) {
+    dp::DpiSettings s;
+    s.stream_mode = mode;
+    s.streams_per_worker = 2;
+    s.full_streams_per_worker = 2;
+    s.depth_bytes = 0;
+    auto ra = dp::DpiRuntime::create(before.ours, s, 1);
+    auto rb = dp::DpiRuntime::create(after.ours, s, 1);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    dp::DpiDir dir;
+    V fired;
+    auto feed = [&](const dp::DpiRuntime& rt, const std::string& data, uint32_t seq) {
+      dp::DpiOutcome o;
+      dp::DpiInspector::tcp(rt, 0, dir, reinterpret_cast<const uint8_t*>(data.data()),
+                            uint32_t(data.size()), seq, 0x10, o);
+      for (uint32_t i = 0; i < o.nfired; ++i) fired.push_back(rt.dpi().rules[o.fired[i]].id());
+    };
+    feed(**ra, "MARK-src0 .. MARK-sr", 1000);          // r0 fires on the old rules
+    feed(**rb, "c1 .. ADD-ME-1 ..", 1000 + 20);        // swap: "MARK-src1" split across it
+    dp::DpiOutcome o;
+    dp::DpiInspector::end(**rb, 0, dir, o);
+    for (uint32_t i = 0; i < o.nfired; ++i) fired.push_back((*rb)->dpi().rules[o.fired[i]].id());
+    std::sort(fired.begin(), fired.end());
+    EXPECT_EQ(fired, (V{"src0:r0", "src3:added"})) << "mode " << int(mode);
+  }
+}
+
 // The merge listener runs once the queue is empty; a merge that finished is used by the
 // republishing compile.
 TEST(DpiShards, MergeListenerRunsWhenMergesAreDone) {
