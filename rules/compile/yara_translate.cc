@@ -1690,16 +1690,18 @@ class CompileCache {
       } else {
         ++merges_failed;  // the masked layout stays (it is correct); a later edit retries
       }
-      running = false;
-      if (queue.empty()) {
+      // The listener (the republish) runs before the merge counts as done, so waitIdle()
+      // returns after it.
+      if (queue.empty() && db) {
         std::function<void()> fn = listener;
-        cv.notify_all();
-        if (fn && db) {
+        if (fn) {
           lock.unlock();
           fn();
           lock.lock();
         }
       }
+      running = false;
+      cv.notify_all();
     }
   }
 };

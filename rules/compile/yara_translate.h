@@ -61,7 +61,7 @@ struct DpiMergeStats {
   uint64_t done = 0, failed = 0;
 };
 DpiMergeStats dpiMergeStats();
-void waitDpiMerges();            // until no merge is queued or running
+void waitDpiMerges();            // until no merge is queued or running (listener included)
 // Forgets everything above (benchmarks of cold compiles, tests of the disk cache).
 void clearDpiCompileCache();
 

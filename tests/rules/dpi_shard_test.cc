@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 
 #include "dataplane/stages/dpi/dpi_runtime.h"
@@ -14,6 +15,14 @@
 
 namespace dpu::rules {
 namespace {
+
+// These tests look at what each compile builds: no disk cache shared with another run
+// (scripts/test.sh's DPU_TEST_HS_CACHE_DIR would serve the sanitizer phase's compiles from
+// the first phase's databases).
+const bool kNoSharedCache = [] {
+  unsetenv("DPU_TEST_HS_CACHE_DIR");
+  return true;
+}();
 
 using test::Pair;
 using test::scanSegments;
