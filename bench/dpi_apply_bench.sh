@@ -108,7 +108,7 @@ for CFGNAME in $CONFIGS; do
   ready_ms=$(( ($(date +%s%N) - start) / 1000000 ))
   ADDR=$(sed -n 's/^dpu-appliance: API listening on \([^ ]*\) .*/\1/p' "$APP_LOG" | head -1)
   [[ -n "$ADDR" ]] || die "appliance did not start, see $APP_LOG"
-  ctl() { "$CTL" --server "$ADDR" "$@"; }
+  ctl() { "$CTL" --server "$ADDR" --timeout 0 "$@"; }  # a whole recompile may take minutes
   merges() { grep -c "background merge done" "$APP_LOG" 2>/dev/null || true; }
   wait_merge() {  # $1 merges seen before the edit, $2 the response; ms waited after the edit (0: none queued)
     local before=$1 t0 i
