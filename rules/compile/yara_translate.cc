@@ -1706,9 +1706,27 @@ class CompileCache {
   }
 };
 
-uint64_t fragKey(const DpiModel& model, const YaraSource& src, const DpiCompileOptions& opt,
+// A source's name and text hashed 8 bytes at a time (the in-memory cache keys: one pass over
+// megabytes of rule text per compile, where the byte-wise FNV took ~5 ms per MiB).
+uint64_t textHash(const std::string& name, const std::string& text) {
+  uint64_t h = fnv(name) ^ (uint64_t(text.size()) * 0x9E3779B97F4A7C15ull);
+  size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + i, 8);
+    h ^= w * 0x87C37B91114253D5ull;
+    h = ((h << 31) | (h >> 33)) * 0x4CF5AD432745937Full;
+  }
+  for (; i < text.size(); ++i) h = (h ^ uint8_t(text[i])) * 1099511628211ull;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return h;
+}
+
+uint64_t fragKey(const DpiModel& model, uint64_t src_hash, const DpiCompileOptions& opt,
                  const std::map<std::string, std::string>& excl) {
-  uint64_t h = fnv(src.text, fnv(src.name));
+  uint64_t h = src_hash;
   h = fnv(absl::StrCat(int(model.default_action), "/", model.prefilter_window_bytes, "/",
                        opt.prefilter_all), h);
   for (const DpiRuleAction& a : model.actions) h = fnv(absl::StrCat(a.rule, "=", int(a.action), ";"), h);
@@ -1837,13 +1855,16 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
   CompileCache& cache = CompileCache::get();
   std::unique_lock<std::mutex> lock(cache.mu);
   const uint64_t epoch = ++cache.epoch;
+  std::vector<uint64_t> src_hash;
+  for (const YaraSource& s : model.sources) src_hash.push_back(textHash(s.name, s.text));
   // libyara judges each source once (sources are separate namespaces: checking the new ones
   // alone is checking the set).
   if (opt.validate_with_libyara) {
     std::vector<YaraSource> fresh;
     std::vector<uint64_t> keys;
-    for (const YaraSource& s : model.sources) {
-      const uint64_t k = fnv(s.text, fnv(s.name, 7));
+    for (size_t si = 0; si < model.sources.size(); ++si) {
+      const YaraSource& s = model.sources[si];
+      const uint64_t k = src_hash[si];
       if (!cache.validated.count(k)) { fresh.push_back(s); keys.push_back(k); }
     }
     if (!fresh.empty()) {
@@ -1896,10 +1917,10 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       for (size_t si = 0; si < model.sources.size(); ++si) {
         translating.advance();
         const YaraSource& src = model.sources[si];
-        const uint64_t base = fnv(src.text, fnv(src.name, 11));
+        const uint64_t base = src_hash[si];
         std::map<std::string, std::string> excl;
         if (auto it = cache.hs_excluded.find(base); it != cache.hs_excluded.end()) excl = it->second;
-        const uint64_t key = fragKey(model, src, opt, excl);
+        const uint64_t key = fragKey(model, base, opt, excl);
         if (auto it = cache.frags.find(key); it != cache.frags.end()) {
           frags[si] = it->second;
           frags[si]->epoch = epoch;
@@ -2115,8 +2136,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
         }
       } else {
         const DpiRule& bad = d.rules[L.pattern_rule[p]];
-        const YaraSource& src = model.sources[bad.ns];
-        cache.hs_excluded[fnv(src.text, fnv(src.name, 11))][bad.id()] =
+        cache.hs_excluded[src_hash[bad.ns]][bad.id()] =
             "hyperscan cannot compile " + d.strings[d.patterns[p].string_id].ident + ": " +
             f.message + (d.patterns[p].confirm >= 0 ? " (prefiltered)" : "");
       }
@@ -2141,7 +2161,7 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
 
   CompiledDpi& d = *L.dpi;
   for (const FragPtr& f : frags) errors.insert(errors.end(), f->errors.begin(), f->errors.end());
-  for (const YaraSource& s : model.sources) d.rules_hash = fnv(s.text, fnv(s.name, d.rules_hash));
+  for (uint64_t h : src_hash) d.rules_hash = fnv(hexKey(h), d.rules_hash);
   d.compile_ms = hs_ms;
   d.translate_ms = translate_ms;
   d.sources_cached = cached_sources;
