@@ -202,24 +202,20 @@ static void streamModes(std::shared_ptr<const CompiledDpi> dp, YR_RULES* yr, Mak
     std::vector<double> tf, tc, ty, th, tsf, tsc;
     auto t_end = Clock::now() + std::chrono::duration<double>(min_time * 2);
     const double per = double(nflows) * npackets;
+    // ns per packet of one pass of `fn`, appended to `into`
+    auto timed = [&](std::vector<double>& into, auto&& fn) {
+      const auto t0 = Clock::now();
+      fn();
+      into.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+    };
     do {
-      auto t0 = Clock::now();
-      runOnce(mf, nullptr, nullptr, nullptr);
-      tf.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
-      t0 = Clock::now();
-      runOnce(mc, nullptr, nullptr, nullptr);
-      tc.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
-      t0 = Clock::now();
-      runOnce(msf, nullptr, nullptr, nullptr);
-      tsf.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
-      t0 = Clock::now();
-      runOnce(msc, nullptr, nullptr, nullptr);
-      tsc.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
-      t0 = Clock::now();
-      hsOnce();
-      th.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per);
+      timed(tf, [&] { runOnce(mf, nullptr, nullptr, nullptr); });
+      timed(tc, [&] { runOnce(mc, nullptr, nullptr, nullptr); });
+      timed(tsf, [&] { runOnce(msf, nullptr, nullptr, nullptr); });
+      timed(tsc, [&] { runOnce(msc, nullptr, nullptr, nullptr); });
+      timed(th, hsOnce);
       if (!with_yara) continue;
-      t0 = Clock::now();
+      const auto t0 = Clock::now();
       const size_t ny = std::min<size_t>(pk.size(), 64);
       for (size_t i = 0; i < ny; ++i)
         yr_rules_scan_mem(yr, reinterpret_cast<const uint8_t*>(pk[i].data()), pk[i].size(), SCAN_FLAGS_NO_TRYCATCH,
