@@ -88,6 +88,9 @@ options:
                          the same as with one worker except where a per-worker table runs
                          full; the order of output frames and events across flows then
                          depends on scheduling (--verdicts stays in input order).
+  --rules FILE           a Suricata-format rule file (dpi.signatures.files; repeatable),
+                         as suricata -r X.pcap -S FILE; --config may then be left out
+                         (docs/signatures.md)
   --extract-files DIR    write every decoded HTTP file (body after de-chunking and
                          decompression, multipart part) the YARA rules scanned to
                          DIR/<sha256> (the fileinfo event's sha256); DIR must exist
@@ -165,6 +168,12 @@ int main(int argc, char** argv) {
         return 0;
       }
       if (a == "--config") dst = &o.config;
+      else if (a == "--rules") {  // --- signatures ---
+        std::string v;
+        if (!takeValue(i, argc, argv, v)) return fail("replay: --rules needs a file");
+        o.rules.push_back(v);
+        continue;
+      }
       else if (a == "--in") dst = &o.in_a;
       else if (a == "--in-b") dst = &o.in_b;
       else if (a == "--out") dst = &o.out_b;

@@ -87,7 +87,8 @@ uint64_t replayMemoryMb(const rules::Snapshot& s) {
 }  // namespace
 
 absl::Status runReplay(const ReplayOptions& o) {
-  if (o.config.empty()) return absl::InvalidArgumentError("replay needs --config FILE");
+  if (o.config.empty() && o.rules.empty())
+    return absl::InvalidArgumentError("replay needs --config FILE (or --rules FILE)");
   if (o.in_a.empty()) return absl::InvalidArgumentError("replay needs --in FILE.pcap");
   // Input paths become DPDK vdev arguments (net_pcap0,rx_pcap=PATH), which are comma-separated:
   // refused before anything is read or created.
@@ -98,8 +99,17 @@ absl::Status runReplay(const ReplayOptions& o) {
               "comma-separated); rename the file or link it under a name without ','"));
     }
   }
-  auto cfg = loadConfigFile(o.config);
+  absl::StatusOr<v1::ApplianceConfig> cfg =
+      o.config.empty() ? absl::StatusOr<v1::ApplianceConfig>(v1::ApplianceConfig())
+                       : loadConfigFile(o.config);
   if (!cfg.ok()) return cfg.status();
+  // --- signatures --- --rules FILE: a signature file of the DPI stage (paths as given,
+  // relative to the working directory).
+  for (const std::string& r : o.rules) {
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(r, ec);
+    cfg->mutable_dpi()->mutable_signatures()->add_files(ec ? r : p.lexically_normal().string());
+  }
   ModelDetails details;
   auto model = toModel(*cfg, nullptr, &details);
   if (!model.ok()) return absl::InvalidArgumentError(absl::StrCat(o.config, ": ",
@@ -233,6 +243,7 @@ absl::Status runReplay(const ReplayOptions& o) {
   auto drain = [&]() {
     plane->drainEvents([&](const dp::Event& e) {
       noteDnsBlock(e, sum);  // the names DNS filtering blocked, for the summary's headline
+      noteSigAlert(e, *plane, sum);  // --- signatures --- the signatures that alerted
       if (eout.is_open()) eout << eventJson(e, 0, plane.get(), /*replay_index=*/true) << '\n';
     });
   };
@@ -280,7 +291,9 @@ absl::Status runReplay(const ReplayOptions& o) {
     sum.flows_active_at_end += plane->worker(k).flows().size();
   }
   sum.title = absl::StrCat("dpu-appliance replay: ", o.in_a, o.in_b.empty() ? "" : " + ",
-                           o.in_b, " with ", o.config);
+                           o.in_b, " with ",
+                           o.config.empty() ? std::string("the default config") : o.config);
+  for (const std::string& r : o.rules) absl::StrAppend(&sum.title, " + ", r);
   fillPorts(*plane, sum);
   for (int side = 0; side < 2; ++side) {
     if (sum.ports[side].rx_errors == 0) continue;

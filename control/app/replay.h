@@ -12,7 +12,10 @@
 namespace dpu::ctl {
 
 struct ReplayOptions {
-  std::string config;        // required
+  std::string config;        // required unless `rules` names signature files
+  // --rules FILE (repeatable): Suricata-format rule files added to dpi.signatures.files (as
+  // `suricata -r X.pcap -S FILE`); without --config the rest of the config is the default.
+  std::vector<std::string> rules;
   std::string in_a;          // required: traffic arriving on side A
   std::string in_b;          // optional: traffic arriving on side B (merged by timestamp)
   std::string out_b;         // --out: what the appliance sends out of side B

@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
 #include "dataplane/flow/tcp_state.h"
 
 namespace dpu::ctl {
@@ -182,6 +184,11 @@ void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& 
           "INSPECT_STREAM): its rules do not see HTTP files (de-chunked, decompressed bodies)"));
     }
   }
+  if (snap.dpi && snap.dpi->sigs) {  // --- signatures ---
+    in.sig_enabled = true;
+    in.sig_accepted = snap.dpi->sigs->rules.size();
+    in.sig_refused = snap.dpi->sigs->refused;
+  }
   if (snap.dpi) {
     in.dpi_accepted = snap.dpi->rules.size();
     in.dpi_unsupported = snap.dpi->unsupported.size();
@@ -308,7 +315,8 @@ void appendHeadline(const SummaryInput& in, std::string& s) {
     line("dns", text);
   }
   // DPI: the rule set, then every rule that matched with what its action did.
-  if (in.dpi_enabled) {
+  const bool yara_shown = in.dpi_enabled && (in.dpi_accepted || in.dpi_unsupported || !in.sig_enabled);
+  if (yara_shown) {
     std::string text = absl::StrCat(nOf(in.dpi_accepted, "YARA rule", "YARA rules"), " loaded");
     if (in.dpi_unsupported) absl::StrAppend(&text, " (", in.dpi_unsupported, " unsupported, not loaded)");
     uint64_t matched = 0;
@@ -325,6 +333,15 @@ void appendHeadline(const SummaryInput& in, std::string& s) {
       line("dpi", absl::StrCat("rule ", r.id, " matched ", nOf(r.matches, "time", "times"), ": ",
                                action.empty() ? "" : action, action.empty() ? "" : ", ", effect));
     }
+  }
+  if (in.sig_enabled) {  // --- signatures ---
+    std::string text = absl::StrCat(nOf(in.sig_accepted, "signature", "signatures"), " loaded");
+    if (!in.sig_refused.empty()) absl::StrAppend(&text, " (", in.sig_refused.size(), " refused, not loaded)");
+    absl::StrAppend(&text, ", ", in.sig_fired.size(), " fired");
+    line("sig", text);
+    for (const SummaryInput::SigFired& f : in.sig_fired)
+      line("sig", absl::StrCat("[", f.gid, ":", f.sid, ":", f.rev, "] ", f.msg, ": ",
+                               nOf(f.alerts, "alert", "alerts"), ", ", f.action));
   }
   // Load balancer: flows per backend, per service that got any.
   for (size_t i = 0; i < in.lb_backends.size();) {
@@ -574,6 +591,27 @@ std::string formatSummary(const SummaryInput& in) {
       absl::StrAppend(&s, absl::StrFormat("  %-40s %12u\n", r.id, r.matches));
     }
   }
+  if (in.sig_enabled) {  // --- signatures ---
+    const auto& tc = in.counters.total;
+    absl::StrAppend(&s, absl::StrFormat(
+        "signatures: %u loaded, %u refused, %u fired; %u inspections, %u candidates, %u matched; "
+        "%u alerts, %u drops, %u rejects, %u passes\n",
+        in.sig_accepted, in.sig_refused.size(), in.sig_fired.size(), tc.sig_inspected,
+        tc.sig_candidates, tc.sig_matches, tc.sig_alerts, tc.sig_drops, tc.sig_rejects, tc.sig_passes));
+    if (tc.sig_pcre_errors || tc.sig_flowbits_full || tc.sig_threshold_full || tc.sig_hits_dropped)
+      absl::StrAppend(&s, absl::StrFormat(
+          "  undecided pcre (match limit) %u, flowbits without room %u, thresholds without room "
+          "%u, hits beyond 64 per packet %u\n",
+          tc.sig_pcre_errors, tc.sig_flowbits_full, tc.sig_threshold_full, tc.sig_hits_dropped));
+    std::map<std::string, size_t> why;
+    for (const rules::SigRefusal& r : in.sig_refused) ++why[r.reason];
+    std::vector<std::pair<size_t, std::string>> top;
+    for (auto& [k, n] : why) top.push_back({n, k});
+    std::sort(top.rbegin(), top.rend());
+    for (size_t k = 0; k < top.size() && k < 10; ++k)
+      absl::StrAppend(&s, absl::StrFormat("  refused %6u: %s\n", top[k].first, top[k].second));
+    if (top.size() > 10) absl::StrAppend(&s, "  (more reasons: --summary-json lists every refusal)\n");
+  }
   appendTcpStreamSummary(in, s, false);  // --- tcp stream ---
   appendHttpSummary(in, s, false);  // --- http ---
   appendDnsSummary(in, s);  // DNS filtering
@@ -684,6 +722,28 @@ std::string summaryJson(const SummaryInput& in) {
     }
     absl::StrAppend(&s, "}}");
   }
+  if (in.sig_enabled) {  // --- signatures ---
+    const auto& tc = in.counters.total;
+    absl::StrAppend(&s, ",\"signatures\":{\"accepted\":", in.sig_accepted, ",\"refused\":[");
+    for (size_t k = 0; k < in.sig_refused.size(); ++k) {
+      const rules::SigRefusal& r = in.sig_refused[k];
+      absl::StrAppend(&s, k ? "," : "", "{\"sid\":", r.sid, ",\"source\":", jsonText(r.source),
+                      ",\"line\":", r.line, ",\"reason\":", jsonText(r.reason), "}");
+    }
+    absl::StrAppend(&s, "],\"fired\":[");
+    for (size_t k = 0; k < in.sig_fired.size(); ++k) {
+      const SummaryInput::SigFired& f = in.sig_fired[k];
+      absl::StrAppend(&s, k ? "," : "", "{\"gid\":", f.gid, ",\"sid\":", f.sid, ",\"rev\":", f.rev,
+                      ",\"signature\":", jsonText(f.msg), ",\"action\":\"", f.action,
+                      "\",\"alerts\":", f.alerts, "}");
+    }
+    absl::StrAppend(&s, "],\"inspected\":", tc.sig_inspected, ",\"candidates\":", tc.sig_candidates,
+                    ",\"matched\":", tc.sig_matches, ",\"alerts\":", tc.sig_alerts, ",\"drops\":",
+                    tc.sig_drops, ",\"rejects\":", tc.sig_rejects, ",\"passes\":", tc.sig_passes,
+                    ",\"pcre_errors\":", tc.sig_pcre_errors, ",\"flowbits_full\":", tc.sig_flowbits_full,
+                    ",\"threshold_full\":", tc.sig_threshold_full, ",\"hits_dropped\":",
+                    tc.sig_hits_dropped, "}");
+  }
   appendTcpStreamSummary(in, s, true);  // --- tcp stream --- ,"tcp_stream":{...}
   appendHttpSummary(in, s, true);  // --- http --- ,"http":{...}
   appendDnsSummaryJson(in, s);  // DNS filtering: ,"dns":{...}
@@ -716,6 +776,23 @@ std::string summaryJson(const SummaryInput& in) {
   }
   absl::StrAppend(&s, "]}");
   return s;
+}
+
+void noteSigAlert(const dp::Event& e, const dp::DataplaneControl& plane, SummaryInput& in) {
+  if (e.type != dp::EventType::kDpiAlert || e.rule == dp::kNoRule || !(e.rule & rules::kSigRuleBit)) return;
+  auto d = plane.dpiRules(e.generation);
+  const uint32_t idx = e.rule & ~rules::kSigRuleBit;
+  if (!d || !d->sigs || idx >= d->sigs->rules.size()) return;
+  const rules::Signature& g = d->sigs->rules[idx].sig;
+  for (SummaryInput::SigFired& f : in.sig_fired)
+    if (f.gid == g.gid && f.sid == g.sid) {
+      ++f.alerts;
+      return;
+    }
+  const char* action = g.action == rules::SigAction::kDrop     ? "drop"
+                       : g.action == rules::SigAction::kReject ? "reject"
+                                                               : "alert";
+  in.sig_fired.push_back({g.gid, g.sid, g.rev, g.msg, action, 1});
 }
 
 std::string ruleLabel(const dp::DataplaneControl* names, uint32_t generation, dp::Stage stage,
@@ -774,7 +851,9 @@ static void appendHttpJson(const dp::HttpEventInfo& h, std::string& s) {
 
 std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
                       const dp::DataplaneControl* names, bool replay_index) {
-  const std::string pcap_cnt = replay_index ? absl::StrCat(",\"pcap_cnt\":", e.seq) : "";
+  // eve.json's pcap_cnt: the packet's number in the capture, counting from 1 (`seq` is the
+  // 0-based index).
+  const std::string pcap_cnt = replay_index ? absl::StrCat(",\"pcap_cnt\":", e.seq + 1) : "";
   uint64_t ts = static_cast<uint64_t>(static_cast<int64_t>(e.ts_ns) + wall_offset_ns);
   std::string s = absl::StrCat("{\"timestamp\":\"", isoTime(ts), "\",\"event_type\":\"",
                                dp::eventTypeName(e.type), "\"");
@@ -814,7 +893,40 @@ std::string eventJson(const dp::Event& e, int64_t wall_offset_ns,
     // The rule's action, tags and metadata (as Suricata's alert.metadata: key -> values).
     std::shared_ptr<const rules::CompiledDpi> d =
         names != nullptr && e.rule != dp::kNoRule ? names->dpiRules(e.generation) : nullptr;
-    if (d && e.rule < d->rules.size()) {
+    // --- signatures --- a Suricata-format rule: eve.json's alert fields.
+    if (d && (e.rule & rules::kSigRuleBit) && d->sigs &&
+        (e.rule & ~rules::kSigRuleBit) < d->sigs->rules.size()) {
+      const auto& r = d->sigs->rules[e.rule & ~rules::kSigRuleBit];
+      const rules::Signature& g = r.sig;
+      absl::StrAppend(&s, ",\"action\":\"",
+                      e.verdict == dp::Verdict::kForward ? "allowed" : "blocked",
+                      "\",\"gid\":", g.gid, ",\"signature_id\":", g.sid, ",\"rev\":", g.rev,
+                      ",\"signature\":", jsonText(g.msg), ",\"category\":", jsonText(r.category),
+                      ",\"severity\":", r.severity, ",\"source\":", jsonText(g.source));
+      if (!g.metadata.empty()) {
+        absl::StrAppend(&s, ",\"metadata\":{");
+        // "key value, key value" entries -> key: [values]
+        std::vector<std::pair<std::string, std::vector<std::string>>> kv;
+        for (const std::string& m : g.metadata)
+          for (absl::string_view part : absl::StrSplit(m, ',')) {
+            part = absl::StripAsciiWhitespace(part);
+            size_t sp = part.find(' ');
+            if (part.empty() || sp == absl::string_view::npos) continue;
+            std::string key(part.substr(0, sp));
+            std::string val(absl::StripAsciiWhitespace(part.substr(sp + 1)));
+            auto it = std::find_if(kv.begin(), kv.end(), [&](const auto& x) { return x.first == key; });
+            if (it == kv.end()) kv.push_back({key, {val}});
+            else it->second.push_back(val);
+          }
+        for (size_t k = 0; k < kv.size(); ++k) {
+          absl::StrAppend(&s, k ? "," : "", jsonText(kv[k].first), ":[");
+          for (size_t j = 0; j < kv[k].second.size(); ++j)
+            absl::StrAppend(&s, j ? "," : "", jsonText(kv[k].second[j]));
+          absl::StrAppend(&s, "]");
+        }
+        absl::StrAppend(&s, "}");
+      }
+    } else if (d && e.rule < d->rules.size()) {
       const rules::DpiRule& r = d->rules[e.rule];
       absl::StrAppend(&s, ",\"action\":\"", rules::dpiActionName(r.action), "\",\"tags\":[");
       for (size_t k = 0; k < r.tags.size(); ++k) absl::StrAppend(&s, k ? "," : "", jsonText(r.tags[k]));

@@ -2,6 +2,8 @@
 // (JSON lines) and events (JSON lines shaped like Suricata's eve.json).
 #pragma once
 
+#include "rules/model/signature.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,6 +38,17 @@ struct SummaryInput {
   bool dpi_enabled = false;
   uint64_t dpi_accepted = 0, dpi_unsupported = 0;
   std::vector<dp::DpiRuleCounters> dpi_rules;
+  // --- signatures --- the running Suricata-format rule set: accepted, refused (sid, line,
+  // reason), and the signatures that alerted (from the events: noteSigAlert).
+  bool sig_enabled = false;
+  uint64_t sig_accepted = 0;
+  std::vector<rules::SigRefusal> sig_refused;
+  struct SigFired {
+    uint32_t gid = 1, sid = 0, rev = 0;
+    std::string msg, action;
+    uint64_t alerts = 0;
+  };
+  std::vector<SigFired> sig_fired;  // first fired first
   // --- headline --- what the summary opens with: per stage, what was blocked, by which
   // rule and why (fillStageReports fills all but dns_blocked).
   struct FwRuleNote {
@@ -66,6 +79,8 @@ struct SummaryInput {
 // matches with their actions, flows per load balancer backend. Used by replay and run alike.
 void fillStageReports(const dp::DataplaneControl& plane, const rules::Snapshot& snap,
                       SummaryInput& in);
+// --- signatures --- Adds a signature's alert event to in.sig_fired; other events are ignored.
+void noteSigAlert(const dp::Event& e, const dp::DataplaneControl& plane, SummaryInput& in);
 // Adds a DNS event (a blocked name) to in.dns_blocked; other events are ignored.
 void noteDnsBlock(const dp::Event& e, SummaryInput& in);
 

@@ -273,6 +273,11 @@ void resolveRelativePaths(v1::ApplianceConfig* cfg, const std::string& base_dir)
   if (cfg->has_dpi()) {  // --- dpi ---
     for (std::string& f : *cfg->mutable_dpi()->mutable_rule_files()) fix(&f);
     if (!cfg->dpi().cache_dir().empty()) fix(cfg->mutable_dpi()->mutable_cache_dir());
+    if (cfg->dpi().has_signatures()) {  // --- signatures ---
+      v1::DpiSignatures* sg = cfg->mutable_dpi()->mutable_signatures();
+      for (std::string& f : *sg->mutable_files()) fix(&f);
+      if (!sg->classification_file().empty()) fix(sg->mutable_classification_file());
+    }
   }
   fixDnsPaths(cfg, fix);  // DNS filtering: list files
 }

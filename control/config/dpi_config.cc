@@ -43,6 +43,30 @@ bool libhtpHasPersonality(int p) {
   return ok;
 }
 
+// A rule file's text into `out`; false (an error on `field`) when it cannot be read.
+// `ext`: the files a directory given instead should be named by (".yar").
+bool readRuleFile(const std::string& path, const std::string& field, const char* ext,
+                  rules::ConfigErrorList& errors, std::string* out) {
+  if (path.empty()) {
+    errors.push_back(dpiError(field, "empty path"));
+    return false;
+  }
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(path, dir_ec)) {
+    errors.push_back(dpiError(field, absl::StrCat(path, ": is a directory (name its ", ext, " files)")));
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    errors.push_back(dpiError(field, absl::StrCat(path, ": cannot be read")));
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
 }  // namespace
 
 absl::Status checkRuleSetName(const std::string& name) {
@@ -66,24 +90,9 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
   for (int k = 0; k < c.rule_files_size(); ++k) {
     reading.advance();
     const std::string& path = c.rule_files(k);
-    const std::string field = absl::StrCat("dpi.rule_files[", k, "]");
-    if (path.empty()) {
-      errors.push_back(dpiError(field, "empty path"));
-      continue;
-    }
-    std::error_code dir_ec;
-    if (std::filesystem::is_directory(path, dir_ec)) {
-      errors.push_back(dpiError(field, absl::StrCat(path, ": is a directory (name its .yar files)")));
-      continue;
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      errors.push_back(dpiError(field, absl::StrCat(path, ": cannot be read")));
-      continue;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    m->sources.push_back({path, ss.str()});
+    std::string text;
+    if (!readRuleFile(path, absl::StrCat("dpi.rule_files[", k, "]"), ".yar", errors, &text)) continue;
+    m->sources.push_back({path, std::move(text)});
   }
   // Sources are named by their file name (rule ids "<file name>:<rule>", the same wherever
   // the files live); by the full path when two files share a name.
@@ -166,7 +175,9 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
   // HTTP is parsed with the defaults when there are rules (files are what YARA rules are
   // written for: a rule file alone must see a chunked or gzip download).
   if (!c.has_http()) {
-    m->http.enabled = m->http.implicit = !m->sources.empty();
+    // (signatures: their HTTP buffers come from the same parser)
+    m->http.enabled = m->http.implicit =
+        !m->sources.empty() || (c.has_signatures() && (c.signatures().files_size() || c.signatures().sets_size()));
   } else {
     const v1::DpiHttpConfig& h = c.http();
     rules::DpiHttpModel& hm = m->http;
@@ -237,6 +248,47 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
       for (const rules::DpiScope& sc : m->scopes) scoped = scoped || sc.source == y.name;
       if (!scoped) m->scopes.push_back({y.name, rules::DpiInspect::kBoth});
     }
+  }
+  // --- signatures --- Suricata-format rule files and sets (docs/signatures.md).
+  if (c.has_signatures()) {
+    const v1::DpiSignatures& sg = c.signatures();
+    rules::SigModel& sm = m->signatures;
+    std::set<std::string> sig_names;
+    for (int k = 0; k < sg.files_size(); ++k) {
+      rules::SigSource src;
+      const std::string field = absl::StrCat("dpi.signatures.files[", k, "]");
+      if (!readRuleFile(sg.files(k), field, ".rules", errors, &src.text)) continue;
+      src.name = std::filesystem::path(sg.files(k)).filename().string();
+      if (!sig_names.insert(src.name).second) src.name = sg.files(k);  // two files of one name
+      sm.sources.push_back(std::move(src));
+    }
+    for (int k = 0; k < sg.sets_size(); ++k) {
+      const v1::DpiRuleSet& rs = sg.sets(k);
+      const std::string field = absl::StrCat("dpi.signatures.sets[", k, "].name");
+      if (absl::Status st = checkRuleSetName(rs.name()); !st.ok()) {
+        errors.push_back(dpiError(field, std::string(st.message())));
+        continue;
+      }
+      if (!sig_names.insert(rs.name()).second) {
+        errors.push_back(dpiError(field, absl::StrCat("'", rs.name(), "' names another signature set or file")));
+        continue;
+      }
+      sm.sources.push_back({rs.name(), rs.text()});
+    }
+    // Sorted: the model (and so "did it change") does not depend on the map's order.
+    std::map<std::string, std::string> av(sg.address_vars().begin(), sg.address_vars().end());
+    std::map<std::string, std::string> pv(sg.port_vars().begin(), sg.port_vars().end());
+    for (auto& [k, v] : av) sm.vars.addresses.emplace_back(k, v);
+    for (auto& [k, v] : pv) sm.vars.ports.emplace_back(k, v);
+    std::string cls = sg.classification_file();
+    if (cls.empty() && sg.files_size() > 0) {
+      std::filesystem::path beside = std::filesystem::path(sg.files(0)).parent_path() / "classification.config";
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(beside, ec)) cls = beside.string();
+    }
+    if (!cls.empty() && readRuleFile(cls, "dpi.signatures.classification_file", "", errors,
+                                     &sm.classification_text))
+      sm.classification_name = cls;
   }
   if (m->prefilter_windows_per_worker > (1u << 22))
     errors.push_back(dpiError("dpi.prefilter_windows_per_worker",

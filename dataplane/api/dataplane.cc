@@ -524,6 +524,7 @@ void Dataplane::rememberNames(const rules::Snapshot& s) {
       n->rules = s.dpi->rules;
       n->unsupported = s.dpi->unsupported;
       n->num_namespaces = s.dpi->num_namespaces;
+      n->sigs = s.dpi->sigs;  // --- signatures --- (shared while the signatures are unchanged)
       dpi_names = std::move(n);
     }
   }
@@ -541,6 +542,11 @@ std::string Dataplane::ruleNameLocked(uint32_t generation, Stage stage, uint32_t
     if (it->generation != generation) continue;
     if (stage == Stage::kFirewall && it->fw && rule < it->fw->rules.size()) {
       return it->fw->rules[rule].id;
+    }
+    if (stage == Stage::kDpi && it->dpi && (rule & rules::kSigRuleBit) && it->dpi->sigs &&
+        (rule & ~rules::kSigRuleBit) < it->dpi->sigs->rules.size()) {  // --- signatures ---
+      const rules::Signature& g = it->dpi->sigs->rules[rule & ~rules::kSigRuleBit].sig;
+      return absl::StrCat(g.gid, ":", g.sid);
     }
     if (stage == Stage::kDpi && it->dpi && rule < it->dpi->rules.size()) {
       return it->dpi->rules[rule].id();

@@ -3,6 +3,7 @@
 #include <htp/htp.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <strings.h>
 
@@ -217,6 +218,110 @@ int cbResponseComplete(htp_tx_t* tx) {
     closeFile(*s, 1, s->closing && !s->file[1].until_close);
   return HTP_OK;
 }
+// --- signatures --- the header-level buffers of one side of `tx` into `in`: single
+// fields point into libhtp's strings, the assembled ones (normalized URI, headers as
+// "Name: value\r\n", header names, start line + headers) into the worker's buffers (cut at
+// their size).
+struct SigAsm {
+  std::vector<uint8_t>& b;
+  size_t n = 0;
+  void add(const void* p, size_t len) {
+    len = std::min(len, b.size() - n);
+    std::memcpy(b.data() + n, p, len);
+    n += len;
+  }
+  void add(const bstr* x) {
+    if (x != nullptr) add(bstr_ptr(x), bstr_len(x));
+  }
+  void add(const char* z) { add(z, std::strlen(z)); }
+};
+void sigField(rules::SigInput& in, rules::SigBuffer b, const bstr* x) {
+  if (x != nullptr) in.set(b, bstr_ptr(x), uint32_t(bstr_len(x)));
+}
+const bstr* headerValue(htp_table_t* t, const char* name) {
+  if (t == nullptr) return nullptr;
+  htp_header_t* h = static_cast<htp_header_t*>(htp_table_get_c(t, name));
+  return h != nullptr ? h->value : nullptr;
+}
+void sigHeaders(htp_table_t* t, const bstr* line, rules::SigInput& in, std::vector<uint8_t>& hb,
+                std::vector<uint8_t>& nb, std::vector<uint8_t>& sb) {
+  SigAsm h{hb}, n{nb}, st{sb};
+  st.add(line);
+  st.add("\r\n");
+  n.add("\r\n");
+  const size_t count = t != nullptr ? htp_table_size(t) : 0;
+  for (size_t k = 0; k < count; ++k) {
+    bstr* key = nullptr;
+    htp_header_t* hd = static_cast<htp_header_t*>(htp_table_get_index(t, k, &key));
+    if (hd == nullptr) continue;
+    for (SigAsm* a : {&h, &st}) {
+      a->add(hd->name);
+      a->add(": ");
+      a->add(hd->value);
+      a->add("\r\n");
+    }
+    n.add(hd->name);
+    n.add("\r\n");
+  }
+  st.add("\r\n");
+  n.add("\r\n");
+  in.set(rules::SigBuffer::kHttpHeader, hb.data(), uint32_t(h.n));
+  in.set(rules::SigBuffer::kHttpHeaderRaw, hb.data(), uint32_t(h.n));
+  in.set(rules::SigBuffer::kHttpHeaderNames, nb.data(), uint32_t(n.n));
+  in.set(rules::SigBuffer::kHttpStart, sb.data(), uint32_t(st.n));
+}
+int sigTx(htp_tx_t* tx, int dir) {
+  Slot* s = slotOf(tx);
+  if (s == nullptr || s->sink == nullptr || !s->sink->wantsHeaders()) return HTP_OK;
+  auto& buf = s->rt->worker(s->worker).sig_buf;
+  rules::SigInput in;
+  in.stage = dir == 0 ? rules::SigStage::kRequest : rules::SigStage::kResponse;
+  in.app = rules::SigInput::kAppHttp;
+  // The request's own buffers (a response rule may name them: the same transaction).
+  sigField(in, rules::SigBuffer::kHttpMethod, tx->request_method);
+  sigField(in, rules::SigBuffer::kHttpUriRaw, tx->request_uri);
+  sigField(in, rules::SigBuffer::kHttpRequestLine, tx->request_line);
+  sigField(in, rules::SigBuffer::kHttpHost, tx->request_hostname);
+  sigField(in, rules::SigBuffer::kHttpHostRaw, headerValue(tx->request_headers, "host"));
+  sigField(in, rules::SigBuffer::kHttpUserAgent, headerValue(tx->request_headers, "user-agent"));
+  sigField(in, rules::SigBuffer::kHttpReferer, headerValue(tx->request_headers, "referer"));
+  sigField(in, rules::SigBuffer::kHttpAccept, headerValue(tx->request_headers, "accept"));
+  sigField(in, rules::SigBuffer::kHttpAcceptLang, headerValue(tx->request_headers, "accept-language"));
+  sigField(in, rules::SigBuffer::kHttpAcceptEnc, headerValue(tx->request_headers, "accept-encoding"));
+  {
+    // http.uri: the normalized path (libhtp's decoding for the personality) and query.
+    SigAsm u{buf[0]};
+    if (tx->parsed_uri != nullptr && tx->parsed_uri->path != nullptr) {
+      u.add(tx->parsed_uri->path);
+      if (tx->parsed_uri->query != nullptr) {
+        u.add("?");
+        u.add(tx->parsed_uri->query);
+      }
+      in.set(rules::SigBuffer::kHttpUri, buf[0].data(), uint32_t(u.n));
+    } else {
+      sigField(in, rules::SigBuffer::kHttpUri, tx->request_uri);
+    }
+  }
+  htp_table_t* t = dir == 0 ? tx->request_headers : tx->response_headers;
+  sigHeaders(t, dir == 0 ? tx->request_line : tx->response_line, in, buf[1], buf[2], buf[3]);
+  sigField(in, rules::SigBuffer::kHttpProtocol, dir == 0 ? tx->request_protocol : tx->response_protocol);
+  sigField(in, rules::SigBuffer::kHttpCookie, headerValue(t, dir == 0 ? "cookie" : "set-cookie"));
+  sigField(in, rules::SigBuffer::kHttpContentType, headerValue(t, "content-type"));
+  sigField(in, rules::SigBuffer::kHttpContentLen, headerValue(t, "content-length"));
+  sigField(in, rules::SigBuffer::kHttpConnection, headerValue(t, "connection"));
+  if (dir == 1) {
+    sigField(in, rules::SigBuffer::kHttpStatCode, tx->response_status);
+    sigField(in, rules::SigBuffer::kHttpStatMsg, tx->response_message);
+    sigField(in, rules::SigBuffer::kHttpResponseLine, tx->response_line);
+    sigField(in, rules::SigBuffer::kHttpLocation, headerValue(t, "location"));
+    sigField(in, rules::SigBuffer::kHttpServer, headerValue(t, "server"));
+  }
+  s->sink->headers(in);
+  return HTP_OK;
+}
+int cbRequestHeaders(htp_tx_t* tx) { return sigTx(tx, 0); }
+int cbResponseHeaders(htp_tx_t* tx) { return sigTx(tx, 1); }
+
 int cbTxComplete(htp_tx_t* tx) {
   Slot* s = slotOf(tx);
   if (s == nullptr || s->sink == nullptr || !s->rt->settings().http_events) return HTP_OK;
@@ -368,6 +473,8 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
   htp_config_set_compression_time_limit(cfg, size_t(s.bomb_time_limit_us));
   htp_config_register_multipart_parser(cfg);
   htp_config_register_request_line(cfg, cbRequestLine);
+  htp_config_register_request_headers(cfg, cbRequestHeaders);    // --- signatures ---
+  htp_config_register_response_headers(cfg, cbResponseHeaders);
   htp_config_register_request_body_data(cfg, cbRequestBody);
   htp_config_register_response_body_data(cfg, cbResponseBody);
   htp_config_register_request_file_data(cfg, cbRequestFile);
@@ -378,6 +485,7 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
 
   rt->workers_.resize(workers);
   for (PerWorker& w : rt->workers_) {
+    for (auto& b : w.sig_buf) b.resize(PerWorker::kHeaderBufferBytes);
     w.slots.resize(s.flow_slots_per_worker);
     w.free.reserve(s.flow_slots_per_worker);
     for (uint32_t k = s.flow_slots_per_worker; k > 0; --k) w.free.push_back(k - 1);

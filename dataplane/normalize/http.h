@@ -27,6 +27,7 @@
 #include "dataplane/api/http_event.h"
 #include "dataplane/packet/packet_meta.h"
 #include "dataplane/stages/dpi/dpi_runtime.h"
+#include "rules/compiled/signatures.h"
 
 struct htp_cfg_t;
 struct htp_connp_t;
@@ -111,6 +112,11 @@ class HttpSink {
     (void)p;
     (void)n;
   }
+  // --- signatures --- the header-level buffers of a transaction (request line and headers
+  // when `in.stage` is kRequest; then the response's, with the request's still there, when
+  // kResponse), for sinks that want them (wantsHeaders).
+  virtual bool wantsHeaders() const { return false; }
+  virtual void headers(rules::SigInput& in) { (void)in; }
 };
 
 class HttpRuntime {
@@ -140,6 +146,10 @@ class HttpRuntime {
   struct PerWorker {
     std::vector<Slot> slots;
     std::vector<uint32_t> free;
+    // --- signatures --- buffers assembled for the signature engine (normalized URI,
+    // headers, header names, start), kHeaderBufferBytes each, allocated once.
+    static constexpr size_t kHeaderBufferBytes = 32768;
+    std::vector<uint8_t> sig_buf[4];
     uint64_t counters[kHttpCounterCount] = {};  // added to the Worker's by the caller
   };
 

@@ -160,6 +160,12 @@ struct alignas(64) WorkerCounters {
   // Prefilter (HS_FLAG_PREFILTER) candidates confirmed / rejected by PCRE2 / not decided
   // (match limit), and flow directions that got no history window.
   Counter dpi_pf_confirmed, dpi_pf_rejected, dpi_pf_errors, dpi_no_window;
+  // --- signatures --- inspections, candidates from the prefilter, rules confirmed; alerts,
+  // drops, rejects and passes acted on; PCRE2 errors (match limit); flowbits that found no
+  // room in their flow; threshold entries with no room (alerted unthresholded); hits beyond
+  // the per-packet bound (64).
+  Counter sig_inspected, sig_candidates, sig_matches, sig_alerts, sig_drops, sig_rejects;
+  Counter sig_passes, sig_pcre_errors, sig_flowbits_full, sig_threshold_full, sig_hits_dropped;
   Counter tcp_stream[kTcpStreamCounterCount];
   Counter http[kHttpCounterCount];  // (dataplane/normalize/http.h)
   // DNS filtering.
@@ -219,6 +225,9 @@ struct CountersSnapshot {
     uint64_t dpi_depth = 0, dpi_no_stream = 0, dpi_overflow = 0;
     uint64_t dpi_rst_sent = 0;
     uint64_t dpi_pf_confirmed = 0, dpi_pf_rejected = 0, dpi_pf_errors = 0, dpi_no_window = 0;
+    uint64_t sig_inspected = 0, sig_candidates = 0, sig_matches = 0, sig_alerts = 0, sig_drops = 0;
+    uint64_t sig_rejects = 0, sig_passes = 0, sig_pcre_errors = 0, sig_flowbits_full = 0;
+    uint64_t sig_threshold_full = 0, sig_hits_dropped = 0;
     uint64_t tcp_stream[kTcpStreamCounterCount]{};
     uint64_t http[kHttpCounterCount]{};
     // DNS filtering.

@@ -2236,6 +2236,46 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       errors.push_back({"dpi", a.rule, -1, 0, "", "dpi.actions", "no such YARA rule"});
   }
   if (errors.size() > errors_before) return errorsToStatus(errors);
+  // --- signatures --- compiled beside the YARA rules (the last set kept: an edit of the
+  // YARA rules, or a merge's republish, does not compile them again).
+  if (!model.signatures.sources.empty()) {
+    static SigModel* last_model = new SigModel();  // under cache.mu; never destroyed (as the cache)
+    static auto* last = new std::shared_ptr<const CompiledSignatures>();
+    if (*last && *last_model == model.signatures) {
+      L.dpi->sigs = *last;
+    } else {
+      SigClassification cls;
+      SigCompileOptions so;
+      so.vars = model.signatures.vars;
+      if (!model.signatures.classification_text.empty()) {
+        auto c = parseClassification(model.signatures.classification_text,
+                                     model.signatures.classification_name);
+        if (!c.ok()) {
+          errors.push_back({"dpi", "", -1, 0, model.signatures.classification_name,
+                            "dpi.signatures.classification_file", std::string(c.status().message())});
+          return errorsToStatus(errors);
+        }
+        cls = std::move(*c);
+        so.classification = &cls;
+      }
+      so.compile_hyperscan = opt.compile_hyperscan;
+      auto sg = compileSignatures(model.signatures.sources, so);
+      if (!sg.ok()) {
+        errors.push_back({"dpi", "", -1, 0, "", "dpi.signatures", std::string(sg.status().message())});
+        return errorsToStatus(errors);
+      }
+      L.dpi->sigs = *sg;
+      if (opt.compile_hyperscan) {
+        *last_model = model.signatures;
+        *last = *sg;
+      }
+    }
+    if (model.unsupported_fails)
+      for (const SigRefusal& r : L.dpi->sigs->refused)
+        errors.push_back({"dpi", absl::StrCat("sid:", r.sid), -1, int(r.line), r.source,
+                          "dpi.unsupported_fails", "signature refused: " + r.reason});
+    if (errors.size() > errors_before) return errorsToStatus(errors);
+  }
   return std::shared_ptr<const CompiledDpi>(L.dpi);
 }
 

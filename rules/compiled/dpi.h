@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "rules/compiled/signatures.h"
 #include "rules/model/dpi.h"
 
 namespace dpu::rules {
@@ -209,6 +210,9 @@ class CompiledDpi {
 
   // --- compiled content (filled by the translator) ---
   std::vector<DpiRule> rules;          // supported rules, evaluation order (declaration order)
+  // --- signatures --- the Suricata-format rules of dpi.signatures (null: none). Their hits
+  // are reported as rule kSigRuleBit | index (events, verdicts).
+  std::shared_ptr<const CompiledSignatures> sigs;
   std::vector<DpiUnsupported> unsupported;
   std::vector<CondNode> nodes;
   std::vector<DpiString> strings;

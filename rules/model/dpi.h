@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "rules/model/signature.h"
+
 namespace dpu::rules {
 
 enum class DpiAction : uint8_t { kAlert = 0, kDrop = 1, kReset = 2 };
@@ -95,6 +97,7 @@ struct DpiModel {
   uint32_t prefilter_windows_per_worker = 4096;
   DpiHttpModel http;                     // --- http ---
   std::vector<DpiScope> scopes;
+  SigModel signatures;                   // --- signatures --- Suricata-format rules
   bool operator==(const DpiModel&) const = default;
 };
 

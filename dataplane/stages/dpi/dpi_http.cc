@@ -57,6 +57,12 @@ struct HttpPathSink final : HttpSink {
   void transaction(const HttpEventInfo& t) override {
     w->httpEvent(EventType::kHttp, t, *id, b != nullptr ? b->ts[i] : w->cx_.now_ns);
   }
+  // --- signatures --- header-level buffers of a transaction, on the packet that completed
+  // them (at the flow's end there is no packet: not inspected).
+  bool wantsHeaders() const override { return b != nullptr && w->sigWantsHeaders(); }
+  void headers(rules::SigInput& in) override {
+    if (b != nullptr) w->sigRun(*b, i, pos, in);
+  }
 };
 
 void DpiStage::httpCounters() {

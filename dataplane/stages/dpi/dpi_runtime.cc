@@ -70,6 +70,11 @@ absl::StatusOr<std::shared_ptr<DpiRuntime>> DpiRuntime::create(
       w.free_compact.reserve(w.compact_slots);
       for (uint32_t i = w.compact_slots; i > 0; --i) w.free_compact.push_back(i - 1);
     }
+    if (d.sigs) {  // --- signatures ---
+      auto sc = d.sigs->makeScratch();
+      if (!sc.ok()) return sc.status();
+      w.sig = std::move(*sc);
+    }
     w.block_ms.reset(new uint8_t[rt->ms_stride_]());
     w.fired.reset(new uint32_t[d.rules.empty() ? 1 : d.rules.size()]);
     w.dirty.reset(new uint64_t[d.dirtyWords() + 1]());

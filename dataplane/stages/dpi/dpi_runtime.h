@@ -100,6 +100,8 @@ class DpiRuntime {
     // CompiledDpi::evaluateChanged).
     std::unique_ptr<uint64_t[]> dirty;
     std::unique_ptr<uint8_t[]> mask_tmp;    // fired | report mask (rule bits)
+    // --- signatures --- the scratch of CompiledDpi::sigs (null: no signatures).
+    rules::SigScratchPtr sig;
   };
 
   // Report masks (docs/http.md): one bit per rule that a direction does not

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "dataplane/stages/dpi/dpi_stage.h"
+#include "dataplane/stages/dns/dns_message.h"
 
 namespace dpu::dp {
 
@@ -21,6 +22,8 @@ DpiStage::DpiStage(PathContext& cx, uint32_t hold_slots)
   dpi_dirs_.reset(new DpiDir[size_t(flows_->capacity()) * 2]);
   dpi_block_.reset(new uint32_t[flows_->capacity()]());
   http_flows_.reset(new HttpFlow[flows_->capacity()]);
+  sig_flows_.reset(new rules::SigFlowState[flows_->capacity()]);
+  sig_pass_.reset(new uint8_t[flows_->capacity()]());
   holdInit(hold_slots);
   cx.holder = this;
 }
@@ -100,6 +103,9 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
   DpiOutcome o;
   if (pos < 0) {
     DpiInspector::block(*dpi_rt_, cx_.opts.id, p, pm.payload_len, o);
+    dpiAct(o, b, i, pos);
+    sigInspect(b, i, pos, p, pm.payload_len);
+    return;
   } else {
     DpiDir& d = dpi_dirs_[size_t(pos) * 2 + (b.dir[i] & 1)];
     if (pm.l4_proto == kProtoTcpNum) {
@@ -120,15 +126,163 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
       if (http_rt_ != nullptr && !httpStage(m, b, i, pos, b.st_data[i], b.st_len[i])) return;
       DpiInspector::tcp(*dpi_rt_, cx_.opts.id, d, b.st_data[i], b.st_len[i], b.st_seq[i],
                         uint8_t(pm.tcp_flags & ~kTcpSyn), o);
-      if (fin && http_rt_ != nullptr) {
-        dpiAct(o, b, i, pos);
-        if (v.verdict == Verdict::kForward) httpFin(m, b, i, pos);
-        return;
-      }
-    } else
-      DpiInspector::udp(*dpi_rt_, cx_.opts.id, d, p, pm.payload_len, o);
+      dpiAct(o, b, i, pos);
+      sigInspect(b, i, pos, b.st_data[i], b.st_len[i]);
+      if (fin && http_rt_ != nullptr && v.verdict == Verdict::kForward) httpFin(m, b, i, pos);
+      return;
+    }
+    DpiInspector::udp(*dpi_rt_, cx_.opts.id, d, p, pm.payload_len, o);
   }
   dpiAct(o, b, i, pos);
+  sigInspect(b, i, pos, p, pm.payload_len);
+}
+
+void DpiStage::sigInspect(Burst& b, uint16_t i, int32_t pos, const uint8_t* p, uint32_t n) {
+  const rules::CompiledSignatures* sg = dpi_rt_->dpi().sigs.get();
+  if (sg == nullptr || !(sg->stages() & (1u << int(rules::SigStage::kPacket)))) return;
+  rules::SigInput in;
+  in.stage = rules::SigStage::kPacket;
+  in.set(rules::SigBuffer::kPayload, p, n);
+  sigRun(b, i, pos, in);
+  // dns.query: the question name of a DNS query over UDP port 53 (the DNS filter's parser:
+  // labels joined by '.', lower case).
+  const PacketMeta& pm = b.meta[i];
+  if ((sg->stages() & (1u << int(rules::SigStage::kDns))) && pm.l4_proto == kProtoUdpNum &&
+      (pm.dport == 53 || pm.sport == 53) && b.v[i].verdict == Verdict::kForward) {
+    DnsQuestion q;
+    if (dnsParseQuestion(p, n, q) == DnsMsgStatus::kOk && !q.isResponse()) {
+      rules::SigInput dq;
+      dq.stage = rules::SigStage::kDns;
+      dq.app = rules::SigInput::kAppDns;
+      dq.set(rules::SigBuffer::kDnsQuery, reinterpret_cast<const uint8_t*>(q.name.text), q.name.text_len);
+      sigRun(b, i, pos, dq);
+    }
+  }
+}
+
+bool DpiStage::sigWantsHeaders() const {
+  const rules::CompiledSignatures* sg = dpi_rt_ != nullptr ? dpi_rt_->dpi().sigs.get() : nullptr;
+  return sg != nullptr && (sg->stages() & ((1u << int(rules::SigStage::kRequest)) |
+                                           (1u << int(rules::SigStage::kResponse))));
+}
+
+void DpiStage::sigRun(Burst& b, uint16_t i, int32_t pos, rules::SigInput& in) {
+  const rules::CompiledSignatures* sg = dpi_rt_->dpi().sigs.get();
+  if (sg == nullptr) return;
+  PacketVerdict& v = b.v[i];
+  if (v.verdict != Verdict::kForward || (pos >= 0 && sig_pass_[pos])) return;
+  rules::SigScratch& scr = *dpi_rt_->worker(cx_.opts.id).sig;
+  const PacketMeta& pm = b.meta[i];
+  auto addr = [&](const IpAddr& a, std::array<uint8_t, 16>& out) {
+    if (pm.l3 == L3Type::kIpv4) {
+      out = {};
+      out[10] = out[11] = 0xff;
+      std::memcpy(&out[12], a.b, 4);
+    } else {
+      std::memcpy(out.data(), a.b, 16);
+    }
+  };
+  addr(pm.src, in.src);
+  addr(pm.dst, in.dst);
+  in.sport = pm.sport;
+  in.dport = pm.dport;
+  in.ip_proto = pm.l4_proto;
+  in.dsize = pm.payload_len;
+  in.now_ns = b.ts[i];
+  in.has_flow = pos >= 0;
+  in.to_server = pos < 0 || b.dir[i] == 0;
+  if (pos >= 0) {
+    const FlowEntry& e = flows_->entry(pos);
+    if (pm.l4_proto == kProtoTcpNum) {
+      in.established = e.tcp_state == TcpState::kEstablished || e.tcp_state == TcpState::kFinWait ||
+                       e.tcp_state == TcpState::kClosing;
+    } else {
+      in.established = e.packets[0] != 0 && e.packets[1] != 0;  // both ways seen (Suricata's UDP)
+    }
+    if (http_flows_[pos].state == HttpFlow::kHttp || http_flows_[pos].state == HttpFlow::kClosed)
+      in.app = rules::SigInput::kAppHttp;
+  }
+  if (in.app == rules::SigInput::kAppNone && (pm.sport == 53 || pm.dport == 53))
+    in.app = rules::SigInput::kAppDns;
+  c_->sig_inspected.add();
+  const uint64_t cand0 = scr.candidates, pcre0 = scr.pcre_errors, fb0 = scr.flowbits_full,
+                 th0 = scr.threshold_full, hd0 = scr.hits_dropped;
+  const uint32_t nh = sg->evaluate(in, pos >= 0 ? &sig_flows_[pos] : nullptr, scr, sig_hits_, 64);
+  c_->sig_candidates.add(scr.candidates - cand0);
+  if (scr.pcre_errors != pcre0) c_->sig_pcre_errors.add(scr.pcre_errors - pcre0);
+  if (scr.flowbits_full != fb0) c_->sig_flowbits_full.add(scr.flowbits_full - fb0);
+  if (scr.threshold_full != th0) c_->sig_threshold_full.add(scr.threshold_full - th0);
+  if (scr.hits_dropped != hd0) c_->sig_hits_dropped.add(scr.hits_dropped - hd0);
+  if (nh == 0) return;
+  c_->sig_matches.add(nh);
+  // The strongest action among the rules that matched: reject > drop > alert; a pass stops
+  // the flow's signature inspection (its own alerts are not raised).
+  int best = -1;
+  uint32_t best_rule = kNoRule;
+  bool pass = false;
+  for (uint32_t k = 0; k < nh; ++k) {
+    const rules::Signature& g = sg->rules[sig_hits_[k].rule].sig;
+    if (g.action == rules::SigAction::kPass) {
+      pass = true;
+      continue;
+    }
+    const int a = g.action == rules::SigAction::kReject ? 2 : g.action == rules::SigAction::kDrop ? 1 : 0;
+    if (a > best) {
+      best = a;
+      best_rule = rules::kSigRuleBit | sig_hits_[k].rule;
+    }
+  }
+  if (pass) {
+    c_->sig_passes.add();
+    if (pos >= 0) sig_pass_[pos] = 1;
+  }
+  Verdict verdict = Verdict::kForward;
+  DropReason reason = DropReason::kNone;
+  if (best == 1 || (best == 2 && pm.l4_proto != kProtoTcpNum)) {
+    verdict = Verdict::kDrop;
+    reason = DropReason::kDpiDrop;
+  } else if (best == 2) {
+    verdict = Verdict::kReject;
+    reason = DropReason::kDpiReset;
+  }
+  Event who = packetWho(b, i);
+  for (uint32_t k = 0; k < nh; ++k) {
+    const rules::Signature& g = sg->rules[sig_hits_[k].rule].sig;
+    if (g.action == rules::SigAction::kPass || !sig_hits_[k].alert) continue;
+    switch (g.action) {
+      case rules::SigAction::kDrop: c_->sig_drops.add(); break;
+      case rules::SigAction::kReject: c_->sig_rejects.add(); break;
+      default: c_->sig_alerts.add(); break;
+    }
+    Event* ev = cx_.newEvent();
+    if (ev == nullptr) break;
+    std::memcpy(ev, &who, sizeof(Event));
+    ev->type = EventType::kDpiAlert;
+    ev->worker = static_cast<uint8_t>(cx_.opts.id);
+    ev->stage = Stage::kDpi;
+    ev->rule = rules::kSigRuleBit | sig_hits_[k].rule;
+    ev->reason = DropReason::kNone;
+    ev->verdict = verdict;
+    ev->generation = cx_.generation;
+    cx_.postEvent(ev);
+  }
+  if (verdict == Verdict::kForward) return;
+  v.verdict = verdict;
+  v.stage = Stage::kDpi;
+  v.reason = reason;
+  v.rule = best_rule;
+  if (pos >= 0) block(pos, best_rule + 1);
+}
+
+Event DpiStage::packetWho(const Burst& b, uint16_t i) const {
+  Event who;
+  std::memset(&who, 0, sizeof(who));
+  who.ts_ns = b.ts[i];
+  who.in_side = b.v[i].in_side;
+  who.seq = b.v[i].seq;
+  who.flow_id = b.v[i].flow_id;
+  cx_.eventPacket(who, b.meta[i]);
+  return who;
 }
 
 void DpiStage::dpiCount(const DpiOutcome& o) {
@@ -197,13 +351,7 @@ void DpiStage::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
   }
   dpiCountRules(o, b.ts[i]);
   // One alert event per fired rule (and one for a gap under policy alert), about the packet.
-  Event who;
-  std::memset(&who, 0, sizeof(who));
-  who.ts_ns = b.ts[i];
-  who.in_side = v.in_side;
-  who.seq = v.seq;
-  who.flow_id = v.flow_id;
-  cx_.eventPacket(who, pm);
+  Event who = packetWho(b, i);
   const bool gap_alert = o.gap && dpi_rt_->settings().gap_policy == rules::DpiGapPolicy::kAlert;
   dpiAlertEvents(o, gap_alert, verdict, who, file);
   if (verdict == Verdict::kForward) return;
@@ -271,8 +419,13 @@ void DpiStage::flowVerdict(int32_t pos, Event& ev) const {
   const uint32_t r = dpi_block_[pos] - 1;
   ev.rule = r;
   ev.reason = DropReason::kDpiDrop;
-  if (ev.proto == kProtoTcpNum && dpi_rt_ != nullptr && r < dpi_rt_->dpi().rules.size() &&
-      dpi_rt_->dpi().rules[r].action == rules::DpiAction::kReset) {
+  const rules::CompiledSignatures* sg = dpi_rt_ != nullptr ? dpi_rt_->dpi().sigs.get() : nullptr;
+  const bool sig_reject = (r & rules::kSigRuleBit) && sg != nullptr &&
+                          (r & ~rules::kSigRuleBit) < sg->rules.size() &&
+                          sg->rules[r & ~rules::kSigRuleBit].sig.action == rules::SigAction::kReject;
+  if (ev.proto == kProtoTcpNum && dpi_rt_ != nullptr &&
+      (sig_reject || (r < dpi_rt_->dpi().rules.size() &&
+                      dpi_rt_->dpi().rules[r].action == rules::DpiAction::kReset))) {
     ev.verdict = Verdict::kReject;
     ev.reason = DropReason::kDpiReset;
   }
@@ -281,6 +434,9 @@ void DpiStage::flowVerdict(int32_t pos, Event& ev) const {
 void DpiStage::flowEnded(int32_t pos) {
   httpFlowEnded(pos);  // the files end before the flow's streams
   dpi_block_[pos] = 0;
+  sig_flows_[pos].n = 0;  // --- signatures ---
+  sig_flows_[pos].full = false;
+  sig_pass_[pos] = 0;
   cx_.closed[pos] &= uint8_t(~kClosedByDpi);
   // The flow is still in the table (called before its removal): its identity for the alerts
   // its streams' ends raise.

@@ -50,6 +50,8 @@ class DpiStage final : public PathStage {
   void dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
               const HttpEventInfo* file = nullptr);  // file: alerts name it
   void dpiCount(const DpiOutcome& o);                       // scan counters
+  // An event's identity from packet i (time, side, flow, addresses), type and rule unset.
+  Event packetWho(const Burst& b, uint16_t i) const;
   void dpiCountRules(const DpiOutcome& o, uint64_t hit_ns);  // by action and per rule
   // One alert event per fired rule (plus one for a gap under gap_policy ALERT), each a copy
   // of `who` (time, side, flow, addresses) with the rule, stage dpi and `verdict`.
@@ -63,6 +65,15 @@ class DpiStage final : public PathStage {
   // A flow direction's identity for an event raised at the flow's end: its flow id, the side
   // its bytes came from, its sender as source.
   void dpiFlowDirection(const FlowEntry& e, const FlowKey& k, int dir, Event& who) const;
+  // --- signatures --- Suricata-format rules on packet i's payload `p[0, n)` (TCP: its new
+  // in-order stream bytes), after the YARA rules; acted upon like them (alert events, drop,
+  // reject; pass: no more signature inspection of the flow).
+  void sigInspect(Burst& b, uint16_t i, int32_t pos, const uint8_t* p, uint32_t n);
+  // An inspection `in` (its stage and buffers set) of packet i: the packet's addresses, flow
+  // and time added, evaluated, acted upon. HTTP transactions' header buffers come this way
+  // (dpi_http.cc) when sigWantsHeaders().
+  void sigRun(Burst& b, uint16_t i, int32_t pos, rules::SigInput& in);
+  bool sigWantsHeaders() const;
   void block(int32_t pos, uint32_t how) {  // dpi_block_ and the stream stage's closed bit
     dpi_block_[pos] = how;
     cx_.closed[pos] |= kClosedByDpi;
@@ -116,6 +127,9 @@ class DpiStage final : public PathStage {
   const DpiRuntime* dpi_rt_ = nullptr;  // the current state's (null: no DPI)
   DpiRuleHit* dpi_hits_ = nullptr;      // this worker's per-rule match counters
   std::unique_ptr<HttpFlow[]> http_flows_;  // per flow position
+  std::unique_ptr<rules::SigFlowState[]> sig_flows_;  // per flow position: flowbits
+  std::unique_ptr<uint8_t[]> sig_pass_;              // per flow position: a pass rule matched
+  rules::SigHit sig_hits_[64];
   const HttpRuntime* http_rt_ = nullptr;    // null: no HTTP inspection
   const HttpFlowIdent* http_ident_ = nullptr;  // the flow whose end is being handled
   std::unique_ptr<HoldSlot[]> holds_;

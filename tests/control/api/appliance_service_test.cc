@@ -1101,7 +1101,7 @@ TEST_F(ServiceTest, DropEventMapping) {
   EXPECT_EQ(e.verdict(), "drop");
   // A live event has no capture to count packets in: no pcap_cnt (replay writes it).
   EXPECT_THAT(e.json(), Not(HasSubstr("pcap_cnt")));
-  EXPECT_THAT(eventJson(d, 1000, nullptr, /*replay_index=*/true), HasSubstr("\"pcap_cnt\":41"));
+  EXPECT_THAT(eventJson(d, 1000, nullptr, /*replay_index=*/true), HasSubstr("\"pcap_cnt\":42"));
 }
 
 // --- health checking and reflection --------------------------------------------------------
