@@ -280,6 +280,14 @@ void dpiToModel(const v1::ApplianceConfig& cfg, rules::DpiModel* m, rules::Confi
     std::map<std::string, std::string> pv(sg.port_vars().begin(), sg.port_vars().end());
     for (auto& [k, v] : av) sm.vars.addresses.emplace_back(k, v);
     for (auto& [k, v] : pv) sm.vars.ports.emplace_back(k, v);
+    if (sg.body_limit_bytes() != 0) sm.body_limit_bytes = sg.body_limit_bytes();
+    if (sm.body_limit_bytes < 64 || sm.body_limit_bytes > (1u << 24))
+      errors.push_back(dpiError("dpi.signatures.body_limit_bytes",
+                                absl::StrCat(sm.body_limit_bytes, " is out of range [64, 16777216]")));
+    if (sg.body_buffers_per_worker() != 0) sm.body_buffers_per_worker = sg.body_buffers_per_worker();
+    if (sm.body_buffers_per_worker > 65536)
+      errors.push_back(dpiError("dpi.signatures.body_buffers_per_worker",
+                                absl::StrCat(sm.body_buffers_per_worker, " is out of range [1, 65536]")));
     std::string cls = sg.classification_file();
     if (cls.empty() && sg.files_size() > 0) {
       std::filesystem::path beside = std::filesystem::path(sg.files(0)).parent_path() / "classification.config";

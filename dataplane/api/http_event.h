@@ -31,6 +31,11 @@ enum HttpCounter : int {
   kHttpHoldTimeouts,   // released by hold_timeout_ms (the file's end did not come in time)
   kHttpHoldExhausted,  // packets that found no free hold slot (dpi fail policy)
   kHttpHoldDuplicates, // retransmissions of held bytes dropped while they are held
+  // --- signatures --- bodies kept for body signatures; bodies that found no free buffer
+  // (dpi fail policy); bodies longer than the limit (inspected on their first bytes).
+  kHttpSigBodies,
+  kHttpSigNoBodyBuffer,
+  kHttpSigBodyCut,
   kHttpCounterCount
 };
 const char* httpCounterName(int c);

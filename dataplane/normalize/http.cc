@@ -31,6 +31,9 @@ const char* httpCounterName(int c) {
     case kHttpHoldTimeouts: return "hold_timeouts";
     case kHttpHoldExhausted: return "hold_exhausted";
     case kHttpHoldDuplicates: return "hold_duplicates";
+    case kHttpSigBodies: return "sig_bodies";
+    case kHttpSigNoBodyBuffer: return "sig_no_body_buffer";
+    case kHttpSigBodyCut: return "sig_body_cut";
     default: return "unknown";
   }
 }
@@ -162,9 +165,11 @@ void closeFile(Slot& s, int dir, bool truncated) {
   s.sink->fileClosed(f.info);
 }
 
+void sigBody(Slot& s, htp_tx_t* tx, int dir, const uint8_t* p, size_t n);
 int bodyData(htp_tx_data_t* d, int dir) {
   Slot* s = slotOf(d->tx);
   if (s == nullptr || s->sink == nullptr || d->data == nullptr || d->len == 0) return HTP_OK;
+  sigBody(*s, d->tx, dir, d->data, d->len);  // --- signatures --- (multipart: the raw body)
   // A multipart upload's files come through the file data hook instead.
   if (dir == 0 && d->tx->request_mpartp != nullptr) return HTP_OK;
   if (!s->file[dir].open) openFile(*s, d->tx, dir);
@@ -209,13 +214,19 @@ int cbRequestLine(htp_tx_t* tx) {
   }
   return HTP_OK;
 }
+void sigBodyEnd(Slot& s, htp_tx_t* tx, int dir);
 int cbRequestComplete(htp_tx_t* tx) {
-  if (Slot* s = slotOf(tx); s != nullptr && s->sink != nullptr) closeFile(*s, 0, s->closing);
+  if (Slot* s = slotOf(tx); s != nullptr && s->sink != nullptr) {
+    closeFile(*s, 0, s->closing);
+    sigBodyEnd(*s, tx, 0);
+  }
   return HTP_OK;
 }
 int cbResponseComplete(htp_tx_t* tx) {
-  if (Slot* s = slotOf(tx); s != nullptr && s->sink != nullptr)
+  if (Slot* s = slotOf(tx); s != nullptr && s->sink != nullptr) {
     closeFile(*s, 1, s->closing && !s->file[1].until_close);
+    sigBodyEnd(*s, tx, 1);
+  }
   return HTP_OK;
 }
 // --- signatures --- the header-level buffers of one side of `tx` into `in`: single
@@ -270,12 +281,19 @@ void sigHeaders(htp_table_t* t, const bstr* line, rules::SigInput& in, std::vect
   in.set(rules::SigBuffer::kHttpHeaderNames, nb.data(), uint32_t(n.n));
   in.set(rules::SigBuffer::kHttpStart, sb.data(), uint32_t(st.n));
 }
-int sigTx(htp_tx_t* tx, int dir) {
+// `body`: a body stage (the body's first bytes in body[0, body_len)), else the headers'.
+int sigTx(htp_tx_t* tx, int dir, const uint8_t* body = nullptr, uint32_t body_len = 0) {
   Slot* s = slotOf(tx);
   if (s == nullptr || s->sink == nullptr || !s->sink->wantsHeaders()) return HTP_OK;
   auto& buf = s->rt->worker(s->worker).sig_buf;
   rules::SigInput in;
-  in.stage = dir == 0 ? rules::SigStage::kRequest : rules::SigStage::kResponse;
+  if (body != nullptr) {
+    in.stage = dir == 0 ? rules::SigStage::kRequestBody : rules::SigStage::kResponseBody;
+    in.set(dir == 0 ? rules::SigBuffer::kHttpRequestBody : rules::SigBuffer::kHttpResponseBody, body, body_len);
+    in.set(rules::SigBuffer::kFileData, body, body_len);
+  } else {
+    in.stage = dir == 0 ? rules::SigStage::kRequest : rules::SigStage::kResponse;
+  }
   in.app = rules::SigInput::kAppHttp;
   // The request's own buffers (a response rule may name them: the same transaction).
   sigField(in, rules::SigBuffer::kHttpMethod, tx->request_method);
@@ -321,6 +339,56 @@ int sigTx(htp_tx_t* tx, int dir) {
 }
 int cbRequestHeaders(htp_tx_t* tx) { return sigTx(tx, 0); }
 int cbResponseHeaders(htp_tx_t* tx) { return sigTx(tx, 1); }
+
+// --- signatures --- bodies: the first body_limit bytes of each decoded body in a pool
+// buffer, evaluated when the limit is reached or the body completes (sigBodyEnd).
+const rules::CompiledSignatures* sigsOf(const Slot& s) {
+  const auto& d = s.rt->dpi().dpi();
+  return d.sigs.get();
+}
+void sigBodyRelease(Slot& s, int dir) {
+  if (s.sig_body[dir] != Slot::kNoBody) s.rt->worker(s.worker).sig_body_free.push_back(s.sig_body[dir]);
+  s.sig_body[dir] = Slot::kNoBody;
+  s.sig_body_len[dir] = 0;
+}
+void sigBody(Slot& s, htp_tx_t* tx, int dir, const uint8_t* p, size_t n) {
+  const rules::CompiledSignatures* sg = sigsOf(s);
+  if (sg == nullptr || !sg->wantsBodies(dir) || s.sig_body_done[dir] || !s.sink->wantsHeaders()) return;
+  HttpRuntime::PerWorker& w = s.rt->worker(s.worker);
+  if (s.sig_body[dir] == Slot::kNoBody) {
+    if (w.sig_body_free.empty()) {
+      s.sig_body_done[dir] = true;  // not inspected: the fail policy decides
+      if (s.counters != nullptr) s.counters[kHttpSigNoBodyBuffer]++;
+      s.sink->noBodyBuffer();
+      return;
+    }
+    s.sig_body[dir] = w.sig_body_free.back();
+    w.sig_body_free.pop_back();
+    if (s.counters != nullptr) s.counters[kHttpSigBodies]++;
+  }
+  uint8_t* b = w.sig_bodies.get() + size_t(s.sig_body[dir]) * sg->body_limit;
+  const size_t room = sg->body_limit - s.sig_body_len[dir];
+  const size_t take = std::min(room, n);
+  std::memcpy(b + s.sig_body_len[dir], p, take);
+  s.sig_body_len[dir] += uint32_t(take);
+  if (s.sig_body_len[dir] == sg->body_limit) {  // the limit: inspected on these bytes
+    if (take < n && s.counters != nullptr) s.counters[kHttpSigBodyCut]++;
+    sigTx(tx, dir, b, s.sig_body_len[dir]);
+    s.sig_body_done[dir] = true;
+    sigBodyRelease(s, dir);
+  }
+}
+// The body's end (its transaction side completed): evaluated on what was kept; ready for the
+// next transaction's body.
+void sigBodyEnd(Slot& s, htp_tx_t* tx, int dir) {
+  if (s.sig_body[dir] != Slot::kNoBody && s.sink != nullptr) {
+    const rules::CompiledSignatures* sg = sigsOf(s);
+    uint8_t* b = s.rt->worker(s.worker).sig_bodies.get() + size_t(s.sig_body[dir]) * sg->body_limit;
+    sigTx(tx, dir, b, s.sig_body_len[dir]);
+  }
+  sigBodyRelease(s, dir);
+  s.sig_body_done[dir] = false;
+}
 
 int cbTxComplete(htp_tx_t* tx) {
   Slot* s = slotOf(tx);
@@ -486,6 +554,12 @@ absl::StatusOr<std::shared_ptr<HttpRuntime>> HttpRuntime::create(
   rt->workers_.resize(workers);
   for (PerWorker& w : rt->workers_) {
     for (auto& b : w.sig_buf) b.resize(PerWorker::kHeaderBufferBytes);
+    if (const rules::CompiledSignatures* sg = rt->dpi_->dpi().sigs.get();
+        sg != nullptr && (sg->wantsBodies(0) || sg->wantsBodies(1))) {
+      w.sig_bodies.reset(new uint8_t[size_t(sg->body_buffers) * sg->body_limit]);
+      w.sig_body_free.reserve(sg->body_buffers);
+      for (uint32_t k = sg->body_buffers; k > 0; --k) w.sig_body_free.push_back(k - 1);
+    }
     w.slots.resize(s.flow_slots_per_worker);
     w.free.reserve(s.flow_slots_per_worker);
     for (uint32_t k = s.flow_slots_per_worker; k > 0; --k) w.free.push_back(k - 1);
@@ -611,7 +685,11 @@ void HttpInspector::end(const HttpRuntime& rt, uint32_t worker, HttpFlow& f, Htt
     s.closing = false;
     g_feeding = nullptr;
   }
-  for (int dir = 0; dir < 2; ++dir) closeFile(s, dir, true);
+  for (int dir = 0; dir < 2; ++dir) {
+    closeFile(s, dir, true);
+    sigBodyRelease(s, dir);  // a body cut by the flow's end: not evaluated (no packet at hand)
+    s.sig_body_done[dir] = false;
+  }
   s.sink = nullptr;
   htp_connp_set_user_data(s.connp, nullptr);  // no hook runs into the slot from here
   htp_connp_destroy_all(s.connp);

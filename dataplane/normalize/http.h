@@ -117,6 +117,9 @@ class HttpSink {
   // kResponse), for sinks that want them (wantsHeaders).
   virtual bool wantsHeaders() const { return false; }
   virtual void headers(rules::SigInput& in) { (void)in; }
+  // A body that body signatures read found no free body buffer (counted by the runtime):
+  // the sink applies the fail policy to the packet at hand.
+  virtual void noBodyBuffer() {}
 };
 
 class HttpRuntime {
@@ -142,6 +145,13 @@ class HttpRuntime {
     uint32_t worker = 0;
     uint64_t* counters = nullptr;
     HttpFlowIdent ident;       // the flow (events at flow end, no packet at hand)
+    // --- signatures --- per direction: the body buffer (kNoBody: none) kept for body
+    // signatures, its length, and whether this body was already evaluated (limit reached)
+    // or could not be kept.
+    static constexpr uint32_t kNoBody = 0xffffffffu;
+    uint32_t sig_body[2] = {kNoBody, kNoBody};
+    uint32_t sig_body_len[2] = {0, 0};
+    bool sig_body_done[2] = {false, false};
   };
   struct PerWorker {
     std::vector<Slot> slots;
@@ -150,6 +160,10 @@ class HttpRuntime {
     // headers, header names, start), kHeaderBufferBytes each, allocated once.
     static constexpr size_t kHeaderBufferBytes = 32768;
     std::vector<uint8_t> sig_buf[4];
+    // body buffers (CompiledSignatures::body_buffers of body_limit bytes; none when no
+    // signature reads a body)
+    std::unique_ptr<uint8_t[]> sig_bodies;
+    std::vector<uint32_t> sig_body_free;
     uint64_t counters[kHttpCounterCount] = {};  // added to the Worker's by the caller
   };
 

@@ -49,6 +49,7 @@ const char* dropReasonName(DropReason r) {
     case DropReason::kTcpOverlapDifferent: return "tcp_overlap_different";
     case DropReason::kTcpStreamExhausted: return "tcp_stream_exhausted";
     case DropReason::kTcpHoldExpired: return "tcp_hold_expired";
+    case DropReason::kSigNoBodyBuffer: return "sig_no_body_buffer";
     case DropReason::kTcpStreamReset: return "tcp_stream_reset";
     case DropReason::kDnsNonstandard: return "dns_nonstandard";
     case DropReason::kHttpNoSlot: return "http_no_slot";

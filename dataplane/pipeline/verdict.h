@@ -85,6 +85,8 @@ enum class DropReason : uint8_t {
   // TCP hold mode: a segment held beyond a hole that did not fill within hold_timeout_ms,
   // or whose flow ended first.
   kTcpHoldExpired,
+  // --- signatures --- an HTTP body found no free signature body buffer (dpi_fail DROP).
+  kSigNoBodyBuffer,
   kCount
 };
 

@@ -2247,6 +2247,8 @@ absl::StatusOr<std::shared_ptr<const CompiledDpi>> compileDpi(const DpiModel& mo
       SigClassification cls;
       SigCompileOptions so;
       so.vars = model.signatures.vars;
+      so.body_limit = model.signatures.body_limit_bytes;
+      so.body_buffers = model.signatures.body_buffers_per_worker;
       if (!model.signatures.classification_text.empty()) {
         auto c = parseClassification(model.signatures.classification_text,
                                      model.signatures.classification_name);

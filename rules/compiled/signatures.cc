@@ -341,10 +341,8 @@ CompiledSignatures::~CompiledSignatures() {
 
 bool CompiledSignatures::bufferInspected(SigBuffer b) {
   // The raw payload and the HTTP request / response line and header buffers (libhtp:
-  // dataplane/normalize/http.cc), dns.query (UDP queries); not yet the bodies
-  // (http.request_body, http.response_body, file.data), tls.sni.
+  // dataplane/normalize/http.cc) and bodies, dns.query (UDP queries); not yet tls.sni.
   switch (b) {
-    case SigBuffer::kHttpRequestBody: case SigBuffer::kHttpResponseBody: case SigBuffer::kFileData:
     case SigBuffer::kTlsSni: case SigBuffer::kCount:
       return false;
     default:
@@ -589,6 +587,8 @@ absl::StatusOr<std::shared_ptr<const CompiledSignatures>> compileSignatures(
     const std::vector<SigSource>& sources, const SigCompileOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   auto out = std::make_shared<CompiledSignatures>();
+  out->body_limit = opt.body_limit;
+  out->body_buffers = opt.body_buffers;
   SigVars vars = sigDefaultVars();
   vars.addresses.insert(vars.addresses.end(), opt.vars.addresses.begin(), opt.vars.addresses.end());
   vars.ports.insert(vars.ports.end(), opt.vars.ports.begin(), opt.vars.ports.end());

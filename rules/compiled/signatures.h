@@ -131,6 +131,12 @@ class CompiledSignatures {
   std::vector<SigRefusal> refused;
   std::vector<std::string> flowbit_names;
   uint32_t threshold_slots = 0;           // threshold state entries per scratch
+  // HTTP bodies (SigModel): bytes kept per body, buffers per worker; wantsBodies(dir):
+  // some rule reads the request (0) / response (1) body.
+  uint32_t body_limit = 65536, body_buffers = 256;
+  bool wantsBodies(int dir) const {
+    return stages_ & (1u << int(dir == 0 ? SigStage::kRequestBody : SigStage::kResponseBody));
+  }
   // Buffers the appliance feeds (the rest are refused at compile, never silently unseen).
   static bool bufferInspected(SigBuffer b);
 
@@ -187,6 +193,7 @@ struct SigCompileOptions {
   SigVars vars;                         // over sigDefaultVars()
   const SigClassification* classification = nullptr;
   bool compile_hyperscan = true;        // false: parse and check only (fuzzing, coverage)
+  uint32_t body_limit = 65536, body_buffers = 256;  // SigModel's
 };
 absl::StatusOr<std::shared_ptr<const CompiledSignatures>> compileSignatures(
     const std::vector<SigSource>& sources, const SigCompileOptions& opt);

@@ -194,7 +194,7 @@ absl::StatusOr<std::unique_ptr<Snapshot>> compileSnapshot(const ConfigModel& mod
   snap->dpi = std::move(dpi);
   snap->dpi_settings = model.dpi;
   snap->dpi_settings.sources.clear();
-  snap->dpi_settings.signatures = {};
+  snap->dpi_settings.signatures.sources.clear();
   snap->generation = generation;
   snap->config_version = model.version;
   snap->dataplane = model.dataplane;

@@ -188,6 +188,10 @@ struct SigModel {
   std::vector<SigSource> sources;
   SigVars vars;                        // over Suricata's defaults
   std::string classification_name, classification_text;  // empty: none
+  // HTTP bodies (http.request_body, http.response_body, file.data): the first
+  // body_limit_bytes of each body (decoded), in a pool of body_buffers_per_worker buffers.
+  uint32_t body_limit_bytes = 65536;
+  uint32_t body_buffers_per_worker = 256;
   bool operator==(const SigModel&) const = default;
 };
 

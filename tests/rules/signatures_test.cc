@@ -212,7 +212,7 @@ TEST(Signatures, RefusalsNameSidLineAndReason) {
   auto r = compileSignatures({{"x.rules",
                                "alert tcp any any -> any any (content:\"a\"; sid:1;)\n"
                                "alert tcp any any -> any any (content:\"b\"; sid:1;)\n"
-                               "alert http any any -> any any (file.data; content:\"/a\"; sid:2;)\n"
+                               "alert tls any any -> any any (tls.sni; content:\"/a\"; sid:2;)\n"
                                "alert tcp any any -> any any (content:\"a\"; http.uri; content:\"b\"; sid:3;)\n"}},
                              {});
   ASSERT_TRUE(r.ok());

@@ -63,6 +63,21 @@ struct HttpPathSink final : HttpSink {
   void headers(rules::SigInput& in) override {
     if (b != nullptr) w->sigRun(*b, i, pos, in);
   }
+  // No body buffer left: dpi_fail DROP drops the packet and blocks the flow; FORWARD passes
+  // it with an `uninspected` event (counted http sig_no_body_buffer either way).
+  void noBodyBuffer() override {
+    if (b == nullptr) return;
+    if (w->http_rt_->settings().fail_closed) {
+      PacketVerdict& v = b->v[i];
+      v.verdict = Verdict::kDrop;
+      v.stage = Stage::kDpi;
+      v.reason = DropReason::kSigNoBodyBuffer;
+      v.rule = kNoRule;
+      if (pos >= 0) w->block(pos, DpiStage::kSigBodyBlock);
+    } else {
+      w->httpUninspected(*b, i, DropReason::kSigNoBodyBuffer);
+    }
+  }
 };
 
 void DpiStage::httpCounters() {

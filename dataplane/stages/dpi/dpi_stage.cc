@@ -74,10 +74,11 @@ void DpiStage::packet(rte_mbuf* m, Burst& b, uint16_t i) {
     // Blocked by a gap (policy drop): the gap's reason; no hold slot under fail closed: its
     // reason; else the drop rule's.
     const uint32_t blk = dpi_block_[pos];
-    v.reason = blk == kNoRule      ? DropReason::kDpiGap
-               : blk == kHoldBlock ? DropReason::kHttpHoldExhausted
-                                   : DropReason::kDpiDrop;
-    v.rule = blk == kNoRule || blk == kHoldBlock ? kNoRule : blk - 1;
+    v.reason = blk == kNoRule         ? DropReason::kDpiGap
+               : blk == kHoldBlock    ? DropReason::kHttpHoldExhausted
+               : blk == kSigBodyBlock ? DropReason::kSigNoBodyBuffer
+                                      : DropReason::kDpiDrop;
+    v.rule = blk == kNoRule || blk == kHoldBlock || blk == kSigBodyBlock ? kNoRule : blk - 1;
     return;  // (applyVerdict counts the stage's drops)
   }
   if (!pm.has_l4 || pm.is_fragment) return;
@@ -414,6 +415,11 @@ void DpiStage::flowVerdict(int32_t pos, Event& ev) const {
   if (dpi_block_[pos] == kHoldBlock) {  // no hold slot under dpi_fail DROP
     ev.rule = kNoRule;
     ev.reason = DropReason::kHttpHoldExhausted;
+    return;
+  }
+  if (dpi_block_[pos] == kSigBodyBlock) {  // no signature body buffer under dpi_fail DROP
+    ev.rule = kNoRule;
+    ev.reason = DropReason::kSigNoBodyBuffer;
     return;
   }
   const uint32_t r = dpi_block_[pos] - 1;

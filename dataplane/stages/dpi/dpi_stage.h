@@ -43,6 +43,8 @@ class DpiStage final : public PathStage {
   friend struct HttpPathSink;
   // dpi_block_ of a flow blocked because no hold slot was free under dpi_fail DROP.
   static constexpr uint32_t kHoldBlock = 0xfffffffeu;
+  // --- signatures --- blocked because no body buffer was free under dpi_fail DROP.
+  static constexpr uint32_t kSigBodyBlock = 0xfffffffdu;
   static constexpr uint16_t kNoHold = 0xffff;
 
   void packet(rte_mbuf* m, Burst& b, uint16_t i);

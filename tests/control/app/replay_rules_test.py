@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """`dpu-appliance replay --rules FILE` (docs/signatures.md), end to end on a capture written
 here with scapy: Suricata-format signatures on TCP stream bytes, HTTP request / response header buffers
-(sticky and legacy forms), dns.query and UDP datagrams, eve.json
+(sticky and legacy forms) and bodies (decoded: a gzip download), dns.query and UDP
+datagrams, the body-buffer pool running out (dpi_fail FORWARD: an uninspected event), eve.json
 alert fields, pcap_cnt counting from 1, drop and reject verdicts, flowbits across packets of
 a flow, refusals with sid / line / reason in the summary, and the run leaves nothing behind.
 
 usage: replay_rules_test.py DPU_APPLIANCE
 """
+import gzip
 import json
 import os
 import subprocess
@@ -54,11 +56,14 @@ drop tcp any any -> any any (msg:"exfil marker"; flow:to_server; content:"SECRET
 reject tcp any any -> any 8080 (msg:"admin panel"; content:"GET /admin"; sid:1000004; rev:1;)
 alert udp any any -> any 53 (msg:"dns query for evil"; content:"|04|evil|03|com|00|"; nocase; sid:1000005; rev:1;)
 alert tcp any any -> any any (msg:"never loaded"; tls.certs; content:"x"; sid:1000006; rev:1;)
-alert http any any -> any any (msg:"needs the body"; file.data; content:"x"; sid:1000007; rev:1;)
+alert http any any -> any any (msg:"needs TLS"; tls.sni; content:"x"; sid:1000007; rev:1;)
 alert http $HOME_NET any -> any any (msg:"sqlmap on the shop"; flow:established,to_server; http.method; content:"GET"; http.uri; content:"/login.php?id="; startswith; http.user_agent; content:"sqlmap"; nocase; http.host; content:"shop.example"; bsize:12; sid:1000008; rev:1;)
 alert http any any -> $HOME_NET any (msg:"redirect to evil"; flow:established,to_client; http.stat_code; content:"302"; http.location; content:"evil.example"; http.uri; content:"/login.php"; sid:1000009; rev:1;)
 alert tcp any any -> any $HTTP_PORTS (msg:"legacy uri modifiers"; flow:to_server; content:"/login.php"; http_uri; content:"id=1"; http_uri; distance:0; sid:1000010; rev:1;)
 alert http any any -> any any (msg:"not this host"; http.host; content:"other.example"; sid:1000011; rev:1;)
+alert http any any -> any any (msg:"login form posted"; flow:to_server; http.method; content:"POST"; http.request_body; content:"user=admin"; content:"pass="; distance:0; sid:1000014; rev:1;)
+alert http any any -> $HOME_NET any (msg:"marker in a gzip download"; flow:to_client; file.data; content:"MALWARE-MARKER"; sid:1000015; rev:1;)
+alert http any any -> $HOME_NET any (msg:"raw gzip bytes never match"; flow:to_client; http.response_body; content:"|1f 8b 08|"; startswith; sid:1000016; rev:1;)
 alert dns $HOME_NET any -> any any (msg:"query under evil.com"; dns.query; dotprefix; content:".evil.com"; endswith; nocase; sid:1000012; rev:1;)
 alert dns $HOME_NET any -> any any (msg:"query for good.com"; dns.query; content:"good.com"; sid:1000013; rev:1;)
 """
@@ -84,6 +89,14 @@ def main():
                           [b"GET /login.php?id=1 HTTP/1.1\r\nHost: Shop.Example\r\nUser-Agent: sqlmap/1.7\r\n\r\n"],
                           [b"HTTP/1.1 302 Found\r\nLocation: http://evil.example/\r\nContent-Length: 0\r\n\r\n"],
                           1003.5)
+        body = b"MALWARE-MARKER " * 20
+        gz = gzip.compress(body)
+        pk += tcp_session("10.0.0.11", "198.51.100.11", 40006, 80,
+                          [b"POST /signin HTTP/1.1\r\nHost: a\r\nContent-Length: 25\r\n\r\n", b"user=admin&pass=hunter2xx",
+                           b"GET /f.bin HTTP/1.1\r\nHost: a\r\n\r\n"],
+                          [b"", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                           b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(gz) + gz],
+                          1003.7)
         e = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
         q = e / IP(src="10.0.0.8", dst="192.0.2.53") / UDP(sport=5353, dport=53) / Raw(
             b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04EVIL\x03com\x00\x00\x01\x00\x01")
@@ -104,10 +117,11 @@ def main():
         by_sid = {}
         for a in alerts:
             by_sid.setdefault(a["alert"].get("signature_id"), []).append(a)
-        check(set(by_sid) == {1000002, 1000003, 1000004, 1000005, 1000008, 1000009, 1000010, 1000012},
+        check(set(by_sid) == {1000002, 1000003, 1000004, 1000005, 1000008, 1000009, 1000010, 1000012,
+                              1000014, 1000015},
               "alerting sids %s" % sorted(by_sid))
         # HTTP buffers: once per transaction, on the packet that completed the headers
-        for sid in (1000008, 1000009, 1000010):
+        for sid in (1000008, 1000009, 1000010, 1000014, 1000015):
             check(len(by_sid.get(sid, [])) == 1, "%d once: %d" % (sid, len(by_sid.get(sid, []))))
         check(by_sid.get(1000009, [{}])[0].get("src_port") == 80, "1000009 on the response")
         a2 = by_sid.get(1000002, [{}])[0]
@@ -129,16 +143,16 @@ def main():
         a4 = by_sid.get(1000004, [{}])[0]
         check(a4.get("alert", {}).get("verdict") == "reject", "1000004 rejected: %s" % a4.get("alert"))
         s = json.load(open(sj))["signatures"]
-        check(s["accepted"] == 11, "accepted %s" % s["accepted"])
+        check(s["accepted"] == 14, "accepted %s" % s["accepted"])
         refused = {x["sid"]: x for x in s["refused"]}
         check(set(refused) == {1000006, 1000007}, "refused %s" % s["refused"])
         check(refused.get(1000006, {}).get("line") == 7 and "tls.certs" in refused.get(1000006, {}).get("reason", ""),
               "refusal of 1000006: %s" % refused.get(1000006))
-        check(refused.get(1000007, {}).get("line") == 8 and "file.data" in refused.get(1000007, {}).get("reason", ""),
+        check(refused.get(1000007, {}).get("line") == 8 and "tls.sni" in refused.get(1000007, {}).get("reason", ""),
               "refusal of 1000007: %s" % refused.get(1000007))
         fired = {x["sid"]: x["alerts"] for x in s["fired"]}
         check(fired == {1000002: 1, 1000003: 1, 1000004: 1, 1000005: 1, 1000008: 1, 1000009: 1, 1000010: 1,
-                        1000012: 1},
+                        1000012: 1, 1000014: 1, 1000015: 1},
               "fired %s" % fired)
         check(s["drops"] == 1 and s["rejects"] == 1, "drops/rejects %s" % s)
         # the flow of the drop rule: blocked from that packet on
@@ -147,7 +161,34 @@ def main():
         check(len(dropped) >= 1 and all(v["stage"] == "dpi" for v in verdicts if v["verdict"] == "drop"),
               "dpi drops %s" % dropped)
         check("1:1000003" in [v["rule"] for v in verdicts if v["verdict"] == "drop"], "drop rule named 1:1000003")
-        check("sig       11 signatures loaded (2 refused, not loaded), 8 fired" in r.stdout, "headline")
+        check("sig       14 signatures loaded (2 refused, not loaded), 10 fired" in r.stdout, "headline")
+        # Body buffers run out (one per worker, two bodies open at once): dpi_fail FORWARD
+        # passes the second body uninspected, with an event; counted.
+        cfg = os.path.join(d, "one_buffer.json")
+        json.dump({"dpi": {"signatures": {"files": [rules], "body_buffers_per_worker": 1}}}, open(cfg, "w"))
+        a = tcp_session("10.0.0.12", "198.51.100.12", 40007, 80,
+                        [b"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 50\r\n\r\nuser=admin", b"&pass=" + b"x" * 34], [b"", b""], 2000.0)
+        b2 = tcp_session("10.0.0.13", "198.51.100.12", 40008, 80,
+                         [b"POST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 50\r\n\r\nuser=admin", b"&pass=" + b"y" * 34], [b"", b""], 2000.0)
+        # interleaved: both bodies start before either ends
+        order = a[:4] + b2[:4] + a[4:] + b2[4:]
+        for k, p in enumerate(order):
+            p.time = 2000.0 + k * 0.001
+        pcap2 = os.path.join(d, "two_bodies.pcap")
+        wrpcap(pcap2, order)
+        ev2, sj2 = os.path.join(d, "ev2.jsonl"), os.path.join(d, "s2.json")
+        r2 = subprocess.run([APP, "replay", "--config", cfg, "--in", pcap2, "--events", ev2, "--summary-json", sj2],
+                            capture_output=True, text=True)
+        check(r2.returncode == 0, "replay with one body buffer: %s" % r2.stderr)
+        if r2.returncode == 0:
+            e2 = [json.loads(line) for line in open(ev2)]
+            un = [x for x in e2 if x["event_type"] == "uninspected"]
+            check(len(un) == 1 and un[0]["uninspected"]["reason"] == "sig_no_body_buffer" and un[0]["src_port"] == 40008,
+                  "one uninspected body: %s" % un)
+            al2 = [x["alert"]["signature_id"] for x in e2 if x["event_type"] == "alert"]
+            check(al2 == [1000014], "the first body inspected: %s" % al2)
+            h = json.load(open(sj2)).get("http", {})
+            check(h.get("sig_no_body_buffer") == 1 and h.get("sig_bodies") == 1, "http counters %s" % h)
     if FAILS:
         print("%d failure(s)" % len(FAILS))
         sys.exit(1)
