@@ -98,7 +98,7 @@ std::vector<Range> subtract(const std::vector<Range>& a, const std::vector<Range
 
 absl::string_view trim(absl::string_view s) { return absl::StripAsciiWhitespace(s); }
 
-template <class T>
+// The variable's value (the last definition wins: user vars come after the defaults).
 const std::string* findVar(const std::vector<std::pair<std::string, std::string>>& v,
                            absl::string_view name) {
   for (auto it = v.rbegin(); it != v.rend(); ++it)
@@ -203,7 +203,7 @@ absl::Status parseAddr(absl::string_view s, const SigVars& vars, int depth, std:
   if (s.empty()) return absl::InvalidArgumentError("empty address");
   if (s[0] == '!') return parseAddr(s.substr(1), vars, depth + 1, pos, neg, !negate);
   if (s[0] == '$') {
-    const std::string* v = findVar<void>(vars.addresses, s.substr(1));
+    const std::string* v = findVar(vars.addresses, s.substr(1));
     if (v == nullptr)
       return absl::InvalidArgumentError(absl::StrCat("address variable `", s, "` is not defined"));
     return parseAddr(*v, vars, depth + 1, pos, neg, negate);
@@ -280,7 +280,7 @@ absl::Status parsePort(absl::string_view s, const SigVars& vars, int depth, std:
   auto& dst = negate ? neg : pos;
   if (s[0] == '!') return parsePort(s.substr(1), vars, depth + 1, pos, neg, !negate);
   if (s[0] == '$') {
-    const std::string* v = findVar<void>(vars.ports, s.substr(1));
+    const std::string* v = findVar(vars.ports, s.substr(1));
     if (v == nullptr)
       return absl::InvalidArgumentError(absl::StrCat("port variable `", s, "` is not defined"));
     return parsePort(*v, vars, depth + 1, pos, neg, negate);
@@ -485,12 +485,8 @@ struct Builder {
     SigItem it = std::move(from.items.back());
     from.items.pop_back();
     bool was_content = it.kind == SigItem::kContent;
+    // (an empty payload list left behind is dropped when the rule is complete)
     int to = bufferIndex(b);
-    // bufferIndex may have grown the vector: `from` is re-read
-    if (sig.buffers[size_t(last_buffer)].items.empty() && sig.buffers[size_t(last_buffer)].buffer == SigBuffer::kPayload &&
-        last_buffer != to && cur != last_buffer) {
-      // an empty payload list left behind is removed below (finish())
-    }
     sig.buffers[size_t(to)].items.push_back(std::move(it));
     last_buffer = to;
     if (was_content) setLastContent(to);
@@ -670,7 +666,7 @@ absl::Status parsePcre(absl::string_view value, Builder& bld) {
   return absl::OkStatus();
 }
 
-absl::Status parseByteRead(std::vector<absl::string_view>& a, size_t from, SigItem& it, Builder& bld,
+absl::Status parseByteRead(std::vector<absl::string_view>& a, size_t from, SigItem& it,
                            absl::string_view kw) {
   for (size_t i = from; i < a.size(); ++i) {
     absl::string_view t = trim(a[i]);
@@ -705,7 +701,6 @@ absl::Status parseByteRead(std::vector<absl::string_view>& a, size_t from, SigIt
     return absl::InvalidArgumentError(absl::StrCat(kw, ": 0 bytes (only byte_test with `string` reads to the end)"));
   if (!it.read.string && it.read.nbytes > 8)
     return absl::InvalidArgumentError(absl::StrCat(kw, ": more than 8 bytes needs `string`"));
-  (void)bld;
   return absl::OkStatus();
 }
 
@@ -752,7 +747,7 @@ absl::Status parseByteTest(absl::string_view value, Builder& bld) {
   }
   absl::Status st = parseOffsetArg(a[3], bld, it.read.offset, it.read.offset_var, "byte_test");
   if (!st.ok()) return st;
-  st = parseByteRead(a, 4, it, bld, "byte_test");
+  st = parseByteRead(a, 4, it, "byte_test");
   if (!st.ok()) return st;
   if (it.align || it.from_beginning || it.from_end || it.multiplier != 1 || it.post_offset != 0)
     return absl::InvalidArgumentError("byte_test: argument only valid for byte_jump");
@@ -770,7 +765,7 @@ absl::Status parseByteJump(absl::string_view value, Builder& bld) {
   it.read.nbytes = uint8_t(n);
   absl::Status st = parseOffsetArg(a[1], bld, it.read.offset, it.read.offset_var, "byte_jump");
   if (!st.ok()) return st;
-  st = parseByteRead(a, 2, it, bld, "byte_jump");
+  st = parseByteRead(a, 2, it, "byte_jump");
   if (!st.ok()) return st;
   bld.add(std::move(it));
   return absl::OkStatus();
@@ -803,7 +798,7 @@ absl::Status parseByteExtract(absl::string_view value, Builder& bld) {
     }
   }
   rest.insert(rest.begin(), {a[0], a[1], a[2]});
-  absl::Status st = parseByteRead(rest, 3, it, bld, "byte_extract");
+  absl::Status st = parseByteRead(rest, 3, it, "byte_extract");
   if (!st.ok()) return st;
   if (it.from_beginning || it.from_end || it.post_offset != 0 || it.align)
     return absl::InvalidArgumentError("byte_extract: argument only valid for byte_jump");

@@ -462,9 +462,7 @@ uint32_t CompiledSignatures::evaluate(const SigInput& in, SigFlowState* fs, SigS
     for (const Rule::Bit& fb : r.bits) {
       if (fs == nullptr) break;
       for (uint16_t id : fb.ids) {
-        int at = -1;
-        for (int j = 0; j < fs->n; ++j)
-          if (fs->bits[j] == id) at = j;
+        const int at = fs->find(id);
         bool want;
         if (fb.op == SigFlowbit::kSet) want = true;
         else if (fb.op == SigFlowbit::kUnset) want = false;
@@ -485,6 +483,7 @@ uint32_t CompiledSignatures::evaluate(const SigInput& in, SigFlowState* fs, SigS
       const auto& ip = g.threshold.by_dst ? in.dst : in.src;
       uint64_t h = ri * 0x9E3779B97F4A7C15ull;
       for (uint8_t c : ip) h = (h ^ c) * 0x100000001B3ull;
+      const uint64_t win = uint64_t(g.threshold.seconds) * 1000000000ull;
       const size_t cap = s.thresh.size();
       SigScratch::Thresh* e = nullptr;
       for (size_t probe = 0; probe < 8; ++probe) {
@@ -493,7 +492,6 @@ uint32_t CompiledSignatures::evaluate(const SigInput& in, SigFlowState* fs, SigS
           e = &t;
           break;
         }
-        const uint64_t win = uint64_t(g.threshold.seconds) * 1000000000ull;
         if (t.rule == UINT32_MAX || in.now_ns - t.window_start >= win * 2) {
           t = {};
           t.rule = ri;
@@ -506,7 +504,6 @@ uint32_t CompiledSignatures::evaluate(const SigInput& in, SigFlowState* fs, SigS
       if (e == nullptr) {
         ++s.threshold_full;  // no room: alerts as if unthresholded (fail open, counted)
       } else {
-        const uint64_t win = uint64_t(g.threshold.seconds) * 1000000000ull;
         if (in.now_ns - e->window_start >= win) {
           e->window_start = in.now_ns;
           e->count = 0;

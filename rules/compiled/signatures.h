@@ -87,11 +87,12 @@ struct SigFlowState {
   uint16_t bits[kMaxBits];
   uint8_t n = 0;
   bool full = false;  // a set found no room (counted: SigScratch::flowbits_full)
-  bool has(uint16_t b) const {
+  int find(uint16_t b) const {  // index in bits, -1 when not set
     for (uint8_t i = 0; i < n; ++i)
-      if (bits[i] == b) return true;
-    return false;
+      if (bits[i] == b) return i;
+    return -1;
   }
+  bool has(uint16_t b) const { return find(b) >= 0; }
 };
 
 struct SigHit {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "dataplane/packet/packet_meta.h"
 
@@ -19,6 +20,15 @@
   } while (0)
 
 namespace dpu::fuzz {
+
+// Rule-text targets (yara, sig_parse): the input is rule text, optionally followed by
+// "\n\0\n" and bytes to scan.
+inline void splitRulesAndBytes(const uint8_t* data, size_t size, std::string& text, std::string& bytes) {
+  std::string in(reinterpret_cast<const char*>(data), size);
+  const size_t sep = in.find(std::string("\n\0\n", 3));
+  text = sep == std::string::npos ? in : in.substr(0, sep);
+  bytes = sep == std::string::npos ? std::string() : in.substr(sep + 3);
+}
 
 inline uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
 inline uint32_t be32(const uint8_t* p) {

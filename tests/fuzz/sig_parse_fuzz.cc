@@ -10,27 +10,23 @@
 #include <string>
 
 #include "rules/compiled/signatures.h"
+#include "tests/fuzz/fuzz_util.h"
 
 using namespace dpu::rules;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 8192) return 0;
-  std::string in(reinterpret_cast<const char*>(data), size);
-  std::string text = in, bytes;
-  size_t sep = in.find(std::string("\n\0\n", 3));
-  if (sep != std::string::npos) {
-    text = in.substr(0, sep);
-    bytes = in.substr(sep + 3);
-  }
+  std::string text, bytes;
+  dpu::fuzz::splitRulesAndBytes(data, size, text, bytes);
   SigParseResult pr;
   parseSignatures(text, "f", sigDefaultVars(), nullptr, pr);
   for (const SigRefusal& r : pr.refused)
-    if (r.reason.empty() || r.line == 0) std::abort();
+    FUZZ_CHECK(!r.reason.empty() && r.line != 0);
   auto c = compileSignatures({{"f", text}}, {});
   if (!c.ok()) return 0;  // Hyperscan refused a literal set: reported as an error, not a crash
-  if ((*c)->rules.size() + (*c)->refused.size() < pr.rules.size()) std::abort();
+  FUZZ_CHECK((*c)->rules.size() + (*c)->refused.size() >= pr.rules.size());
   auto sc = (*c)->makeScratch();
-  if (!sc.ok()) std::abort();
+  FUZZ_CHECK(sc.ok());
   SigFlowState fs;
   SigHit hits[64];
   for (int dir = 0; dir < 2; ++dir) {
@@ -43,10 +39,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     si.established = true;
     si.dsize = uint32_t(bytes.size());
     uint32_t n = (*c)->evaluate(si, &fs, **sc, hits, 64);
-    if (n > 64) std::abort();
-    for (uint32_t k = 0; k < n; ++k)
-      if (hits[k].rule >= (*c)->rules.size()) std::abort();
-    if (fs.n > SigFlowState::kMaxBits) std::abort();
+    FUZZ_CHECK(n <= 64);
+    for (uint32_t k = 0; k < n; ++k) FUZZ_CHECK(hits[k].rule < (*c)->rules.size());
+    FUZZ_CHECK(fs.n <= SigFlowState::kMaxBits);
   }
   return 0;
 }

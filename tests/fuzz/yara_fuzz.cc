@@ -16,18 +16,14 @@
 
 #include "rules/compile/yara_translate.h"
 #include "rules/compile/yara_validate.h"
+#include "tests/fuzz/fuzz_util.h"
 
 using namespace dpu::rules;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;
-  std::string in(reinterpret_cast<const char*>(data), size);
-  std::string text = in, bytes;
-  size_t sep = in.find(std::string("\n\0\n", 3));
-  if (sep != std::string::npos) {
-    text = in.substr(0, sep);
-    bytes = in.substr(sep + 3);
-  }
+  std::string text, bytes;
+  dpu::fuzz::splitRulesAndBytes(data, size, text, bytes);
   DpiModel m;
   m.sources.push_back({"f", text});
   {

@@ -1,28 +1,18 @@
 // Suricata-format rule parser (rules/compile/sig_parse.h): header, options, refusals.
 #include "rules/compile/sig_parse.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
+
+#include "tests/rules/sig_test_util.h"
 
 using namespace dpu::rules;
 
 namespace {
 
-std::array<uint8_t, 16> v4(const char* s) {
-  std::array<uint8_t, 16> a{};
-  a[10] = a[11] = 0xff;
-  in_addr x{};
-  inet_pton(AF_INET, s, &x);
-  std::memcpy(&a[12], &x, 4);
-  return a;
-}
-std::array<uint8_t, 16> v6(const char* s) {
-  std::array<uint8_t, 16> a{};
-  inet_pton(AF_INET6, s, a.data());
-  return a;
-}
+using test::v4;
+using test::v6;
 
 Signature parse(const std::string& r, const SigVars& vars = sigDefaultVars()) {
   auto s = parseSignature(r, vars);

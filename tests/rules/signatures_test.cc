@@ -2,24 +2,18 @@
 // on the semantics of Suricata's content inspection, flow, flowbits and thresholds.
 #include "rules/compiled/signatures.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <set>
 
+#include "tests/rules/sig_test_util.h"
+
 using namespace dpu::rules;
 
 namespace {
 
-std::array<uint8_t, 16> v4(const char* s) {
-  std::array<uint8_t, 16> a{};
-  a[10] = a[11] = 0xff;
-  in_addr x{};
-  inet_pton(AF_INET, s, &x);
-  std::memcpy(&a[12], &x, 4);
-  return a;
-}
+using test::v4;
 
 struct Engine {
   std::shared_ptr<const CompiledSignatures> c;

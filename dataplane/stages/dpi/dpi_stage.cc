@@ -255,17 +255,7 @@ void DpiStage::sigRun(Burst& b, uint16_t i, int32_t pos, rules::SigInput& in) {
       case rules::SigAction::kReject: c_->sig_rejects.add(); break;
       default: c_->sig_alerts.add(); break;
     }
-    Event* ev = cx_.newEvent();
-    if (ev == nullptr) break;
-    std::memcpy(ev, &who, sizeof(Event));
-    ev->type = EventType::kDpiAlert;
-    ev->worker = static_cast<uint8_t>(cx_.opts.id);
-    ev->stage = Stage::kDpi;
-    ev->rule = rules::kSigRuleBit | sig_hits_[k].rule;
-    ev->reason = DropReason::kNone;
-    ev->verdict = verdict;
-    ev->generation = cx_.generation;
-    cx_.postEvent(ev);
+    if (!postAlert(who, rules::kSigRuleBit | sig_hits_[k].rule, DropReason::kNone, verdict)) break;
   }
   if (verdict == Verdict::kForward) return;
   v.verdict = verdict;
@@ -367,19 +357,27 @@ void DpiStage::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdi
                             const Event& who, const HttpEventInfo* file) {
   const uint32_t nev = o.nfired + (gap_alert ? 1 : 0);
   for (uint32_t k = 0; k < nev; ++k) {
-    Event* ev = cx_.newEvent();
-    if (ev == nullptr) break;
-    std::memcpy(ev, &who, sizeof(Event));
-    ev->type = EventType::kDpiAlert;
-    ev->worker = static_cast<uint8_t>(cx_.opts.id);
-    ev->stage = Stage::kDpi;
-    ev->rule = k < o.nfired ? o.fired[k] : kNoRule;
-    ev->reason = k < o.nfired ? DropReason::kNone : DropReason::kDpiGap;
-    ev->verdict = verdict;
-    ev->generation = cx_.generation;
-    if (file != nullptr) httpAlertInfo(*ev, *file);  // the file it matched in
-    cx_.postEvent(ev);
+    if (!postAlert(who, k < o.nfired ? o.fired[k] : kNoRule,
+                   k < o.nfired ? DropReason::kNone : DropReason::kDpiGap, verdict, file))
+      break;
   }
+}
+
+bool DpiStage::postAlert(const Event& who, uint32_t rule, DropReason reason, Verdict verdict,
+                         const HttpEventInfo* file) {
+  Event* ev = cx_.newEvent();
+  if (ev == nullptr) return false;
+  std::memcpy(ev, &who, sizeof(Event));
+  ev->type = EventType::kDpiAlert;
+  ev->worker = static_cast<uint8_t>(cx_.opts.id);
+  ev->stage = Stage::kDpi;
+  ev->rule = rule;
+  ev->reason = reason;
+  ev->verdict = verdict;
+  ev->generation = cx_.generation;
+  if (file != nullptr) httpAlertInfo(*ev, *file);  // the file it matched in
+  cx_.postEvent(ev);
+  return true;
 }
 
 uint32_t DpiStage::dpiFileEndAlerts(const DpiOutcome& o, const HttpEventInfo& file, bool held) {

@@ -59,6 +59,11 @@ class DpiStage final : public PathStage {
   // of `who` (time, side, flow, addresses) with the rule, stage dpi and `verdict`.
   void dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict, const Event& who,
                       const HttpEventInfo* file = nullptr);
+  // One alert event: a copy of `who` with `rule` (a YARA rule, kSigRuleBit | signature, or
+  // kNoRule), `reason`, `verdict` and the file it matched in; false when the event ring is
+  // full (counted as lost by the ring).
+  bool postAlert(const Event& who, uint32_t rule, DropReason reason, Verdict verdict,
+                 const HttpEventInfo* file = nullptr);
   // Rules a file made true when no packet carried its end (the flow ended): counted and
   // alerted about the flow (HTTP slot identity). `held`: the flow has a packet held back; a
   // drop or reset rule then drops it: returns 1 + that rule (alerts carry verdict drop),
