@@ -243,6 +243,26 @@ TEST(TextRules, QuotedValuesOnlyWhereTheyFormatBack) {
   }
 }
 
+// Every ASCII space character separates words, as trim() strips them from list items: a form
+// feed before a quoted word made it a bare word holding quotes, and its formatted line did not
+// parse (tests/fuzz fwrules; tests/fuzz/regressions/fwrules/formfeed-before-quoted-dst-ports).
+TEST(TextRules, EveryAsciiSpaceSeparatesWords) {
+  auto spaced = parseTextRule("deny\ftcp\vany any\r->\tany 22 id\f\"x\"", "", 0);
+  ASSERT_TRUE(spaced.ok()) << spaced.status();
+  EXPECT_EQ(formatTextRule(*spaced), "deny tcp any any -> any 22 id x");
+  ConfigErrorList errors;
+  auto r = parseTextRule("deny tcp any -42725 -> 3ted \f\"-\\\"\"", "", 0, &errors);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("only desc takes a quoted text"));
+  // Nor may a quoted value hold one (its bare form would split there).
+  auto split = parseTextRule("deny tcp an -42725 -> 2ted \"\\\f-\"", "", 0);
+  ASSERT_FALSE(split.ok());
+  EXPECT_THAT(std::string(split.status().message()), HasSubstr("only desc takes a quoted text"));
+  auto q = parseTextRule("deny tcp any any -> any \"22\"\f id x", "", 0);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(formatTextRule(*q), "deny tcp any any -> any 22 id x");
+}
+
 TEST(TextRules, WithoutAFileAnIdIsRequired) {
   auto spec = parseTextRule("deny tcp any any -> any 22", "", 0);
   ASSERT_TRUE(spec.ok());
