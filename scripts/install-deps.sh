@@ -25,6 +25,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-grpcio python3-protobuf python3-grpc-tools  # the Python client and its test
   curl                                 # tests: scrape /metrics
+  etcd-server etcd-client              # the fleet's tests and scripts/fleet-lab.sh: a real etcd
   bind9-dnsutils                       # dig: scripts/lab.sh and its test
   python3 python3-scapy python3-matplotlib tcpdump iproute2 ethtool
   tshark                               # DNS filtering: pcap cases check the answers decode as DNS

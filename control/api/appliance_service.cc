@@ -205,6 +205,8 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   out->set_handed_in(f.dist_handed_in);
   out->set_loops(f.loops);
   out->set_busy_loops(f.busy_loops);
+  out->set_idle_sleeps(f.idle_sleeps);
+  out->set_idle_sleep_us(f.idle_sleep_us);
   // --- lb ---
   out->set_lb_flows_balanced(f.lb_flows_balanced);
   out->set_lb_flows_rehashed(f.lb_flows_rehashed);
@@ -363,6 +365,7 @@ grpc::Status ApplianceService::GetStatus(grpc::ServerContext*, const v1::GetStat
   *resp->mutable_build() = buildInfo();
   resp->set_state_dir(opts_.state_dir);
   fillTasks(opts_.progress, resp->mutable_tasks());
+  if (opts_.fleet_status) opts_.fleet_status(resp->mutable_fleet());  // --- fleet ---
   for (const auto& p : plane_->ports()) {
     v1::PortStatus* ps = resp->add_ports();
     ps->set_side(dp::sideName(p.side));

@@ -35,6 +35,8 @@ struct ServiceOptions {
   int64_t wall_offset_ns = 0;
   // Long work in progress (GetStatus / GetStats `tasks`); optional.
   const ProgressRegistry* progress = nullptr;
+  // --- fleet --- Fills GetStatus `fleet` when the appliance follows a fleet; optional.
+  std::function<void(v1::FleetAgentStatus*)> fleet_status = nullptr;
 };
 
 class ApplianceService final : public v1::Appliance::Service {

@@ -180,7 +180,7 @@ grpc::Status ApplianceService::AddYaraRule(grpc::ServerContext*, const v1::AddYa
   grpc::Status st = updateWith(mutate, req->expected_version(), req->force(), resp);
   if (!st.ok() && !text_errors.empty()) {
     // The manager saw only the summary: answer with every error, lines in `text`.
-    return applyErrorToGrpc(ApplyError{rules::errorsToStatus(text_errors), text_errors});
+    return applyErrorToGrpc(ApplyError{rules::errorsToStatus(text_errors), text_errors, "validate"});
   }
   return st;
 }
@@ -281,7 +281,7 @@ grpc::Status ApplianceService::CreateDpiRuleSet(grpc::ServerContext*,
   };
   grpc::Status st = updateWith(mutate, req->expected_version(), req->force(), resp);
   if (!st.ok() && !text_errors.empty()) {
-    return applyErrorToGrpc(ApplyError{rules::errorsToStatus(text_errors), text_errors});
+    return applyErrorToGrpc(ApplyError{rules::errorsToStatus(text_errors), text_errors, "validate"});
   }
   return st;
 }

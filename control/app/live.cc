@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "control/api/appliance_service.h"
+#include "control/api/build_info.h"
 #include "control/api/lb_drain.h"
 #include "control/api/event_hub.h"
 #include "control/api/server.h"
@@ -174,6 +175,7 @@ absl::Status runLive(const LiveOptions& o) {
   dopts.workers = static_cast<uint16_t>(dopts.worker_lcores.size());
   dopts.clock = dp::ClockMode::kTsc;
   dopts.mbufs = o.mbufs;
+  dopts.idle_sleep_max_us = o.idle_sleep_max_us;
   auto dpr = dp::Dataplane::create(dopts, std::move(*snap));
   if (!dpr.ok()) return dpr.status();
   std::unique_ptr<dp::Dataplane> plane = std::move(*dpr);
@@ -206,8 +208,71 @@ absl::Status runLive(const LiveOptions& o) {
   EventHub hub(plane.get(), hopts);
   st = hub.start();
   if (!st.ok()) return st;
+  // --- fleet --- The node agent: applies the fleet's versions through the manager (the
+  // same validate -> compile -> publish path as the API) and reports this node's status.
+  std::unique_ptr<fleet::FleetAgent> agent;
+  if (!o.fleet.fleet.empty()) {
+    fleet::AgentOptions fo = o.fleet;
+    fo.state_dir = store->stateDir();
+    fo.software = buildInfo().version();
+    fo.api_address = api.listen.empty() ? absl::StrCat("unix:", store->stateDir(), "/api.sock") : api.listen;
+    fleet::AgentHooks hooks;
+    hooks.apply = [&manager](const v1::ApplianceConfig& doc, v1::FleetNodeError* err,
+                             uint64_t* config_version) {
+      ApplyError e;
+      auto r = manager.applyAsFollower(doc, &e);
+      if (r.ok()) {
+        *config_version = r->version;
+        return absl::OkStatus();
+      }
+      err->set_phase(e.phase);
+      err->set_message(std::string(r.status().message()));
+      for (const auto& ce : e.errors) *err->add_errors() = toApiError(ce);
+      return r.status();
+    };
+    dp::DataplaneControl* pc = plane.get();
+    hooks.fill = [&manager, pc](v1::FleetNodeStatus* s) {
+      const auto c = pc->counters().total;
+      s->set_config_version(manager.version());
+      v1::FleetNodeCounters* k = s->mutable_counters();
+      k->set_rx_packets(c.rx_packets[0] + c.rx_packets[1]);
+      k->set_forwarded(c.verdicts[1]);
+      k->set_dropped(c.verdicts[2] + c.verdicts[3]);
+      k->set_flows_active(c.flows_active);
+    };
+    auto a = fleet::FleetAgent::create(fo, std::move(hooks));
+    if (!a.ok()) return a.status();
+    agent = std::move(*a);
+    manager.setFollower(absl::StrCat(
+        "this appliance follows fleet \"", fo.fleet, "\" as node ", fo.node, " (etcd ",
+        fo.etcd.endpoints, "): its policy changes with `dpuctl fleet apply` (docs/fleet.md); "
+        "local edits are refused"));
+  }
   ServiceOptions sopts;
   sopts.state_dir = store->stateDir();
+  if (agent) {
+    fleet::FleetAgent* ag = agent.get();
+    sopts.fleet_status = [ag](v1::FleetAgentStatus* out) {
+      const fleet::AgentSnapshot s = ag->snapshot();
+      out->set_fleet(s.fleet);
+      out->set_node(s.node);
+      out->set_group(s.group);
+      out->set_state(s.state);
+      out->set_etcd_connected(s.connected);
+      out->set_etcd_endpoint(s.endpoint);
+      out->set_etcd_error(s.last_etcd_error);
+      out->set_last_contact_unix_ns(s.last_contact_unix_ns);
+      out->set_desired_version(s.desired_version);
+      out->set_applied_version(s.applied_version);
+      if (s.last_error.version() != 0) {
+        out->set_last_error_version(s.last_error.version());
+        out->set_last_error(absl::StrCat(s.last_error.phase(), ": ", s.last_error.message()));
+      }
+      out->set_relists(s.relists);
+      out->set_applies(s.applies);
+      out->set_refusals(s.refusals);
+    };
+  }
   sopts.wall_offset_ns = wall_offset;
   sopts.progress = &progress;
   ApplianceService service(&manager, plane.get(), &hub, sopts);
@@ -238,6 +303,12 @@ absl::Status runLive(const LiveOptions& o) {
                store->path().c_str());
   st = plane->launch();
   if (!st.ok()) return st;
+  if (agent) {
+    agent->start();
+    std::fprintf(stderr, "dpu-appliance: following fleet %s as node %s (group %s) on etcd %s\n",
+                 o.fleet.fleet.c_str(), agent->options().node.c_str(), o.fleet.group.c_str(),
+                 o.fleet.etcd.endpoints.c_str());
+  }
   std::fprintf(stderr, "dpu-appliance: forwarding between A (%s) and B (%s) with %u worker(s); "
                        "Ctrl-C to stop\n",
                portBinding(plane->portA()).c_str(), portBinding(plane->portB()).c_str(),
@@ -263,7 +334,12 @@ absl::Status runLive(const LiveOptions& o) {
       // systemd (Type=notify): `systemctl reload` waits until READY=1 again.
       sdNotify("RELOADING=1\nSTATUS=re-reading the files the configuration names");
       hub.reopenFile();
-      reloadNamedFiles(manager);
+      if (agent) {
+        std::fprintf(stderr, "dpu-appliance: SIGHUP: events file reopened; the files of a fleet "
+                             "version are not re-read (the fleet's versions carry them)\n");
+      } else {
+        reloadNamedFiles(manager);
+      }
       sdNotify(absl::StrCat("READY=1\nSTATUS=forwarding, config version ", manager.version())
                    .c_str());
     }
@@ -297,6 +373,7 @@ absl::Status runLive(const LiveOptions& o) {
   // API first (no change can start while the workers stop), then the workers, then the
   // pump's last drain (flow ends at shutdown).
   metrics.reset();
+  if (agent) agent->stop();  // --- fleet --- no apply starts while the workers stop
   lb_drainer.stop();  // --- lb ---
   server->shutdown();
   plane->stop();

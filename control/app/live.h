@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "control/api/server.h"
+#include "control/fleet/fleet_agent.h"
 
 namespace dpu::ctl {
 
@@ -25,6 +26,12 @@ struct LiveOptions {
   // and descriptors. Raise it for PMDs that hold many mbufs (net_pcap infinite_rx keeps
   // one per packet of its file).
   uint32_t mbufs = 0;
+  // Idle polling (run --poll idle): a worker that finds nothing sleeps, up to this many
+  // microseconds at a time (0 = --poll busy, the default). For boxes whose cores are shared.
+  uint32_t idle_sleep_max_us = 0;
+  // --- fleet --- Follow this fleet's policy in etcd (fleet.fleet empty: no fleet). The state
+  // directory keeps the last applied version; local edits through the API are refused.
+  fleet::AgentOptions fleet;
 };
 
 // SIGHUP: re-applies the --config file (the whole document, as the next version, whatever

@@ -55,6 +55,23 @@ options:
   --duration S           stop after S seconds.
   --mbufs N              packet buffers in the pool (default: sized from workers and
                          descriptors); e.g. net_pcap infinite_rx needs one per packet.
+  --poll busy|idle       busy (default): workers spin on their queues, one core each at
+                         100%, the lowest latency; idle: after 64 empty polls a worker
+                         sleeps (16 us, doubling while nothing comes), for boxes whose cores
+                         are shared (a lab, many appliances on one host); docs/operations.md
+  --idle-sleep-max-us N  with --poll idle: the longest sleep, the added latency of the first
+                         frame after a quiet spell (16 .. 100000; default 1000)
+
+fleet (docs/fleet.md): follow one policy kept in etcd with other appliances
+  --fleet NAME           the fleet to follow; its versions are applied as they come (the
+                         state directory keeps the last one applied: a restart without etcd
+                         runs it); local edits through the API are refused.
+  --etcd URLS            etcd endpoints, comma separated (http://, https:// or HOST:PORT).
+  --node ID              this node's name in the fleet (default: the host name).
+  --group G              its group for rollouts (default "default"; e.g. canary).
+  --etcd-ca F [--etcd-cert F --etcd-key F]
+                         TLS to etcd; with a client certificate for client-cert-auth (mTLS).
+  --fleet-lease-ttl S    the node's status disappears S seconds after it dies (default 10).
 
 examples:
   dpu-appliance run --config /etc/dpu-appliance/config.json --metrics-listen 9464 -- \
@@ -235,6 +252,8 @@ int main(int argc, char** argv) {
   }
   if (cmd == "run") {
     dpu::ctl::LiveOptions o;
+    bool poll_idle = false, idle_max_given = false;
+    uint32_t idle_max_us = 1000;
     int i = 2;
     for (; i < argc; ++i) {
       std::string a = argv[i];
@@ -248,7 +267,9 @@ int main(int argc, char** argv) {
       static const char* const kWithValue[] = {
           "--config", "--events", "--metrics-listen", "--events-max-bytes", "--events-keep",
           "--state-dir", "--listen", "--tls-cert", "--tls-key", "--tls-client-ca",
-          "--max-request-bytes", "--stats-interval", "--duration", "--mbufs"};
+          "--max-request-bytes", "--stats-interval", "--duration", "--mbufs",
+          "--fleet", "--etcd", "--node", "--group", "--etcd-ca", "--etcd-cert", "--etcd-key",
+          "--fleet-lease-ttl", "--poll", "--idle-sleep-max-us"};
       if (std::find(std::begin(kWithValue), std::end(kWithValue), a) == std::end(kWithValue)) {
         return fail("run: unknown option '" + a + "' (EAL arguments go after --; see "
                     "dpu-appliance run --help)");
@@ -284,10 +305,58 @@ int main(int argc, char** argv) {
         if (!absl::SimpleAtoi(v, &o.mbufs) || o.mbufs < 1024 || o.mbufs > (1u << 26)) {
           return fail("run: bad --mbufs '" + v + "' (1024 .. 67108864)");
         }
+      } else if (a == "--poll") {
+        if (v == "busy") {
+          poll_idle = false;
+        } else if (v == "idle") {
+          poll_idle = true;
+        } else {
+          return fail("run: bad --poll '" + v + "' (busy: workers spin, the lowest latency; "
+                      "idle: workers sleep when nothing comes)");
+        }
+      } else if (a == "--idle-sleep-max-us") {
+        if (!absl::SimpleAtoi(v, &idle_max_us) || idle_max_us < 16 || idle_max_us > 100000) {
+          return fail("run: bad --idle-sleep-max-us '" + v + "' (16 .. 100000)");
+        }
+        idle_max_given = true;
+      } else if (a == "--fleet") {  // --- fleet ---
+        o.fleet.fleet = v;
+      } else if (a == "--etcd") {
+        o.fleet.etcd.endpoints = v;
+      } else if (a == "--node") {
+        o.fleet.node = v;
+      } else if (a == "--group") {
+        o.fleet.group = v;
+      } else if (a == "--etcd-ca") {
+        o.fleet.etcd.ca_file = v;
+      } else if (a == "--etcd-cert") {
+        o.fleet.etcd.cert_file = v;
+      } else if (a == "--etcd-key") {
+        o.fleet.etcd.key_file = v;
+      } else if (a == "--fleet-lease-ttl") {
+        if (!absl::SimpleAtoi(v, &o.fleet.lease_ttl_s) || o.fleet.lease_ttl_s < 2 ||
+            o.fleet.lease_ttl_s > 3600) {
+          return fail("run: bad --fleet-lease-ttl '" + v + "' (2 .. 3600 seconds)");
+        }
       } else {
         return fail("run: unknown option '" + a + "' (EAL arguments go after --; see "
                     "dpu-appliance run --help)");
       }
+    }
+    if (idle_max_given && !poll_idle) {
+      return fail("run: --idle-sleep-max-us goes with --poll idle");
+    }
+    o.idle_sleep_max_us = poll_idle ? idle_max_us : 0;
+    if (o.fleet.fleet.empty() &&
+        (!o.fleet.etcd.endpoints.empty() || !o.fleet.node.empty() || o.fleet.group != "default" ||
+         !o.fleet.etcd.ca_file.empty() || !o.fleet.etcd.cert_file.empty())) {
+      return fail("run: --etcd, --node, --group and the --etcd-* options go with --fleet NAME");
+    }
+    if (!o.fleet.fleet.empty() && o.fleet.etcd.endpoints.empty()) {
+      return fail("run: --fleet needs --etcd URLS (e.g. --etcd 127.0.0.1:2379)");
+    }
+    if (o.fleet.etcd.cert_file.empty() != o.fleet.etcd.key_file.empty()) {
+      return fail("run: --etcd-cert and --etcd-key go together");
     }
     for (; i < argc; ++i) o.eal_args.push_back(argv[i]);
     absl::Status st = dpu::ctl::runLive(o);

@@ -1,5 +1,8 @@
 #include "control/cli/cli_format.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/field_mask_util.h>
 #include <google/protobuf/util/json_util.h>
@@ -661,6 +664,18 @@ absl::StatusOr<std::string> parseHex(const std::string& text) {
     out.push_back(static_cast<char>(std::stoi(digits.substr(i, 2), nullptr, 16)));
   }
   return out;
+}
+
+bool readFile(const std::string& path, std::string* out, std::string* err) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *err = path + ": cannot open";
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
 }
 
 }  // namespace dpu::cli

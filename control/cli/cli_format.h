@@ -16,6 +16,8 @@ namespace dpu::cli {
 
 // Protobuf JSON (proto field names as in the .proto).
 std::string toJson(const google::protobuf::Message& m, bool pretty);
+// Reads a whole file; false with "<path>: cannot open" in *err.
+bool readFile(const std::string& path, std::string* out, std::string* err);
 
 std::string formatStatus(const v1::StatusResponse& s);
 // `prev` (may be null) is the previous sample of a watch: rates are shown when given.

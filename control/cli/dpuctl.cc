@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "control/cli/dns_cmd.h"  // DNS filtering
+#include "control/cli/fleet_cmd.h"  // --- fleet ---
 #include "control/cli/dpi_cmd.h"  // --- dpi ---
 #include "control/cli/flows_cmd.h"  // --- flows view / capture ---
 #include "control/cli/cli_format.h"
@@ -104,6 +105,8 @@ commands:
         [--sort packets|bytes|age|last-seen] [--limit N] [--offset N]
         [--top N [--by packets|bytes] [--window S]]   flows of every worker, top talkers
   capture (--drops [--reason R] | --rule ID) -w FILE.pcap [--count N] [--duration S]
+  fleet apply FILE | status | rollout | rollback | history | diff A B | show
+                                            the fleet's policy in etcd (dpuctl fleet --help)
 
 'dpuctl <command> --help' shows each command's options and examples.
 
@@ -373,17 +376,6 @@ int rpcFail(const Global& g, const std::string& what, const grpc::Status& st) {
   }
 }
 
-bool readFile(const std::string& path, std::string* out, std::string* err) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *err = path + ": cannot open";
-    return false;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
-}
 
 class Client {
  public:
@@ -399,9 +391,9 @@ class Client {
     }
     if (tls) {
       grpc::SslCredentialsOptions o;
-      if (!g_.tls_ca.empty() && !readFile(g_.tls_ca, &o.pem_root_certs, err)) return false;
-      if (!g_.tls_cert.empty() && !readFile(g_.tls_cert, &o.pem_cert_chain, err)) return false;
-      if (!g_.tls_key.empty() && !readFile(g_.tls_key, &o.pem_private_key, err)) return false;
+      if (!g_.tls_ca.empty() && !dpu::cli::readFile(g_.tls_ca, &o.pem_root_certs, err)) return false;
+      if (!g_.tls_cert.empty() && !dpu::cli::readFile(g_.tls_cert, &o.pem_cert_chain, err)) return false;
+      if (!g_.tls_key.empty() && !dpu::cli::readFile(g_.tls_key, &o.pem_private_key, err)) return false;
       creds = grpc::SslCredentials(o);
     } else {
       creds = grpc::InsecureChannelCredentials();
@@ -1331,6 +1323,7 @@ int main(int argc, char** argv) {
     return kOk;
   }
   std::vector<std::string> args(rest.begin() + 1, rest.end());
+  if (cmd == "fleet") return dpu::cli::cmdFleet(args, g.json);  // --- fleet --- (etcd, no API)
   Client client(g);
   auto run = [&](int (*fn)(Client&, const std::vector<std::string>&)) {
     if (!wantsHelp(args)) {

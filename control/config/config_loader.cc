@@ -253,6 +253,29 @@ absl::StatusOr<v1::ApplianceConfig> loadConfigFile(const std::string& path) {
   return cfg;
 }
 
+void forEachConfigFile(v1::ApplianceConfig* cfg, const std::function<void(std::string*)>& fn) {
+  auto each = [&](std::string* p) {
+    if (!p->empty()) fn(p);
+  };
+  // Only sections that are present are touched (the document stays byte-identical
+  // otherwise).
+  if (cfg->has_firewall()) {
+    v1::FirewallConfig* fw = cfg->mutable_firewall();
+    for (std::string& f : *fw->mutable_rule_files()) each(&f);
+    for (v1::IpSet& set : *fw->mutable_ip_sets()) each(set.mutable_file());
+  }
+  if (cfg->has_geoip()) each(cfg->mutable_geoip()->mutable_database());
+  if (cfg->has_dpi()) {  // --- dpi ---
+    for (std::string& f : *cfg->mutable_dpi()->mutable_rule_files()) each(&f);
+    if (cfg->dpi().has_signatures()) {  // --- signatures ---
+      v1::DpiSignatures* sg = cfg->mutable_dpi()->mutable_signatures();
+      for (std::string& f : *sg->mutable_files()) each(&f);
+      each(sg->mutable_classification_file());
+    }
+  }
+  fixDnsPaths(cfg, each);  // DNS filtering: list files
+}
+
 void resolveRelativePaths(v1::ApplianceConfig* cfg, const std::string& base_dir) {
   std::error_code ec;
   std::filesystem::path base = std::filesystem::absolute(
@@ -262,24 +285,10 @@ void resolveRelativePaths(v1::ApplianceConfig* cfg, const std::string& base_dir)
     if (p->empty() || (*p)[0] == '/') return;
     *p = (base / *p).lexically_normal().string();
   };
-  // Only sections that are present are touched (the document stays byte-identical
-  // otherwise).
-  if (cfg->has_firewall()) {
-    v1::FirewallConfig* fw = cfg->mutable_firewall();
-    for (std::string& f : *fw->mutable_rule_files()) fix(&f);
-    for (v1::IpSet& set : *fw->mutable_ip_sets()) fix(set.mutable_file());
+  forEachConfigFile(cfg, fix);
+  if (cfg->has_dpi() && !cfg->dpi().cache_dir().empty()) {
+    fix(cfg->mutable_dpi()->mutable_cache_dir());  // a directory, not a file the config names
   }
-  if (cfg->has_geoip()) fix(cfg->mutable_geoip()->mutable_database());
-  if (cfg->has_dpi()) {  // --- dpi ---
-    for (std::string& f : *cfg->mutable_dpi()->mutable_rule_files()) fix(&f);
-    if (!cfg->dpi().cache_dir().empty()) fix(cfg->mutable_dpi()->mutable_cache_dir());
-    if (cfg->dpi().has_signatures()) {  // --- signatures ---
-      v1::DpiSignatures* sg = cfg->mutable_dpi()->mutable_signatures();
-      for (std::string& f : *sg->mutable_files()) fix(&f);
-      if (!sg->classification_file().empty()) fix(sg->mutable_classification_file());
-    }
-  }
-  fixDnsPaths(cfg, fix);  // DNS filtering: list files
 }
 
 rules::FirewallRuleSpec specFromProto(const v1::FirewallRule& r, int index) {

@@ -3,6 +3,7 @@
 // the field.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ absl::StatusOr<ParsedConfig> loadConfigFileAll(const std::string& path);
 // firewall.ip_sets[].file, geoip.database) are made absolute against the file's directory,
 // so the document means the same wherever it is applied or persisted.
 absl::StatusOr<v1::ApplianceConfig> loadConfigFile(const std::string& path);
+
+// Calls `fn` on every non-empty path of a file the document names (firewall rule and IP set
+// files, the GeoIP database, DPI rule, signature and classification files, DNS list files; not
+// dpi.cache_dir, a directory). The fleet ships these files with the document.
+void forEachConfigFile(v1::ApplianceConfig* cfg, const std::function<void(std::string*)>& fn);
 
 // Makes the relative file paths of `cfg` (see loadConfigFile) absolute against `base_dir`
 // (itself made absolute against the working directory).

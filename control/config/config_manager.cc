@@ -189,6 +189,27 @@ absl::StatusOr<ApplyResult> ConfigManager::update(
 absl::StatusOr<ApplyResult> ConfigManager::update(
     const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
     uint64_t expected_version, bool force, ApplyError* error) {
+  return updateImpl(mutate, expected_version, force, error, /*from_owner=*/false);
+}
+
+absl::StatusOr<ApplyResult> ConfigManager::applyAsFollower(const v1::ApplianceConfig& next,
+                                                           ApplyError* error) {
+  return updateImpl(
+      [&](v1::ApplianceConfig& doc, rules::ConfigErrorList&) {
+        doc = next;
+        return absl::OkStatus();
+      },
+      0, /*force=*/true, error, /*from_owner=*/true);
+}
+
+void ConfigManager::setFollower(std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  follower_ = std::move(why);
+}
+
+absl::StatusOr<ApplyResult> ConfigManager::updateImpl(
+    const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
+    uint64_t expected_version, bool force, ApplyError* error, bool from_owner) {
   std::unique_ptr<ProgressRegistry::Task> task;
   if (progress_) task = progress_->begin("config apply");
   rules::ProgressScope scope(task.get());
@@ -199,6 +220,11 @@ absl::StatusOr<ApplyResult> ConfigManager::update(
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t based_on = force ? store_->version() : expected_version;
     absl::StatusOr<ApplyResult> out = [&]() -> absl::StatusOr<ApplyResult> {
+      // --- fleet --- A node that follows a fleet takes its policy from the fleet only.
+      phase_ = "follower";
+      if (!from_owner && !follower_.empty()) {
+        return fail(error, absl::FailedPreconditionError(follower_));
+      }
       phase_ = "version";
       if (!force && expected_version != store_->version()) {
         return fail(error, absl::AbortedError(absl::StrCat("config version moved: expected ",
@@ -214,6 +240,7 @@ absl::StatusOr<ApplyResult> ConfigManager::update(
       return applyLocked(std::move(next), error);
     }();
     phase = phase_;
+    if (!out.ok()) error->phase = phase;
     if (!out.ok() && on_refused_) {
       on_refused_(RefusedApply{based_on, store_->version(), phase, out.status(), error->errors});
     }

@@ -37,6 +37,7 @@ struct ApplyResult {
 struct ApplyError {
   absl::Status status;
   rules::ConfigErrorList errors;
+  std::string phase;  // --- fleet --- the phase that refused it (see RefusedApply::phase)
 };
 
 // Outcomes and durations of the applies since start (GetStats, metrics). Durations are the
@@ -58,9 +59,9 @@ struct ApplyStats {
 };
 
 // --- ops --- An apply that was refused: what it was based on, the phase that refused it
-// ("version": expected_version moved; "edit": the RPC's edit of the document failed;
-// "validate", "compile", "prepare" (dataplane tables), "persist"; "load": the file did not
-// load, see reportRefused), and why.
+// ("follower": the node follows a fleet, see setFollower; "version": expected_version moved;
+// "edit": the RPC's edit of the document failed; "validate", "compile", "prepare" (dataplane
+// tables), "persist"; "load": the file did not load, see reportRefused), and why.
 struct RefusedApply {
   uint64_t based_on_version = 0;  // expected_version (the committed version when forced)
   uint64_t committed_version = 0; // the committed version, which stays in force
@@ -97,6 +98,11 @@ class ConfigManager {
   absl::StatusOr<ApplyResult> update(
       const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
       uint64_t expected_version, bool force, ApplyError* error);
+  // --- fleet --- While `why` is set (a node following a fleet, docs/fleet.md "Local edits"),
+  // apply() and update() are refused with FAILED_PRECONDITION and that message (phase
+  // "follower"); the fleet agent applies with applyAsFollower (forced, whole document).
+  void setFollower(std::string why);
+  absl::StatusOr<ApplyResult> applyAsFollower(const v1::ApplianceConfig& next, ApplyError* error);
   // Validation + compilation only.
   rules::ConfigErrorList validate(const v1::ApplianceConfig& cfg) const;
 
@@ -159,6 +165,10 @@ class ConfigManager {
 
  private:
   absl::StatusOr<ApplyResult> applyLocked(v1::ApplianceConfig next, ApplyError* error);
+  absl::StatusOr<ApplyResult> updateImpl(
+      const std::function<absl::Status(v1::ApplianceConfig&, rules::ConfigErrorList&)>& mutate,
+      uint64_t expected_version, bool force, ApplyError* error, bool from_owner);
+  std::string follower_;  // --- fleet --- (under mu_) see setFollower
   // Counts the outcome of one apply/update in stats_.
   void record(const absl::StatusOr<ApplyResult>& r, const char* phase);
   ProgressRegistry* progress_ = nullptr;

@@ -1,5 +1,6 @@
 #include "control/metrics/metrics_server.h"
 
+
 #include <CivetServer.h>
 #include <prometheus/text_serializer.h>
 
@@ -59,6 +60,36 @@ std::vector<MetricsSource> applianceSources(ApplianceService* svc) {
            {"dpdk_version", b.dpdk_version()},
            {"build_type", b.build_type()}},
           1);
+    if (st.has_fleet()) {  // --- fleet --- the node agent (docs/fleet.md)
+      const v1::FleetAgentStatus& fl = st.fleet();
+      const metrics::Labels l = {
+          {"fleet", fl.fleet()}, {"node", fl.node()}, {"group", fl.group()}};
+      using T = prometheus::MetricType;
+      f.add("dpu_fleet_etcd_connected", T::Gauge,
+            "1 when the last exchange of the fleet agent with etcd succeeded; 0 while etcd is "
+            "unreachable (the node keeps enforcing its applied version).",
+            l, fl.etcd_connected() ? 1 : 0);
+      f.add("dpu_fleet_applied_version", T::Gauge,
+            "The fleet version this node runs (0: none yet).", l,
+            static_cast<double>(fl.applied_version()));
+      f.add("dpu_fleet_desired_version", T::Gauge,
+            "The fleet version this node's group should run.", l,
+            static_cast<double>(fl.desired_version()));
+      f.add("dpu_fleet_synced", T::Gauge,
+            "1 when the node runs the version its group should run.", l,
+            fl.state() == "synced" ? 1 : 0);
+      f.add("dpu_fleet_last_contact_timestamp_seconds", T::Gauge,
+            "Unix time of the last successful exchange with etcd.", l,
+            static_cast<double>(fl.last_contact_unix_ns()) / 1e9);
+      f.add("dpu_fleet_applies_total", T::Counter, "Fleet versions applied since start.", l,
+            static_cast<double>(fl.applies()));
+      f.add("dpu_fleet_refusals_total", T::Counter,
+            "Fleet versions this node refused since start (see dpuctl fleet status).", l,
+            static_cast<double>(fl.refusals()));
+      f.add("dpu_fleet_relists_total", T::Counter,
+            "Full relists of the fleet's control keys (after a compacted watch) since start.", l,
+            static_cast<double>(fl.relists()));
+    }
   });
   out.push_back(rpcSource(svc, &ApplianceService::ListFirewallRules, "firewall_rules",
                           "firewall_"));

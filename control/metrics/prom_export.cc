@@ -70,7 +70,7 @@ std::vector<std::string> allDnsBlockActions() {
 }
 
 std::vector<std::string> allRefusalPhases() {
-  return {"load", "version", "edit", "validate", "compile", "prepare", "persist"};
+  return {"load", "follower", "version", "edit", "validate", "compile", "prepare", "persist"};
 }
 
 struct Rule {
@@ -170,6 +170,8 @@ const Rule kRules[] = {
   {"dpu.v1.CounterSet.handed_in", As::kCounter, "distribution_handed_in_total", "Software distribution: packets other workers handed to this worker (counted in its rx)."},
   {"dpu.v1.CounterSet.loops", As::kCounter, "worker_loops_total", "Polling loops of the worker."},
   {"dpu.v1.CounterSet.busy_loops", As::kCounter, "worker_busy_loops_total", "Polling loops that received at least one frame."},
+  {"dpu.v1.CounterSet.idle_sleeps", As::kCounter, "worker_idle_sleeps_total", "Times a worker slept after polling loops that found nothing (run --poll idle)."},
+  {"dpu.v1.CounterSet.idle_sleep_us", As::kCounter, "worker_idle_sleep_microseconds_total", "Microseconds workers slept while idle (run --poll idle)."},
   {"dpu.v1.CounterSet.firewall", As::kPrefix, "firewall_", nullptr},
   {"dpu.v1.FirewallCounters.allowed", As::kCounter, "firewall_verdicts_total", "Flows (or untracked packets) judged by the firewall, by action.", "action=allow"},
   {"dpu.v1.FirewallCounters.denied", As::kCounter, "firewall_verdicts_total", "Flows (or untracked packets) judged by the firewall, by action.", "action=deny"},

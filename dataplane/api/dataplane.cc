@@ -227,6 +227,7 @@ absl::StatusOr<std::unique_ptr<Dataplane>> Dataplane::create(
     wo.queue = w;
     wo.clock = opts.clock;
     wo.merge_by_timestamp = opts.merge_by_timestamp;
+    wo.idle_sleep_max_us = opts.idle_sleep_max_us;
     if (software) {
       wo.nworkers = opts.workers;
       wo.software_distribution = true;

@@ -50,6 +50,8 @@ struct DataplaneOptions {
   // Software distribution (dataplane.distribution): replay waits for room in a full ring
   // instead of dropping (worker_ring_full), so no packet is lost to scheduling.
   bool lossless_distribution = false;
+  // Idle polling (live `run --poll idle`): see WorkerOptions::idle_sleep_max_us; 0 = busy.
+  uint32_t idle_sleep_max_us = 0;
   FileExtractor* extract = nullptr;     // replay --extract-files: decoded HTTP files
   // Stages each worker runs after the built-in ones, in this order (tests, extensions;
   // docs/architecture.md "Adding a stage").

@@ -271,6 +271,8 @@ CountersSnapshot::Flat readCounters(const WorkerCounters& c) {
   f.dist_handed_in = c.dist_handed_in.load();
   f.loops = c.loops.load();
   f.busy_loops = c.busy_loops.load();
+  f.idle_sleeps = c.idle_sleeps.load();
+  f.idle_sleep_us = c.idle_sleep_us.load();
   f.generation = c.generation.load();
   for (int i = 0; i < kCyCount; ++i) f.cycles[i] = c.cycles[i].load();
   for (int i = 0; i < kLatencyBuckets; ++i) f.latency[i] = c.latency[i].load();
@@ -375,6 +377,8 @@ void accumulate(CountersSnapshot::Flat& a, const CountersSnapshot::Flat& w) {
   a.dist_handed_in += w.dist_handed_in;
   a.loops += w.loops;
   a.busy_loops += w.busy_loops;
+  a.idle_sleeps += w.idle_sleeps;
+  a.idle_sleep_us += w.idle_sleep_us;
   a.generation = a.generation == 0 ? w.generation : std::min(a.generation, w.generation);
   for (int i = 0; i < kCyCount; ++i) a.cycles[i] += w.cycles[i];
   for (int i = 0; i < kLatencyBuckets; ++i) a.latency[i] += w.latency[i];

@@ -177,6 +177,7 @@ struct alignas(64) WorkerCounters {
   // Software distribution: packets handed to another worker / handed in by another worker.
   Counter dist_handed_off, dist_handed_in;
   Counter loops, busy_loops;
+  Counter idle_sleeps, idle_sleep_us;  // idle polling (WorkerOptions::idle_sleep_max_us)
   Counter generation;               // snapshot generation the worker runs
   Counter cycles[kCyCount];         // by CycleBucket
   Counter latency[kLatencyBuckets]; // forwarded packets by latency bucket
@@ -236,6 +237,7 @@ struct CountersSnapshot {
     uint64_t dns_list_blocked[kDnsListSlots]{};
     uint64_t dns_list_allowed[kDnsListSlots]{};
     uint64_t events_lost = 0, loops = 0, busy_loops = 0, generation = 0;
+    uint64_t idle_sleeps = 0, idle_sleep_us = 0;
     uint64_t dist_handed_off = 0, dist_handed_in = 0;
     uint64_t cycles[kCyCount]{};
     uint64_t latency[kLatencyBuckets]{};

@@ -45,6 +45,11 @@ enum class ClockMode : uint8_t {
   kPacketTimestamp,  // replay: time from the pcap timestamp of each packet (deterministic)
 };
 
+// Idle polling (WorkerOptions::idle_sleep_max_us): empty loops before the first sleep, and
+// the first sleep.
+constexpr uint32_t kIdleLoopsBeforeSleep = 64;
+constexpr uint32_t kIdleFirstSleepUs = 16;
+
 struct WorkerOptions {
   uint16_t id = 0;
   uint16_t port[2] = {0, 1};   // port id of side A and side B
@@ -61,6 +66,11 @@ struct WorkerOptions {
   bool poll_rx[2] = {true, true};
   bool tx_direct[2] = {true, true};
   bool lossless = false;
+  // Idle polling (run --poll idle): after kIdleLoopsBeforeSleep loops that found nothing, the
+  // worker goes RCU-offline and sleeps, 16 us at first, doubling up to this many microseconds
+  // while nothing comes; the first frame (or handed-in packet) ends it. 0 = busy polling (the
+  // default: the lowest latency, one core per worker at 100%).
+  uint32_t idle_sleep_max_us = 0;
 };
 
 // Shared, read-mostly context every worker gets from the Dataplane.

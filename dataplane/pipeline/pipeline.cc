@@ -8,6 +8,8 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -159,7 +161,28 @@ uint32_t Worker::inboundCount() const {
 int Worker::run() {
   rte_rcu_qsbr_thread_register(cx_.shared.qsbr, cx_.opts.id);
   rte_rcu_qsbr_thread_online(cx_.shared.qsbr, cx_.opts.id);
-  while (!cx_.shared.stop->load(std::memory_order_relaxed)) pollOnce();
+  const uint32_t max_sleep_us = cx_.opts.idle_sleep_max_us;
+  uint32_t empty_loops = 0, sleep_us = 0;
+  while (!cx_.shared.stop->load(std::memory_order_relaxed)) {
+    if (pollOnce() != 0 || max_sleep_us == 0) {
+      empty_loops = 0;
+      sleep_us = 0;
+      continue;
+    }
+    if (++empty_loops < kIdleLoopsBeforeSleep) continue;
+    // Idle polling: nothing came for a while. Offline, a sleeping worker holds up no RCU
+    // grace period (a config publish does not wait for its sleep); its flows age and its
+    // mailbox is served between sleeps, which stay short (at most max_sleep_us).
+    sleep_us = sleep_us == 0 ? kIdleFirstSleepUs : std::min(sleep_us * 2, max_sleep_us);
+    sleep_us = std::min(sleep_us, max_sleep_us);
+    rte_rcu_qsbr_thread_offline(cx_.shared.qsbr, cx_.opts.id);
+    const uint64_t t0 = rte_rdtsc();
+    struct timespec ts = {0, static_cast<long>(sleep_us) * 1000};
+    nanosleep(&ts, nullptr);
+    cx_.c->idle_sleeps.add();
+    cx_.c->idle_sleep_us.add((rte_rdtsc() - t0) * 1000000 / cx_.tsc_hz);
+    rte_rcu_qsbr_thread_online(cx_.shared.qsbr, cx_.opts.id);
+  }
   flushTx();
   rte_rcu_qsbr_thread_offline(cx_.shared.qsbr, cx_.opts.id);
   rte_rcu_qsbr_thread_unregister(cx_.shared.qsbr, cx_.opts.id);

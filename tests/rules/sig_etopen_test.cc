@@ -74,7 +74,9 @@ TEST(SigEtOpen, EveryRuleAcceptedOrRefusedWithWhereAndWhy) {
     for (const auto& r : (*c)->rules) {
       EXPECT_GT(r.sig.sid, 0u);
       EXPECT_FALSE(r.sig.msg.empty()) << r.sig.sid;
-      if (!r.sig.classtype.empty()) EXPECT_FALSE(r.category.empty()) << r.sig.sid << " " << r.sig.classtype;
+      if (!r.sig.classtype.empty()) {
+        EXPECT_FALSE(r.category.empty()) << r.sig.sid << " " << r.sig.classtype;
+      }
     }
     total += enabled;
     accepted += (*c)->rules.size();

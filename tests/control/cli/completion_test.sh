@@ -37,7 +37,7 @@ expect() {  # expect "WANT" FUNC WORD...
   [[ $got == "$want" ]] || fail "'${*:2}': got '$got', want '$want'"
 }
 
-expect "capture config dns dpi events explain flows fw geo lb stats status" _dpuctl dpuctl ""
+expect "capture config dns dpi events explain fleet flows fw geo lb stats status" _dpuctl dpuctl ""
 expect "established" _dpuctl dpuctl flows --state est  # --- flows view ---
 expect "draining" _dpuctl dpuctl lb set web b1 --state dr
 expect "last-seen" _dpuctl dpuctl flows --sort l
@@ -55,7 +55,7 @@ expect "nat" _dpuctl dpuctl lb create web --mode n
 expect "rehash reset" _dpuctl dpuctl lb create web --orphans re
 expect "--dns-query" _dpuctl dpuctl explain --dns
 expect "AAAA" _dpuctl dpuctl explain --dns-query x.example --qtype AA
-expect "flows fw" _dpuctl dpuctl f
+expect "fleet flows fw" _dpuctl dpuctl f
 expect "--json" _dpuctl dpuctl --j
 expect "--help add list load remove" _dpuctl dpuctl fw ""
 expect "apply" _dpuctl dpuctl --server unix:/x.sock config a
@@ -81,6 +81,9 @@ expect "" _dpuctl "$CTL" --server unix:"$TMPD"/none.sock fw remove ""
 (( $(date +%s) - start < 10 )) || fail "rule id completion hangs without a server"
 expect "--help replay run validate" _dpu_appliance dpu-appliance ""
 expect "--metrics-listen --metrics-listen-any" _dpu_appliance dpu-appliance run --metrics
+expect "busy idle" _dpu_appliance dpu-appliance run --poll ""
+expect "--poll" _dpu_appliance dpu-appliance run --pol
+expect "--help apply diff history rollback rollout show status" _dpuctl dpuctl fleet ""
 expect "$TMPD/site.json" _dpu_appliance dpu-appliance replay --config "$TMPD/site.j"
 expect "$TMPD/site.json" _dpu_appliance dpu-appliance run -- --vdev "$TMPD/site.j"
 
