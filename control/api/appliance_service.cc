@@ -97,6 +97,20 @@ v1::ConfigError toApiError(const rules::ConfigError& in) {
   return out;
 }
 
+absl::Status applyFleetDocument(ConfigManager& manager, const v1::ApplianceConfig& doc,
+                                v1::FleetNodeError* err, uint64_t* config_version) {
+  ApplyError e;
+  auto r = manager.applyAsFollower(doc, &e);
+  if (r.ok()) {
+    *config_version = r->version;
+    return absl::OkStatus();
+  }
+  err->set_phase(e.phase);
+  err->set_message(std::string(r.status().message()));
+  for (const auto& ce : e.errors) *err->add_errors() = toApiError(ce);
+  return r.status();
+}
+
 grpc::Status applyErrorToGrpc(const ApplyError& err) {
   absl::Status st = err.status;
   if (st.ok()) {

@@ -26,6 +26,7 @@
 #include "control/progress/progress_registry.h"
 #include "dataplane/api/control.h"
 #include "proto/appliance_api.grpc.pb.h"
+#include "proto/fleet.pb.h"
 
 namespace dpu::ctl {
 
@@ -158,6 +159,11 @@ grpc::Status toGrpc(const absl::Status& st);
 // An apply failure: INVALID_ARGUMENT carries every ConfigError in the status details.
 grpc::Status applyErrorToGrpc(const ApplyError& err);
 v1::ConfigError toApiError(const rules::ConfigError& e);
+// --- fleet --- A fleet version's document applied as the node agent does (the hook of
+// fleet::AgentHooks::apply): manager.applyAsFollower; a refusal fills `err` with its phase,
+// message and every error. `config_version`: the committed version after it.
+absl::Status applyFleetDocument(ConfigManager& manager, const v1::ApplianceConfig& doc,
+                                v1::FleetNodeError* err, uint64_t* config_version);
 
 // Long work in progress as the API's TaskProgress.
 void fillTasks(const ProgressRegistry* progress,

@@ -219,16 +219,7 @@ absl::Status runLive(const LiveOptions& o) {
     fleet::AgentHooks hooks;
     hooks.apply = [&manager](const v1::ApplianceConfig& doc, v1::FleetNodeError* err,
                              uint64_t* config_version) {
-      ApplyError e;
-      auto r = manager.applyAsFollower(doc, &e);
-      if (r.ok()) {
-        *config_version = r->version;
-        return absl::OkStatus();
-      }
-      err->set_phase(e.phase);
-      err->set_message(std::string(r.status().message()));
-      for (const auto& ce : e.errors) *err->add_errors() = toApiError(ce);
-      return r.status();
+      return applyFleetDocument(manager, doc, err, config_version);
     };
     dp::DataplaneControl* pc = plane.get();
     hooks.fill = [&manager, pc](v1::FleetNodeStatus* s) {
@@ -304,6 +295,7 @@ absl::Status runLive(const LiveOptions& o) {
   st = plane->launch();
   if (!st.ok()) return st;
   if (agent) {
+    agent->setApiAddress(server->address());  // the bound address (--listen HOST:0)
     agent->start();
     std::fprintf(stderr, "dpu-appliance: following fleet %s as node %s (group %s) on etcd %s\n",
                  o.fleet.fleet.c_str(), agent->options().node.c_str(), o.fleet.group.c_str(),

@@ -21,6 +21,7 @@
 #include "control/config/config_loader.h"
 #include "control/fleet/etcd_client.h"
 #include "control/fleet/fleet_store.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "rules/compile/config_errors.h"
 
 namespace dpu::cli {
@@ -51,7 +52,11 @@ commands:
                  written when it is invalid), stores its files by content hash and the document
                  as the next version, and makes it every node's version (group pins of an earlier
                  rollout are lifted). Compare-and-swap on the fleet's latest version: when another
-                 apply came first it fails (exit 3) and writes no version.
+                 apply came first it fails (exit 3) and writes no version. A dns or dpi
+                 section that is the same as in the latest version (same dataplane section,
+                 every file the same by sha256) is not validated again when dpuctl validated
+                 that version (a 1M-name list or a YARA set takes seconds); the nodes always
+                 validate and compile the whole document.
                  --expect-version N: fail unless the latest version is N.
                  --stage: store the version only; `rollout` makes nodes run it.
                  --no-validate: skip the local validation (the nodes still validate).
@@ -130,6 +135,51 @@ absl::StatusOr<v1::ApplianceConfig> readDocument(Session& s, const v1::FleetVers
                           absl::StrCat("fleet ", s.fleet, " version ", v.version()));
 }
 
+// The sections of `doc` (dns, dpi: those whose compile is long) that are the same as in
+// version `prev` of the fleet, with the same dataplane section and every file they name the
+// same by sha256, when dpuctl validated that version: they are removed from `to_check` (the
+// copy that is validated) and named in the result. Anything unreadable: nothing is reused.
+std::vector<std::string> sameSections(Session& s, uint64_t prev, const v1::ApplianceConfig& doc,
+                                      const std::map<std::string, std::string>& sha_by_path,
+                                      v1::ApplianceConfig* to_check) {
+  auto pv = fleet::readVersion(*s.client, *s.keys, prev);
+  if (!pv.ok() || !pv->validated()) return {};
+  auto pdoc = readDocument(s, *pv);
+  if (!pdoc.ok()) return {};
+  std::map<std::string, std::string> prev_sha;
+  for (const v1::FleetFile& f : pv->files()) prev_sha[f.path()] = f.sha256();
+  using google::protobuf::util::MessageDifferencer;
+  if (!MessageDifferencer::Equals(pdoc->dataplane(), doc.dataplane())) return {};
+  auto filesSame = [&](const v1::ApplianceConfig& only) {
+    v1::ApplianceConfig c = only;
+    bool same = true;
+    ctl::forEachConfigFile(&c, [&](std::string* p) {
+      auto a = sha_by_path.find(*p);
+      auto b = prev_sha.find(*p);
+      if (a == sha_by_path.end() || b == prev_sha.end() || a->second != b->second) same = false;
+    });
+    return same;
+  };
+  std::vector<std::string> out;
+  if (doc.has_dns() && pdoc->has_dns() && MessageDifferencer::Equals(pdoc->dns(), doc.dns())) {
+    v1::ApplianceConfig only;
+    *only.mutable_dns() = doc.dns();
+    if (filesSame(only)) {
+      to_check->clear_dns();
+      out.push_back("dns");
+    }
+  }
+  if (doc.has_dpi() && pdoc->has_dpi() && MessageDifferencer::Equals(pdoc->dpi(), doc.dpi())) {
+    v1::ApplianceConfig only;
+    *only.mutable_dpi() = doc.dpi();
+    if (filesSame(only)) {
+      to_check->clear_dpi();
+      out.push_back("dpi");
+    }
+  }
+  return out;
+}
+
 int cmdApply(Session& s, const std::vector<std::string>& a) {
   std::string file, comment;
   bool stage = false, no_validate = false, have_expect = false;
@@ -157,13 +207,42 @@ int cmdApply(Session& s, const std::vector<std::string>& a) {
     }
   }
   if (file.empty()) return usage("apply: give the configuration FILE");
-  // 1. The document, every error of it, before anything is written.
   auto parsed = ctl::loadConfigFileAll(file);
   if (!parsed.ok()) {
     std::fprintf(stderr, "dpuctl: fleet apply: %s\n", std::string(parsed.status().message()).c_str());
     return parsed.status().code() == absl::StatusCode::kNotFound ? kFailed : kInvalid;
   }
-  rules::ConfigErrorList errors = no_validate ? parsed->errors : ctl::allErrors(*parsed);
+  v1::ApplianceConfig doc = parsed->config;
+  doc.clear_version();
+  // The files it names, read and hashed once (validation reads them by path itself; a file
+  // that cannot be read is reported by the validation, naming the field, or below).
+  std::vector<std::string> paths;
+  ctl::forEachConfigFile(&doc, [&](std::string* p) { paths.push_back(*p); });
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  std::map<std::string, std::string> data_by_path, sha_by_path;
+  for (const std::string& p : paths) {
+    std::string data, err;
+    if (!readFile(p, &data, &err)) continue;
+    sha_by_path[p] = fleet::sha256Hex(data);
+    data_by_path[p] = std::move(data);
+  }
+  auto head = fleet::readHead(*s.client, *s.keys);
+  if (!head.ok()) return fail("apply", head.status());
+  // 1. The document, every error of it, before anything is written. Sections that are the
+  // same as in the latest version, files included, are not validated again when that version
+  // was (their result cannot differ).
+  std::vector<std::string> reused;
+  rules::ConfigErrorList errors;
+  if (no_validate) {
+    errors = parsed->errors;
+  } else {
+    ctl::ParsedConfig to_check = *parsed;
+    if (parsed->errors.empty() && head->version > 0) {
+      reused = sameSections(s, head->version, doc, sha_by_path, &to_check.config);
+    }
+    errors = ctl::allErrors(to_check);
+  }
   if (!errors.empty()) {
     std::fprintf(stderr, "dpuctl: fleet apply: %s: invalid, %zu error(s); nothing written\n",
                  file.c_str(), errors.size());
@@ -172,15 +251,7 @@ int cmdApply(Session& s, const std::vector<std::string>& a) {
     }
     return kInvalid;
   }
-  v1::ApplianceConfig doc = parsed->config;
-  doc.clear_version();
-  // 2. The files it names, by content.
-  std::vector<std::string> paths;
-  ctl::forEachConfigFile(&doc, [&](std::string* p) { paths.push_back(*p); });
-  std::sort(paths.begin(), paths.end());
-  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
-  auto head = fleet::readHead(*s.client, *s.keys);
-  if (!head.ok()) return fail("apply", head.status());
+  // 2. The files, by content.
   if (have_expect && head->version != expect) {
     std::fprintf(stderr,
                  "dpuctl: fleet apply: the fleet's latest version is %lu, not %lu; nothing "
@@ -196,11 +267,14 @@ int cmdApply(Session& s, const std::vector<std::string>& a) {
   ver.set_created_unix_ns(fleet::unixNowNs());
   ver.set_author(fleet::whoAmI());
   ver.set_comment(comment);
+  ver.set_validated(!no_validate);
   uint64_t uploaded = 0, total = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (const std::string& p : paths) {
-    std::string data, err;
-    if (!readFile(p, &data, &err)) {
+    auto it = data_by_path.find(p);
+    if (it == data_by_path.end()) {
+      std::string data, err;
+      readFile(p, &data, &err);
       std::fprintf(stderr, "dpuctl: fleet apply: %s (named by %s); nothing written\n", err.c_str(),
                    file.c_str());
       return kFailed;
@@ -208,11 +282,12 @@ int cmdApply(Session& s, const std::vector<std::string>& a) {
     v1::FleetFile* f = ver.add_files();
     f->set_path(p);
     uint64_t w = 0;
-    if (absl::Status st = fleet::putBlob(*s.client, *s.keys, data, f, &w); !st.ok()) {
+    if (absl::Status st = fleet::putBlob(*s.client, *s.keys, it->second, f, &w, sha_by_path[p]);
+        !st.ok()) {
       return fail("apply", st);
     }
     uploaded += w;
-    total += data.size();
+    total += it->second.size();
   }
   std::string text = fleet::toJson(doc);
   ver.mutable_config()->set_path(file);
@@ -267,6 +342,10 @@ int cmdApply(Session& s, const std::vector<std::string>& a) {
               stage ? "stored (staged: `dpuctl fleet rollout` runs it)" : "applied to every node",
               static_cast<long>(r->revision), paths.size(), humanBytes(total).c_str(),
               humanBytes(uploaded).c_str(), ms);
+  if (!reused.empty()) {
+    std::printf("(not validated again, the same as in version %lu, files included: %s)\n",
+                static_cast<unsigned long>(head->version), absl::StrJoin(reused, ", ").c_str());
+  }
   if (!stage) std::printf("follow it with: dpuctl fleet status\n");
   return kOk;
 }

@@ -1,6 +1,9 @@
 #include "control/fleet/etcd_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -104,6 +107,42 @@ absl::StatusOr<std::string> readFile(const std::string& path, absl::string_view 
   return ss.str();
 }
 
+// The client certificate and key parse as PEM and belong together (gRPC would only say
+// "Handshaker factory creation failed" and never connect).
+absl::Status checkClientPair(const EtcdOptions& o, const std::string& cert_pem,
+                             const std::string& key_pem) {
+  auto sslWhy = [] {
+    char buf[256] = "";
+    ERR_error_string_n(ERR_get_error(), buf, sizeof buf);
+    ERR_clear_error();
+    return std::string(buf);
+  };
+  BIO* cb = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  X509* cert = PEM_read_bio_X509(cb, nullptr, nullptr, nullptr);
+  BIO_free(cb);
+  if (!cert) {
+    return absl::InvalidArgumentError(absl::StrCat("etcd client certificate ", o.cert_file,
+                                                   ": not a PEM certificate (", sslWhy(), ")"));
+  }
+  BIO* kb = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr);
+  BIO_free(kb);
+  absl::Status st;
+  if (!key) {
+    st = absl::InvalidArgumentError(absl::StrCat("etcd client key ", o.key_file,
+                                                 ": not a PEM private key without a passphrase (",
+                                                 sslWhy(), ")"));
+  } else if (X509_check_private_key(cert, key) != 1) {
+    ERR_clear_error();
+    st = absl::InvalidArgumentError(absl::StrCat("etcd client key ", o.key_file,
+                                                 " does not belong to the certificate ",
+                                                 o.cert_file));
+  }
+  EVP_PKEY_free(key);
+  X509_free(cert);
+  return st;
+}
+
 // Printable key for messages (fleet keys are text; anything else is cut).
 std::string shownKey(absl::string_view key) {
   std::string out;
@@ -118,6 +157,7 @@ struct EtcdClient::Impl {
   EtcdOptions opts;
   std::vector<std::string> endpoints;  // host:port
   std::shared_ptr<grpc::ChannelCredentials> creds;
+  bool creds_tls = false;
 
   mutable std::mutex mu;
   size_t current = 0;
@@ -165,6 +205,35 @@ struct EtcdClient::Impl {
                                                    opts.connect_timeout_s * 1000)));
   }
 
+  // Why endpoint i does not connect, in gRPC's words (one call that does not wait for the
+  // connection: its status carries the last connection error, e.g. a refused TLS handshake),
+  // with what to check.
+  std::string notConnected(size_t i, absl::string_view op) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Clock::now() + std::chrono::milliseconds(500));
+    pb::StatusRequest req;
+    pb::StatusResponse resp;
+    grpc::Status g = pb::Maintenance::NewStub(channel(i))->Status(&ctx, req, &resp);
+    std::string why = g.ok() ? "" : g.error_message();
+    const bool tls = creds_tls;
+    std::string out = absl::StrCat("etcd ", endpoints[i], ": ", op, ": not connected within ",
+                                   opts.connect_timeout_s, " s");
+    if (!why.empty()) absl::StrAppend(&out, ": ", why);
+    if (tls && (absl::StrContains(why, "ssl") || absl::StrContains(why, "SSL") ||
+                absl::StrContains(why, "handshake") || absl::StrContains(why, "certificate"))) {
+      absl::StrAppend(&out, " (TLS refused: check --etcd-ca against etcd's server certificate "
+                            "and that etcd trusts --etcd-cert)");
+    } else {
+      absl::StrAppend(&out, " (is etcd running there? is the address right?",
+                      !tls                    ? ""
+                      : opts.cert_file.empty() ? " does it speak TLS? with --client-cert-auth "
+                                                 "it needs --etcd-cert and --etcd-key"
+                                               : " does it speak TLS, and trust --etcd-cert?",
+                      ")");
+    }
+    return out;
+  }
+
   // Runs fn(channel, context) on the current endpoint; on UNAVAILABLE (or no connection within
   // connect_timeout) moves to the next and tries again, once per endpoint.
   template <typename Fn>
@@ -174,9 +243,7 @@ struct EtcdClient::Impl {
     for (size_t attempt = 0; attempt < n; ++attempt) {
       const size_t i = cur();
       if (!connected(i)) {
-        last = absl::UnavailableError(absl::StrCat(
-            "etcd ", endpoints[i], ": ", op, ": not connected within ", opts.connect_timeout_s,
-            " s (is etcd running there? is the address right?)"));
+        last = absl::UnavailableError(notConnected(i, op));
         failedOver(i);
         continue;
       }
@@ -246,10 +313,12 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::create(const EtcdOptions
       if (!cert.ok()) return cert.status();
       auto key = readFile(opts.key_file, "client key");
       if (!key.ok()) return key.status();
+      if (absl::Status st = checkClientPair(opts, *cert, *key); !st.ok()) return st;
       ssl.pem_cert_chain = *cert;
       ssl.pem_private_key = *key;
     }
     impl->creds = grpc::SslCredentials(ssl);
+    impl->creds_tls = true;
   } else {
     impl->creds = grpc::InsecureChannelCredentials();
   }
@@ -538,8 +607,7 @@ absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::watch(const WatchSpec& sp
     const size_t i = impl_->cur();
     const std::string& ep = impl_->endpoints[i];
     if (!impl_->connected(i)) {
-      last = absl::UnavailableError(absl::StrCat("etcd ", ep, ": ", op, ": not connected within ",
-                                                 impl_->opts.connect_timeout_s, " s"));
+      last = absl::UnavailableError(impl_->notConnected(i, op));
       impl_->failedOver(i);
       continue;
     }

@@ -81,6 +81,8 @@ class FleetAgent {
   // Checks the names, opens <state_dir>/fleet/ (reads state.json when it is this fleet's).
   static absl::StatusOr<std::unique_ptr<FleetAgent>> create(AgentOptions opts, AgentHooks hooks);
   ~FleetAgent();  // stop()
+  // The node's gRPC address as bound (a --listen port 0 is known only then); before start().
+  void setApiAddress(std::string address) { opts_.api_address = std::move(address); }
   void start();
   // Stops both threads and revokes the lease (the node's status goes at once).
   void stop();

@@ -83,8 +83,8 @@ absl::Status fromJson(absl::string_view json, google::protobuf::Message* m, absl
 }
 
 absl::Status putBlob(EtcdClient& etcd, const FleetKeys& keys, absl::string_view data,
-                     v1::FleetFile* out, uint64_t* written) {
-  out->set_sha256(sha256Hex(data));
+                     v1::FleetFile* out, uint64_t* written, absl::string_view sha256) {
+  out->set_sha256(sha256.empty() ? sha256Hex(data) : std::string(sha256));
   out->set_size(data.size());
   const uint32_t chunks = data.empty() ? 1 : static_cast<uint32_t>((data.size() + kChunkBytes - 1) / kChunkBytes);
   out->set_chunks(chunks);

@@ -62,8 +62,10 @@ absl::Status fromJson(absl::string_view json, google::protobuf::Message* m, absl
 // Stores `data` as a blob (content-addressed: an existing blob is not written again; chunks are
 // written in order, so the last chunk's presence means the whole blob is there). Fills sha256,
 // size and chunks of `out` (path untouched). `written` (optional): bytes actually written.
+// `sha256`: the data's sha256Hex when the caller has it already (not computed again).
 absl::Status putBlob(EtcdClient& etcd, const FleetKeys& keys, absl::string_view data,
-                     v1::FleetFile* out, uint64_t* written = nullptr);
+                     v1::FleetFile* out, uint64_t* written = nullptr,
+                     absl::string_view sha256 = {});
 // Reads a blob back, a few chunks per request, and checks its size and sha256.
 absl::StatusOr<std::string> getBlob(EtcdClient& etcd, const FleetKeys& keys,
                                     const v1::FleetFile& f);

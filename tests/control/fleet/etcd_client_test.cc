@@ -378,7 +378,9 @@ TEST(EtcdClient, MutualTls) {
   no_cert.connect_timeout_s = 1;
   no_cert.call_timeout_s = 2;
   auto anon = connect("https://" + etcd.endpoint(), no_cert);
-  EXPECT_FALSE(anon->range("/tls/a").ok());
+  auto refused = anon->range("/tls/a");
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--etcd-cert"));
   EtcdOptions plain;
   plain.connect_timeout_s = 1;
   plain.call_timeout_s = 2;
@@ -392,7 +394,32 @@ TEST(EtcdClient, MutualTls) {
   wrong.connect_timeout_s = 1;
   wrong.call_timeout_s = 2;
   auto mitm = connect(etcd.endpoint(), wrong);
-  EXPECT_FALSE(mitm->range("/tls/a").ok());
+  auto unverified = mitm->range("/tls/a");
+  EXPECT_FALSE(unverified.ok());
+  // gRPC's own reason comes with it, and what to check.
+  EXPECT_THAT(std::string(unverified.status().message()), HasSubstr("certificate verify failed"));
+  EXPECT_THAT(std::string(unverified.status().message()), HasSubstr("TLS refused"));
+
+  // A key that is not one, or another certificate's: refused at once, naming the files.
+  EtcdOptions bad_key = o;
+  bad_key.endpoints = etcd.endpoint();
+  bad_key.key_file = pki.f("ca.pem");
+  auto k1 = EtcdClient::create(bad_key);
+  ASSERT_FALSE(k1.ok());
+  EXPECT_THAT(std::string(k1.status().message()), HasSubstr("not a PEM private key"));
+  EXPECT_THAT(std::string(k1.status().message()), HasSubstr(pki.f("ca.pem")));
+  EtcdOptions foreign = o;
+  foreign.endpoints = etcd.endpoint();
+  foreign.key_file = other.f("client.key");
+  auto k2 = EtcdClient::create(foreign);
+  ASSERT_FALSE(k2.ok());
+  EXPECT_THAT(std::string(k2.status().message()), HasSubstr("does not belong to the certificate"));
+  EtcdOptions not_cert = o;
+  not_cert.endpoints = etcd.endpoint();
+  not_cert.cert_file = pki.f("client.key");
+  auto k3 = EtcdClient::create(not_cert);
+  ASSERT_FALSE(k3.ok());
+  EXPECT_THAT(std::string(k3.status().message()), HasSubstr("not a PEM certificate"));
 }
 
 }  // namespace

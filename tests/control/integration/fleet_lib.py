@@ -89,6 +89,10 @@ class Relay:
             except OSError:
                 c.close()
                 continue
+            # No Nagle on the relay's own sockets (gRPC sets TCP_NODELAY on its ends): a small
+            # answer held back for a delayed ACK costs ~40 ms per round trip.
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self.lock:
                 self.conns += [c, u]
             threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
@@ -130,10 +134,15 @@ class Relay:
 
 
 class Etcd:
-    def __init__(self, work, extra=None):
+    """One etcd member on free loopback ports. tls: dict(cert=, key=) of the server and
+    client_ca= (then --client-cert-auth with that CA: mTLS), plus ca=, client_cert=,
+    client_key= for etcdctl here; the client URL is then https://."""
+
+    def __init__(self, work, extra=None, tls=None):
         self.dir = os.path.join(work, "etcd")
         self.port, self.peer = free_port(), free_port()
         self.extra = extra or []
+        self.tls = tls
         self.proc = None
         self.log = os.path.join(work, "etcd.log")
 
@@ -141,19 +150,34 @@ class Etcd:
     def endpoint(self):
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def url(self):
+        return ("https://" if self.tls else "http://") + self.endpoint
+
     def start(self):
         cmd = ["etcd", "--name", "fleet-test", "--data-dir", self.dir,
-               "--listen-client-urls", f"http://127.0.0.1:{self.port}",
-               "--advertise-client-urls", f"http://127.0.0.1:{self.port}",
+               "--listen-client-urls", self.url,
+               "--advertise-client-urls", self.url,
                "--listen-peer-urls", f"http://127.0.0.1:{self.peer}",
                "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer}",
                "--initial-cluster", f"fleet-test=http://127.0.0.1:{self.peer}",
                "--experimental-watch-progress-notify-interval=2s"] + self.extra
+        if self.tls:
+            cmd += ["--cert-file", self.tls["cert"], "--key-file", self.tls["key"]]
+            if self.tls.get("client_ca"):
+                cmd += ["--client-cert-auth", "--trusted-ca-file", self.tls["client_ca"]]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
         wait_for("etcd to answer", lambda: self.ctl("endpoint", "health", check=False).returncode == 0)
 
-    def ctl(self, *args, check=True):
-        return subprocess.run(["etcdctl", f"--endpoints={self.endpoint}", *args],
+    def ctl(self, *args, check=True, tls=None):
+        """etcdctl; with TLS the CA and client certificate of self.tls, or tls= (a list of
+        etcdctl's --cacert/--cert/--key options) instead."""
+        if tls is None and self.tls:
+            tls = [f"--cacert={self.tls['ca']}"]
+            if self.tls.get("client_cert"):
+                tls += [f"--cert={self.tls['client_cert']}", f"--key={self.tls['client_key']}"]
+        return subprocess.run(["etcdctl", f"--endpoints={self.url if self.tls else self.endpoint}",
+                               *(tls or []), *args],
                               capture_output=True, text=True, check=check,
                               env=dict(os.environ, ETCDCTL_API="3"))
 
@@ -193,8 +217,14 @@ def udp_frame(src, dst, sport, dport, payload=b"x" * 32):
 
 
 class Node:
-    def __init__(self, lab, name, group):
+    """An appliance following the lab's fleet through its own relay. veth=False: no veth
+    (net_null on both sides, nothing to inject: no root needed). etcd_opts: more run options
+    for its path to etcd (--etcd-ca/--etcd-cert/--etcd-key); with a TLS etcd its --etcd is
+    https://."""
+
+    def __init__(self, lab, name, group, veth=True, etcd_opts=None):
         self.lab, self.name, self.group = lab, name, group
+        self.etcd_opts = list(etcd_opts or [])
         self.state = os.path.join(lab.work, f"state-{name}")
         self.relay = Relay(lab.etcd.port)
         n = len(lab.nodes)
@@ -205,6 +235,11 @@ class Node:
         self.proc = None
         self.addr = None
         self.tx = None
+        if not veth:
+            self.veth = self.peer = None
+            self.vdevs = ["--vdev", "net_null0,no-rx=1", "--vdev", "net_null1,no-rx=1"]
+            return
+        self.vdevs = ["--vdev", f"net_pcap0,iface={self.veth}", "--vdev", "net_null0,no-rx=1"]
         lab.run(["ip", "link", "add", self.veth, "type", "veth", "peer", "name", self.peer])
         lab.veths.append(self.veth)
         for i in (self.veth, self.peer):
@@ -215,11 +250,11 @@ class Node:
 
     def start(self, extra=None):
         cmd = [self.lab.appliance, "run", "--state-dir", self.state, "--fleet", self.lab.fleet,
-               "--etcd", f"127.0.0.1:{self.relay.port}", "--node", self.name, "--group", self.group,
+               "--etcd", f"{'https://' if self.lab.etcd.tls else ''}127.0.0.1:{self.relay.port}",
+               *self.etcd_opts, "--node", self.name, "--group", self.group,
                "--fleet-lease-ttl", "3", *self.lab.run_extra, *(extra or []), "--",
                "-l", "0,1", "--no-huge", "--no-pci", "--no-shconf", f"--file-prefix={self.prefix}",
-               "-m", "512", "--log-level=lib.eal:error",
-               "--vdev", f"net_pcap0,iface={self.veth}", "--vdev", "net_null0,no-rx=1"]
+               "-m", "512", "--log-level=lib.eal:error", *self.vdevs]
         start = os.path.getsize(self.log) if os.path.exists(self.log) else 0
         self.proc = subprocess.Popen(cmd, stdout=open(self.log + ".out", "ab"),
                                      stderr=open(self.log, "ab"))
@@ -292,8 +327,12 @@ class Node:
 
 
 class Lab:
-    def __init__(self, appliance, dpuctl, fleet="lab", run_extra=None):
-        if os.geteuid() != 0:
+    """etcd_tls: Etcd's tls (an https etcd, mTLS with its client_ca); ctl_tls: dpuctl fleet's
+    --etcd-ca/--etcd-cert/--etcd-key for fleetctl(). need_root=False: for nodes without veths."""
+
+    def __init__(self, appliance, dpuctl, fleet="lab", run_extra=None, etcd_tls=None,
+                 ctl_tls=None, need_root=True):
+        if need_root and os.geteuid() != 0:
             skip("needs root (veth pairs for the nodes' traffic); CI runs it as root")
         if shutil.which("etcd") is None or shutil.which("etcdctl") is None:
             skip("etcd not installed (apt-get install etcd-server etcd-client)")
@@ -301,21 +340,25 @@ class Lab:
         self.run_extra = run_extra or []
         self.work = tempfile.mkdtemp(prefix="dpu_fleet_")
         self.pids, self.veths, self.nodes = [], [], []
-        self.etcd = Etcd(self.work)
+        self.ctl_tls = list(ctl_tls or [])
+        self.etcd = Etcd(self.work, tls=etcd_tls)
         atexit.register(self.close)
         self.etcd.start()
 
     def run(self, cmd):
         subprocess.run(cmd, check=True, capture_output=True)
 
-    def node(self, name, group):
-        n = Node(self, name, group)
+    def node(self, name, group, **kw):
+        n = Node(self, name, group, **kw)
         self.nodes.append(n)
         return n
 
-    def fleetctl(self, *args, check=True, endpoint=None):
-        r = subprocess.run([self.dpuctl, "fleet", "--etcd", endpoint or self.etcd.endpoint,
-                            "--fleet", self.fleet, *args], capture_output=True, text=True)
+    def fleetctl(self, *args, check=True, endpoint=None, tls=None):
+        """dpuctl fleet on the lab's etcd (or endpoint), with ctl_tls (or tls, a list)."""
+        default = self.etcd.url if self.etcd.tls else self.etcd.endpoint
+        r = subprocess.run([self.dpuctl, "fleet", "--etcd", endpoint or default,
+                            "--fleet", self.fleet, *(self.ctl_tls if tls is None else tls), *args],
+                           capture_output=True, text=True)
         if check and r.returncode != 0:
             raise AssertionError(f"dpuctl fleet {' '.join(args)}: rc {r.returncode}:\n{r.stdout}{r.stderr}")
         return r
@@ -343,8 +386,12 @@ class Lab:
         for v in self.veths:
             subprocess.run(["ip", "link", "del", v], capture_output=True)
         self.veths = []
+        runtime = ["/var/run/dpdk", "/tmp/dpdk"]  # root; others: $XDG_RUNTIME_DIR or /tmp
+        if os.environ.get("XDG_RUNTIME_DIR"):
+            runtime.append(os.path.join(os.environ["XDG_RUNTIME_DIR"], "dpdk"))
         for n in self.nodes:
-            shutil.rmtree(f"/var/run/dpdk/{n.prefix}", ignore_errors=True)
+            for r in runtime if os.geteuid() != 0 else runtime[:1]:
+                shutil.rmtree(os.path.join(r, n.prefix), ignore_errors=True)
         if os.environ.get("KEEP_WORK") and sys.exc_info()[0] is not None:
             print(f"work directory kept: {self.work}")
         else:
