@@ -262,7 +262,7 @@ void DpiStage::sigRun(Burst& b, uint16_t i, int32_t pos, rules::SigInput& in) {
   v.stage = Stage::kDpi;
   v.reason = reason;
   v.rule = best_rule;
-  if (pos >= 0) block(pos, best_rule + 1);
+  if (pos >= 0) resetBlock(pos, best_rule + 1, verdict);
 }
 
 Event DpiStage::packetWho(const Burst& b, uint16_t i) const {
@@ -350,7 +350,7 @@ void DpiStage::dpiAct(const DpiOutcome& o, Burst& b, uint16_t i, int32_t pos,
   v.stage = Stage::kDpi;
   v.reason = reason;
   v.rule = reason == DropReason::kDpiGap ? kNoRule : best_rule;
-  if (pos >= 0) block(pos, reason == DropReason::kDpiGap ? kNoRule : best_rule + 1);
+  if (pos >= 0) resetBlock(pos, reason == DropReason::kDpiGap ? kNoRule : best_rule + 1, verdict);
 }
 
 void DpiStage::dpiAlertEvents(const DpiOutcome& o, bool gap_alert, Verdict verdict,

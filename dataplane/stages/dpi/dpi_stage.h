@@ -85,6 +85,14 @@ class DpiStage final : public PathStage {
     dpi_block_[pos] = how;
     cx_.closed[pos] |= kClosedByDpi;
   }
+  // A TCP reset verdict (RST to both ends, sendReject): the connection is over at both ends, so
+  // its tracked state is closed. Its late packets stay blocked; a new SYN on the same 5-tuple
+  // is port reuse (a new flow, inspected afresh) and the entry ends after tcp_closed_s, instead
+  // of the 5-tuple staying blocked for as long as retried SYNs keep the old flow alive.
+  void resetBlock(int32_t pos, uint32_t how, Verdict verdict) {
+    block(pos, how);
+    if (verdict == Verdict::kReject) flows_->entry(pos).tcp_state = TcpState::kClosed;
+  }
 
   // HTTP (dpi_http.cc): HTTP of TCP packet i's new stream bytes `p[0, n)`: parsed,
   // bodies scanned as files, verdicts applied. False when the packet got a drop verdict (the

@@ -222,5 +222,52 @@ TEST(DpiPipeline, RetransmissionOfDroppedBytesNeverReachesTheServer) {
   }
 }
 
+// A DPI reset ends the connection at both ends (RST each way): the flow's late packets stay
+// blocked, but a new connection on the same 5-tuple (a new SYN: port reuse) is a new flow,
+// inspected afresh and forwarded, not dropped as the reset flow's for as long as retried SYNs
+// keep the old entry alive (seen behind ECMP, where a box sees one direction only and the
+// reset flow stayed syn_sent / established with its reject verdict).
+TEST(DpiPipeline, NewConnectionOnTheFiveTupleOfAResetOneIsANewFlow) {
+  const std::string rule =
+      "rule bad { meta: action = \"reset\" strings: $a = \"EVIL-BYTES\" condition: $a }\n";
+  Harness h(dpiSnapshot(rule));
+  uint64_t t = 1000000;
+  handshake(h, t);
+  h.out(0);
+  h.out(1);
+  h.verdicts().clear();
+  h.send(0, fromClient(kTcpPsh | kTcpAck, 1000, 5000, "xx EVIL-BYTES xx"), ++t);
+  h.poll();
+  ASSERT_EQ(h.verdicts().size(), 1u);
+  EXPECT_EQ(h.verdicts()[0].verdict, Verdict::kReject);
+  EXPECT_EQ(h.verdicts()[0].reason, DropReason::kDpiReset);
+  const uint64_t reset_flow = h.verdicts()[0].flow_id;
+  // A late segment of the reset connection: still blocked.
+  h.send(0, fromClient(kTcpPsh | kTcpAck, 1016, 5000, "late"), ++t);
+  h.poll();
+  ASSERT_EQ(h.verdicts().size(), 2u);
+  EXPECT_EQ(h.verdicts()[1].verdict, Verdict::kDrop);
+  EXPECT_EQ(h.verdicts()[1].flow_id, reset_flow);
+  h.out(0);
+  h.out(1);
+  // The client connects again from the same port: a new flow, forwarded, with clean bytes.
+  h.send(0, fromClient(kTcpSyn, 77777, 0), ++t);
+  h.poll();
+  ASSERT_EQ(h.verdicts().size(), 3u);
+  EXPECT_EQ(h.verdicts()[2].verdict, Verdict::kForward);
+  EXPECT_NE(h.verdicts()[2].flow_id, reset_flow);
+  EXPECT_TRUE(h.verdicts()[2].flow_new);
+  h.send(1, fromServer(kTcpSyn | kTcpAck, 88888, 77778), ++t);
+  h.poll();
+  h.send(0, fromClient(kTcpAck, 77778, 88889), ++t);
+  h.poll();
+  h.send(0, fromClient(kTcpPsh | kTcpAck, 77778, 88889, "hello again"), ++t);
+  h.poll();
+  ASSERT_EQ(h.verdicts().size(), 6u);
+  for (size_t k = 3; k < 6; ++k) EXPECT_EQ(h.verdicts()[k].verdict, Verdict::kForward) << k;
+  EXPECT_EQ(h.out(1).size(), 3u);  // SYN, ACK, data reached the server
+  EXPECT_EQ(h.counters().dpi_resets, 1u);
+}
+
 }  // namespace
 }  // namespace dpu::dp
