@@ -268,6 +268,18 @@ void fillCounterSet(const dp::CountersSnapshot::Flat& f, v1::CounterSet* out) {
   dpi->set_prefilter_rejected(f.dpi_pf_rejected);
   dpi->set_prefilter_errors(f.dpi_pf_errors);
   dpi->set_no_window(f.dpi_no_window);
+  v1::SignatureCounters* sig = out->mutable_signatures();  // --- signatures ---
+  sig->set_inspected(f.sig_inspected);
+  sig->set_candidates(f.sig_candidates);
+  sig->set_matches(f.sig_matches);
+  sig->set_alerts(f.sig_alerts);
+  sig->set_drops(f.sig_drops);
+  sig->set_rejects(f.sig_rejects);
+  sig->set_passes(f.sig_passes);
+  sig->set_pcre_errors(f.sig_pcre_errors);
+  sig->set_flowbits_full(f.sig_flowbits_full);
+  sig->set_threshold_full(f.sig_threshold_full);
+  sig->set_hits_dropped(f.sig_hits_dropped);
 }
 
 void fillTasks(const ProgressRegistry* progress,

@@ -395,6 +395,22 @@ std::string formatStats(const v1::Stats& s, const v1::Stats* prev) {
       absl::StrAppendFormat(&o, "  rule %-40s %-6s matches %u\n", r.id(), r.action(), r.matches());
     }
   }
+  // --- signatures --- the engine's counters, when it inspected anything.
+  if (t.has_signatures() && t.signatures().inspected() > 0) {
+    const v1::SignatureCounters& g = t.signatures();
+    absl::StrAppendFormat(&o,
+                          "signatures\n  inspected %u   candidates %u   matched %u   acted on: "
+                          "alert %u   drop %u   reject %u   pass %u\n",
+                          g.inspected(), g.candidates(), g.matches(), g.alerts(), g.drops(),
+                          g.rejects(), g.passes());
+    if (g.pcre_errors() + g.flowbits_full() + g.threshold_full() + g.hits_dropped() > 0) {
+      absl::StrAppendFormat(&o,
+                            "  pcre undecided %u   flowbits full %u   threshold full %u   hits "
+                            "dropped %u\n",
+                            g.pcre_errors(), g.flowbits_full(), g.threshold_full(),
+                            g.hits_dropped());
+    }
+  }
   absl::StrAppendFormat(&o, "workers\n  %-4s %-10s %14s %14s %14s %12s %12s\n", "id", "generation",
                         "packets in", "forwarded", "dropped", "flows", "events lost");
   for (const auto& w : s.workers()) {

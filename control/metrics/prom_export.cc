@@ -248,6 +248,19 @@ const Rule kRules[] = {
   {"dpu.v1.DpiCounters.prefilter_rejected", As::kCounter, "dpi_prefilter_candidates_total", "Candidate matches of prefiltered DPI patterns, by PCRE2's confirmation result.", "result=rejected"},
   {"dpu.v1.DpiCounters.prefilter_errors", As::kCounter, "dpi_prefilter_candidates_total", "Candidate matches of prefiltered DPI patterns, by PCRE2's confirmation result.", "result=error"},
   {"dpu.v1.DpiCounters.no_window", As::kCounter, "dpi_no_window_total", "Flow directions that got no prefilter history window (candidates confirmed on the completing packet only)."},
+  // --- signatures (CounterSet.signatures) ---
+  {"dpu.v1.CounterSet.signatures", As::kPrefix, "signature_", nullptr},
+  {"dpu.v1.SignatureCounters.inspected", As::kCounter, "signature_inspections_total", "Signature inspections: a packet's payload (TCP: its new in-order stream bytes) or an HTTP transaction's buffers."},
+  {"dpu.v1.SignatureCounters.candidates", As::kCounter, "signature_candidates_total", "Signatures the fast-pattern prefilter proposed for confirmation."},
+  {"dpu.v1.SignatureCounters.matches", As::kCounter, "signature_matches_total", "Signatures whose every condition held."},
+  {"dpu.v1.SignatureCounters.alerts", As::kCounter, "signature_actions_total", "Signature matches acted on, by action.", "action=alert"},
+  {"dpu.v1.SignatureCounters.drops", As::kCounter, "signature_actions_total", "Signature matches acted on, by action.", "action=drop"},
+  {"dpu.v1.SignatureCounters.rejects", As::kCounter, "signature_actions_total", "Signature matches acted on, by action.", "action=reject"},
+  {"dpu.v1.SignatureCounters.passes", As::kCounter, "signature_actions_total", "Signature matches acted on, by action.", "action=pass"},
+  {"dpu.v1.SignatureCounters.pcre_errors", As::kCounter, "signature_pcre_errors_total", "PCRE2 evaluations of signatures that could not decide (match limit; not counted as a match)."},
+  {"dpu.v1.SignatureCounters.flowbits_full", As::kCounter, "signature_flowbits_full_total", "Flowbits a flow had no room for (not set)."},
+  {"dpu.v1.SignatureCounters.threshold_full", As::kCounter, "signature_threshold_full_total", "Threshold entries that found no room (the signature alerted unthresholded)."},
+  {"dpu.v1.SignatureCounters.hits_dropped", As::kCounter, "signature_hits_dropped_total", "Signature hits beyond the per-packet bound (64) that were not acted on."},
 
   // --- perf (CounterSet) --- worker cycles by bucket, TSC frequency, forwarding latency
   {"dpu.v1.CounterSet.cycles", As::kPrefix, "", nullptr, "bucket=bucket"},

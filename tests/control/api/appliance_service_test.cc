@@ -581,6 +581,12 @@ TEST_F(ServiceTest, StatsMapCountersPortsAndWorkers) {
   c.per_worker[1].flows_active = 7;
   c.per_worker[1].events_lost = 2;
   c.per_worker[1].generation = 1;
+  c.per_worker[0].sig_inspected = 50;  // --- signatures ---
+  c.per_worker[1].sig_inspected = 25;
+  c.per_worker[1].sig_candidates = 9;
+  c.per_worker[1].sig_matches = 4;
+  c.per_worker[1].sig_rejects = 1;
+  c.per_worker[1].sig_hits_dropped = 2;
   for (const auto& w : c.per_worker) dp::accumulate(c.total, w);
   plane_.setCounters(c);
 
@@ -605,6 +611,12 @@ TEST_F(ServiceTest, StatsMapCountersPortsAndWorkers) {
   ASSERT_EQ(s.workers_size(), 2);
   EXPECT_EQ(s.workers(1).counters().rx_packets_b(), 400u);
   EXPECT_EQ(s.workers(0).generation(), 1u);
+  EXPECT_EQ(s.total().signatures().inspected(), 75u);
+  EXPECT_EQ(s.total().signatures().candidates(), 9u);
+  EXPECT_EQ(s.total().signatures().matches(), 4u);
+  EXPECT_EQ(s.total().signatures().rejects(), 1u);
+  EXPECT_EQ(s.total().signatures().hits_dropped(), 2u);
+  EXPECT_EQ(s.workers(0).counters().signatures().inspected(), 50u);
   ASSERT_EQ(s.ports_size(), 2);
   EXPECT_EQ(s.ports(0).side(), "A");
   EXPECT_EQ(s.ports(0).rx_packets(), 1000u);

@@ -202,6 +202,27 @@ TEST(DpiFormat, StatsAndEvents) {
   EXPECT_NE(formatEvent(e).find("tags c2,exfil"), std::string::npos);
 }
 
+// `dpuctl stats`: the signature engine's counters, when it inspected anything.
+TEST(SignatureFormat, StatsShowTheEngineCounters) {
+  v1::Stats s;
+  v1::SignatureCounters* g = s.mutable_total()->mutable_signatures();
+  g->set_inspected(120);
+  g->set_candidates(14);
+  g->set_matches(5);
+  g->set_alerts(3);
+  g->set_rejects(2);
+  std::string o = formatStats(s, nullptr);
+  EXPECT_NE(o.find("signatures\n  inspected 120   candidates 14   matched 5   acted on: alert 3"),
+            std::string::npos)
+      << o;
+  EXPECT_NE(o.find("reject 2"), std::string::npos) << o;
+  EXPECT_EQ(o.find("pcre undecided"), std::string::npos) << "no second line when all are 0";
+  g->set_hits_dropped(7);
+  o = formatStats(s, nullptr);
+  EXPECT_NE(o.find("hits dropped 7"), std::string::npos) << o;
+  EXPECT_EQ(formatStats(v1::Stats(), nullptr).find("\nsignatures\n"), std::string::npos);
+}
+
 // `dpuctl stats`: the normalization counters (fragments reassembled, TCP streams), shown
 // when there is something to show.
 // --- http --- explain's HTTP matches: the rule, the transaction, the file.

@@ -351,6 +351,9 @@ TEST(PromExport, DnsDpiAndRefusalNames) {
   c->mutable_dpi()->set_alerts(4);
   c->mutable_dpi()->set_resets(1);
   c->mutable_dpi()->set_no_stream(2);
+  c->mutable_signatures()->set_inspected(30);  // --- signatures ---
+  c->mutable_signatures()->set_matches(3);
+  c->mutable_signatures()->set_rejects(1);
   v1::DnsListStats* l = s.add_dns_lists();
   l->set_name("ads");
   l->set_action("nxdomain");
@@ -397,6 +400,11 @@ TEST(PromExport, DnsDpiAndRefusalNames) {
       {"dpu_dpi_matches_total", "worker=0,action=drop", 0, kC},
       {"dpu_dpi_matches_total", "worker=0,action=reset", 1, kC},
       {"dpu_dpi_streams_not_inspected_total", "worker=0", 2, kC},
+      {"dpu_signature_inspections_total", "worker=0", 30, kC},
+      {"dpu_signature_matches_total", "worker=0", 3, kC},
+      {"dpu_signature_actions_total", "worker=0,action=reject", 1, kC},
+      {"dpu_signature_actions_total", "worker=0,action=alert", 0, kC},
+      {"dpu_signature_hits_dropped_total", "worker=0", 0, kC},
       {"dpu_config_refused_total", "phase=compile", 2, kC},
       {"dpu_config_refused_total", "phase=version", 0, kC},
       {"dpu_worker_cycles_total", "worker=0,bucket=dns", 5000, kC},
