@@ -376,7 +376,6 @@ int rpcFail(const Global& g, const std::string& what, const grpc::Status& st) {
   }
 }
 
-
 class Client {
  public:
   explicit Client(const Global& g) : g_(g) {}

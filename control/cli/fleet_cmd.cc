@@ -101,7 +101,6 @@ int fail(const std::string& what, const absl::Status& st) {
   return kFailed;
 }
 
-
 std::string ago(int64_t unix_ns) {
   if (unix_ns <= 0) return "-";
   const double s = (fleet::unixNowNs() - unix_ns) / 1e9;
@@ -220,10 +219,13 @@ int cmdApply(Session& s, const std::vector<std::string>& a) {
   ctl::forEachConfigFile(&doc, [&](std::string* p) { paths.push_back(*p); });
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
-  std::map<std::string, std::string> data_by_path, sha_by_path;
+  std::map<std::string, std::string> data_by_path, sha_by_path, read_errors;
   for (const std::string& p : paths) {
     std::string data, err;
-    if (!readFile(p, &data, &err)) continue;
+    if (!readFile(p, &data, &err)) {
+      read_errors[p] = std::move(err);
+      continue;
+    }
     sha_by_path[p] = fleet::sha256Hex(data);
     data_by_path[p] = std::move(data);
   }
@@ -273,10 +275,8 @@ int cmdApply(Session& s, const std::vector<std::string>& a) {
   for (const std::string& p : paths) {
     auto it = data_by_path.find(p);
     if (it == data_by_path.end()) {
-      std::string data, err;
-      readFile(p, &data, &err);
-      std::fprintf(stderr, "dpuctl: fleet apply: %s (named by %s); nothing written\n", err.c_str(),
-                   file.c_str());
+      std::fprintf(stderr, "dpuctl: fleet apply: %s (named by %s); nothing written\n",
+                   read_errors[p].c_str(), file.c_str());
       return kFailed;
     }
     v1::FleetFile* f = ver.add_files();

@@ -1,6 +1,5 @@
 #include "control/metrics/metrics_server.h"
 
-
 #include <CivetServer.h>
 #include <prometheus/text_serializer.h>
 

@@ -173,8 +173,7 @@ int Worker::run() {
     // Idle polling: nothing came for a while. Offline, a sleeping worker holds up no RCU
     // grace period (a config publish does not wait for its sleep); its flows age and its
     // mailbox is served between sleeps, which stay short (at most max_sleep_us).
-    sleep_us = sleep_us == 0 ? kIdleFirstSleepUs : std::min(sleep_us * 2, max_sleep_us);
-    sleep_us = std::min(sleep_us, max_sleep_us);
+    sleep_us = std::min(sleep_us == 0 ? kIdleFirstSleepUs : sleep_us * 2, max_sleep_us);
     rte_rcu_qsbr_thread_offline(cx_.shared.qsbr, cx_.opts.id);
     const uint64_t t0 = rte_rdtsc();
     struct timespec ts = {0, static_cast<long>(sleep_us) * 1000};

@@ -329,6 +329,7 @@ class Box(Node):
         self.log = os.path.join(lab.work, f"{name}.log")
         self.proc = self.addr = self.tx = None
         self.a_if, self.b_if = a_if, b_if
+        self.etcd_opts, self.vdevs = [], []
         self.pmd = None
         lab.nodes.append(self)
 
@@ -347,32 +348,9 @@ class Box(Node):
         raise last
 
     def _start(self, pmd, extra):
-        vdevs = [f"net_{pmd}{k},iface={i}" for k, i in enumerate((self.a_if, self.b_if))]
-        cmd = [self.lab.appliance, "run", "--state-dir", self.state, "--fleet", self.lab.fleet,
-               "--etcd", f"127.0.0.1:{self.relay.port}", "--node", self.name, "--group", self.group,
-               "--fleet-lease-ttl", "3", *self.lab.run_extra, *(extra or []), "--",
-               "-l", "0,1", "--no-huge", "--no-pci", "--no-shconf", f"--file-prefix={self.prefix}",
-               "-m", "512", "--log-level=lib.eal:error", "--vdev", vdevs[0], "--vdev", vdevs[1]]
-        start = os.path.getsize(self.log) if os.path.exists(self.log) else 0
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log + ".out", "ab"),
-                                     stderr=open(self.log, "ab"))
-        self.lab.pids.append(self.proc)
-
-        def lines():
-            with open(self.log, errors="replace") as f:
-                f.seek(start)
-                return f.readlines()
-
-        def up():
-            ls = lines()
-            if self.proc.poll() is not None:
-                raise Fatal(f"{self.name} exited during start-up:\n{''.join(ls[-30:])}")
-            return any(l.startswith("dpu-appliance: following fleet") for l in ls) and \
-                any("forwarding between" in l for l in ls)
-        wait_for(f"{self.name} to start", up)
-        for line in lines():
-            if "API listening on" in line:
-                self.addr = line.split("API listening on ")[1].split()[0]
+        self.vdevs = [a for k, i in enumerate((self.a_if, self.b_if))
+                      for a in ("--vdev", f"net_{pmd}{k},iface={i}")]
+        Node.start(self, extra)
 
     def flows(self):
         d = json.loads(self.ctl("--json", "flows", "--dst", VIP, "--proto", "tcp",

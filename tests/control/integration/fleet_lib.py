@@ -265,10 +265,12 @@ class Node:
                 f.seek(start)
                 return f.readlines()
 
-        def listening():
+        def listening():  # following the fleet, and its workers forwarding
             if self.proc.poll() is not None:
                 raise Fatal(f"{self.name} exited during start-up:\n{self.tail()}")
-            return any(l.startswith("dpu-appliance: following fleet") for l in lines())
+            ls = lines()
+            return any(l.startswith("dpu-appliance: following fleet") for l in ls) and \
+                any("forwarding between" in l for l in ls)
         wait_for(f"{self.name} to start", listening)
         for line in lines():
             if "API listening on" in line:
